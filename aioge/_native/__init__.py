@@ -1,0 +1,203 @@
+"""THE door from Python to C: the only module that loads a backend.
+
+Backends (``AIOGE_BACKEND``):
+
+* ``host`` (default): the embedded host runtime ``aioge._native._hostrt``,
+  compiled from ``cffi_build/`` by ``pip install``.
+* ``ascend``: the same declarations in ABI mode, ``ffi.dlopen`` of
+  ``libascendcl.so`` -- from ``AIOGE_ACL_LIBRARY`` (several paths joined
+  with ``:`` are searched in order, e.g. ``libascendcl.so:libacl_op_compiler.so``)
+  or from the CANN install under ``ASCEND_HOME_PATH``.
+
+Everything else in aioge uses ``ffi``, ``lib`` and :func:`check` from here.
+This layer is thin and synchronous: no asyncio, no objects with lifecycles.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import threading
+from typing import Any
+
+from ..errors import BackendError, error_class
+
+__all__ = (
+    "ffi",
+    "lib",
+    "backend",
+    "library_path",
+    "has_host_hooks",
+    "check",
+    "recent_error",
+    "bind_context",
+    "forget_context",
+    "counters",
+    "blas_info",
+    "HOST_RUNTIME_VERSION",
+)
+
+#: must equal HRT_VERSION in cffi_build/hostrt/hrt.h
+HOST_RUNTIME_VERSION = 1
+
+
+class _Libs:
+    """Several dlopen'ed libraries seen as one ``lib`` (ABI mode)."""
+
+    def __init__(self, libs: list[Any]) -> None:
+        self._libs = libs
+
+    def __getattr__(self, name: str) -> Any:
+        for lib in self._libs:
+            try:
+                value = getattr(lib, name)
+            except AttributeError:
+                continue
+            setattr(self, name, value)  # cache: later lookups skip __getattr__
+            return value
+        raise AttributeError(f"no ACL library defines {name!r}")
+
+
+def _ascend_paths() -> list[str]:
+    explicit = os.environ.get("AIOGE_ACL_LIBRARY", "")
+    if explicit:
+        return [p for p in explicit.split(os.pathsep) if p]
+    home = os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")
+    if not home:
+        raise BackendError(
+            "AIOGE_BACKEND=ascend needs AIOGE_ACL_LIBRARY (path to libascendcl.so) or ASCEND_HOME_PATH"
+        )
+    found = []
+    for sub in ("lib64", "runtime/lib64", "aarch64-linux/lib64", "x86_64-linux/lib64"):
+        for name in ("libascendcl.so", "libacl_op_compiler.so"):
+            p = pathlib.Path(home, sub, name)
+            if p.exists() and str(p) not in found:
+                found.append(str(p))
+    if not found:
+        raise BackendError(f"no libascendcl.so under ASCEND_HOME_PATH={home}")
+    return found
+
+
+def _load() -> tuple[Any, Any, str, str]:
+    name = os.environ.get("AIOGE_BACKEND", "host").strip().lower() or "host"
+    if name == "host":
+        try:
+            from . import _hostrt
+        except ImportError as e:  # pragma: no cover - broken install
+            raise BackendError(f"the embedded host runtime is not built ({e}); reinstall with `pip install .`") from e
+        return _hostrt.ffi, _hostrt.lib, "host", _hostrt.__file__
+    if name == "ascend":
+        from ._acl_abi import ffi as abi_ffi
+
+        paths = _ascend_paths()
+        libs = []
+        for p in paths:
+            try:
+                libs.append(abi_ffi.dlopen(p))
+            except OSError as e:
+                raise BackendError(f"cannot dlopen {p}: {e}") from e
+        return abi_ffi, _Libs(libs), "ascend", paths[0]
+    raise BackendError(f"unknown AIOGE_BACKEND={name!r} (use 'host' or 'ascend')")
+
+
+ffi, lib, backend, library_path = _load()
+
+
+def _has(name: str) -> bool:
+    try:
+        getattr(lib, name)
+    except AttributeError:
+        return False
+    return True
+
+
+#: the aiogeHost* test hooks and counters exist (the host runtime, in either binding mode)
+has_host_hooks = _has("aiogeHostVersion")
+
+if has_host_hooks:
+    _v = lib.aiogeHostVersion()
+    if _v != HOST_RUNTIME_VERSION:
+        raise BackendError(
+            f"host runtime at {library_path} is version {_v}, aioge expects {HOST_RUNTIME_VERSION}: rebuild it"
+        )
+
+
+def recent_error() -> str:
+    """Get-and-clear ``aclGetRecentErrMsg`` of the calling thread ("" when empty)."""
+    p = lib.aclGetRecentErrMsg()
+    return "" if p == ffi.NULL else ffi.string(p).decode("utf-8", "replace")
+
+
+def check(rc: int, what: str) -> None:
+    """Raise the :class:`~aioge.AclError` subclass for a non-zero code."""
+    if rc:
+        raise error_class(rc)(rc, recent_error(), what)
+
+
+# ---- per-thread current context -----------------------------------------------------------
+_tls = threading.local()
+
+
+def bind_context(ctx: Any) -> None:
+    """Make ``ctx`` the calling thread's current context (a no-op if it is)."""
+    if getattr(_tls, "ctx", None) is not ctx:
+        check(lib.aclrtSetCurrentContext(ctx), "aclrtSetCurrentContext")
+        _tls.ctx = ctx
+
+
+def forget_context(ctx: Any = None) -> None:
+    """Drop the cached binding (after the runtime changed the current context)."""
+    if ctx is None or getattr(_tls, "ctx", None) is ctx:
+        _tls.ctx = None
+
+
+# ---- host runtime extras ----------------------------------------------------------------
+def _load_blas() -> str:
+    """Point the host runtime at the scipy-openblas32 wheel's library."""
+    if not has_host_hooks:
+        return ""
+    explicit = os.environ.get("AIOGE_BLAS_LIBRARY")
+    candidates = [explicit] if explicit else []
+    if not explicit:
+        try:
+            import scipy_openblas32
+
+            libdir = pathlib.Path(scipy_openblas32.get_lib_dir())
+            candidates += [str(p) for p in sorted(libdir.glob(f"lib{scipy_openblas32.get_library()}*.so*"))]
+        except Exception:  # wheel missing or broken: the C fallback GEMM is used
+            pass
+    for c in candidates:
+        if lib.aiogeHostSetBlasLibrary(c.encode()) == 0:
+            break
+        recent_error()  # clear the failure text; fall back
+    return blas_info()
+
+
+def blas_info() -> str:
+    """What the host runtime uses for GEMM ("" on a real backend)."""
+    if not has_host_hooks:
+        return ""
+    return ffi.string(lib.aiogeHostBlasInfo()).decode()
+
+
+_load_blas()
+
+_COUNTER_FIELDS = (
+    "contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs",
+    "device_allocations", "device_bytes", "host_allocations", "host_bytes", "deferred_frees",
+    "op_cache_hits", "op_cache_misses", "op_cache_entries", "op_cache_evictions",
+    "tasks_executed", "tasks_failed", "subscriptions",
+)  # fmt: skip
+
+
+def counters() -> dict[str, int]:
+    """Live-handle, memory and op-cache counters of the host runtime.
+
+    Raises:
+        BackendError: on a backend without the host hooks.
+    """
+    if not has_host_hooks:
+        raise BackendError(f"the {backend} backend has no aioge host counters")
+    c = ffi.new("aiogeHostCounters *")
+    check(lib.aiogeHostGetCounters(c), "aiogeHostGetCounters")
+    return {f: int(getattr(c, f)) for f in _COUNTER_FIELDS}

@@ -1,0 +1,53 @@
+/* aioge-specific entry points of the embedded host runtime.  They are kept
+ * apart from the ACL names (prefix aiogeHost) and exist only in the host
+ * runtime: a real libascendcl.so does not have them, so Python looks them up
+ * by name and treats them as optional.  Same cdef rules as acl.h. */
+
+typedef struct aiogeHostCounters {
+    int64_t contexts;            /* live explicit + default contexts */
+    int64_t streams;             /* live streams, default streams included */
+    int64_t events;
+    int64_t tensor_descs;
+    int64_t data_buffers;
+    int64_t attrs;
+    int64_t device_allocations;  /* live aclrtMalloc blocks (freed-but-busy included) */
+    int64_t device_bytes;        /* bytes charged against device capacity */
+    int64_t host_allocations;    /* live aclrtMallocHost blocks */
+    int64_t host_bytes;
+    int64_t deferred_frees;      /* aclrtFree'd blocks still used by queued tasks */
+    int64_t op_cache_hits;       /* cumulative */
+    int64_t op_cache_misses;     /* cumulative */
+    int64_t op_cache_entries;
+    int64_t op_cache_evictions;  /* cumulative */
+    int64_t tasks_executed;      /* cumulative, all streams */
+    int64_t tasks_failed;        /* cumulative, all streams */
+    int64_t subscriptions;       /* live (thread, stream) report subscriptions */
+} aiogeHostCounters;
+
+/* Version of the host runtime's C sources; Python refuses a mismatch. */
+int32_t aiogeHostVersion(void);
+aclError aiogeHostGetCounters(aiogeHostCounters *counters);
+
+/* Test hooks.  InjectFailure: the next `count` work tasks enqueued on the
+ * stream fail with `code` (a runtime code such as 507015) instead of running.
+ * LaunchDelay: a work task that sleeps `microseconds`.  LaunchGate: a task
+ * that blocks the stream until aiogeHostOpenGate(*gate), or until
+ * `timeout_ms` passes (then it fails with ACL_ERROR_RT_TASK_TIMEOUT), so a
+ * forgotten gate can never hang a process. */
+aclError aiogeHostInjectFailure(aclrtStream stream, int32_t count, aclError code);
+aclError aiogeHostLaunchDelay(aclrtStream stream, uint64_t microseconds);
+aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *gate);
+aclError aiogeHostOpenGate(uint64_t gate);
+
+/* Op compile cache: drop every entry (counters keep their totals). */
+aclError aiogeHostResetOpCache(void);
+
+/* BLAS: load a CBLAS library at run time (the scipy-openblas32 wheel's, whose
+ * symbols carry a scipy_ prefix, or any plain cblas).  Without one, GEMM-based
+ * kernels use the built-in C GEMM.  Info describes what is in use. */
+aclError aiogeHostSetBlasLibrary(const char *path);
+const char *aiogeHostBlasInfo(void);
+
+/* Intra-op worker threads shared by every stream (default: online CPUs). */
+aclError aiogeHostSetNumThreads(int32_t n);
+int32_t aiogeHostGetNumThreads(void);

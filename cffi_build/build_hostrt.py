@@ -1,0 +1,56 @@
+"""cffi build script: one set of declarations, two outputs.
+
+- ``aioge._native._hostrt``: API mode, compiles the embedded host runtime
+  (``hostrt/*.c``) against the declarations in ``acl.h`` + ``aioge_host.h``.
+- ``aioge._native._acl_abi``: out-of-line ABI mode, the same declarations
+  for ``ffi.dlopen()`` of a real ``libascendcl.so``.
+
+Set ``AIOGE_PORTABLE=1`` to build without ``-march=native``.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+from cffi import FFI
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def cdef_text() -> str:
+    """The declarations cffi sees: the ACL subset, then the aioge host hooks."""
+    return (HERE / "acl.h").read_text() + "\n" + (HERE / "aioge_host.h").read_text()
+
+
+def _sources() -> list[str]:
+    files = sorted(HERE.glob("hostrt/*.c")) + sorted(HERE.glob("hostrt/kernels/*.c"))
+    # setuptools wants paths relative to the project root
+    return [os.path.relpath(p, ROOT) for p in files]
+
+
+def _cflags() -> list[str]:
+    flags = ["-O3", "-std=gnu11", "-fwrapv", "-pthread", "-Wall", "-Wno-unused-function"]
+    if os.environ.get("AIOGE_PORTABLE", "") not in ("1", "true", "yes"):
+        flags.append("-march=native")
+    return flags
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(cdef_text())
+ffibuilder.set_source(
+    "aioge._native._hostrt",
+    '#include "hostrt/hrt.h"\n',
+    sources=_sources(),
+    include_dirs=[os.path.relpath(HERE, ROOT)],
+    extra_compile_args=_cflags(),
+    libraries=["pthread", "dl", "m"],
+)
+
+abi_builder = FFI()
+abi_builder.cdef(cdef_text())
+abi_builder.set_source("aioge._native._acl_abi", None)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)

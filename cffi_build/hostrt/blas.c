@@ -1,0 +1,133 @@
+/* GEMM: OpenBLAS loaded at run time (pip's build environment is not where
+ * the scipy-openblas32 wheel lives at run time, so nothing is linked), with
+ * a blocked C GEMM as the fallback when no library is available. */
+#include "hrt.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
+                         const float *b, int ldb, float beta, float *c, int ldc);
+typedef void (*dgemm_fn)(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a, int lda,
+                         const double *b, int ldb, double beta, double *c, int ldc);
+typedef void (*set_threads_fn)(int n);
+
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+
+static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *blas_handle;
+static sgemm_fn p_sgemm;
+static dgemm_fn p_dgemm;
+static set_threads_fn p_set_threads;
+static char blas_info[600] = "builtin C GEMM (no BLAS library loaded)";
+
+static void *sym(void *h, const char *a, const char *b) {
+    void *p = dlsym(h, a);
+    return p ? p : (b ? dlsym(h, b) : NULL);
+}
+
+aclError aiogeHostSetBlasLibrary(const char *path) {
+    const char *api = "aiogeHostSetBlasLibrary";
+    if (!path || !*path) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "path is NULL or empty");
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return hrt_error(ACL_ERROR_INVALID_FILE, api, "cannot load BLAS library '%s': %s", path, dlerror());
+    sgemm_fn s = (sgemm_fn)sym(h, "scipy_cblas_sgemm", "cblas_sgemm");
+    dgemm_fn d = (dgemm_fn)sym(h, "scipy_cblas_dgemm", "cblas_dgemm");
+    set_threads_fn t = (set_threads_fn)sym(h, "scipy_openblas_set_num_threads", "openblas_set_num_threads");
+    if (!s || !d) {
+        dlclose(h);
+        return hrt_error(ACL_ERROR_INVALID_FILE, api, "'%s' has no cblas_sgemm/cblas_dgemm", path);
+    }
+    pthread_mutex_lock(&blas_mu);
+    /* the previous library stays loaded: kernels may be inside it right now */
+    blas_handle = h;
+    p_sgemm = s;
+    p_dgemm = d;
+    p_set_threads = t;
+    snprintf(blas_info, sizeof blas_info, "cblas from %s", path);
+    pthread_mutex_unlock(&blas_mu);
+    if (t) t(hrt_num_threads());
+    return ACL_SUCCESS;
+}
+
+const char *aiogeHostBlasInfo(void) { return blas_info; }
+
+void hrt_blas_set_threads(int n) {
+    if (p_set_threads) p_set_threads(n);
+}
+
+void hrt_blas_init_from_env(void) {
+    const char *p = getenv("AIOGE_BLAS_LIBRARY");
+    if (p && *p && !p_sgemm) aiogeHostSetBlasLibrary(p);
+}
+
+/* ---------------------------------------------------------- fallback GEMM
+ * Row-major C[m,n] = alpha*op(A)[m,k]*op(B)[k,n] + beta*C.  op(B) is packed
+ * into a contiguous k-by-n panel first so the inner loop is a vectorisable
+ * axpy over n; rows of C are split over the pool. */
+#define FALLBACK_GEMM(NAME, T)                                                                                 \
+    typedef struct {                                                                                           \
+        bool ta;                                                                                               \
+        int64_t m, n, k, lda, ldc;                                                                             \
+        T alpha, beta;                                                                                         \
+        const T *a, *bp;                                                                                       \
+        T *c;                                                                                                  \
+    } NAME##_ctx;                                                                                              \
+    static void NAME##_rows(void *vp, int64_t r0, int64_t r1) {                                                \
+        NAME##_ctx *x = vp;                                                                                    \
+        for (int64_t i = r0; i < r1; i++) {                                                                    \
+            T *crow = x->c + i * x->ldc;                                                                       \
+            if (x->beta == 0) {                                                                                \
+                for (int64_t j = 0; j < x->n; j++) crow[j] = 0;                                                \
+            } else if (x->beta != 1) {                                                                         \
+                for (int64_t j = 0; j < x->n; j++) crow[j] *= x->beta;                                         \
+            }                                                                                                  \
+            for (int64_t p = 0; p < x->k; p++) {                                                               \
+                T av = x->alpha * (x->ta ? x->a[p * x->lda + i] : x->a[i * x->lda + p]);                       \
+                const T *brow = x->bp + p * x->n;                                                              \
+                for (int64_t j = 0; j < x->n; j++) crow[j] += av * brow[j];                                    \
+            }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    static aclError NAME(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T *a, int64_t lda,  \
+                         const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {                                 \
+        T *bp = malloc(sizeof(T) * (size_t)(k && n ? k * n : 1));                                               \
+        if (!bp) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "GEMM: out of host memory");             \
+        for (int64_t p = 0; p < k; p++)                                                                        \
+            for (int64_t j = 0; j < n; j++) bp[p * n + j] = tb ? b[j * ldb + p] : b[p * ldb + j];              \
+        NAME##_ctx x = {ta, m, n, k, lda, ldc, alpha, beta, a, bp, c};                                         \
+        int64_t per_row = n * k + 1;                                                                           \
+        hrt_parallel_for(m, (1 << 16) / per_row + 1, NAME##_rows, &x);                                         \
+        free(bp);                                                                                              \
+        return ACL_SUCCESS;                                                                                    \
+    }
+
+FALLBACK_GEMM(fallback_sgemm, float)
+FALLBACK_GEMM(fallback_dgemm, double)
+
+static bool fits_int(int64_t v) { return v >= 0 && v <= 0x7fffffff; }
+
+aclError hrt_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+               const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (m == 0 || n == 0) return ACL_SUCCESS;
+    sgemm_fn f = p_sgemm;
+    if (f && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) && fits_int(ldc) && k > 0)
+        f(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+          (int)ldb, beta, c, (int)ldc);
+    else
+        return fallback_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return ACL_SUCCESS;
+}
+
+aclError hrt_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a, int64_t lda,
+               const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
+    if (m == 0 || n == 0) return ACL_SUCCESS;
+    dgemm_fn f = p_dgemm;
+    if (f && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) && fits_int(ldc) && k > 0)
+        f(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+          (int)ldb, beta, c, (int)ldc);
+    else
+        return fallback_dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return ACL_SUCCESS;
+}

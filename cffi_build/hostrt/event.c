@@ -1,0 +1,326 @@
+/* Events: a record enqueues a marker task; the event is complete once the
+ * marker of its latest record has run.  StreamWaitEvent enqueues a task on
+ * the waiting stream that blocks that stream's worker (never the host) until
+ * the marker has run.  Every wait refers to a marker enqueued earlier, so
+ * waits can never form a cycle. */
+#include "hrt.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define EV_KNOWN_FLAGS 0x7Fu
+#define EV_PLAIN_FLAGS (ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE)
+
+typedef struct hrt_event {
+    uint32_t flags;
+    atomic_int refs;           /* the handle + queued markers and waits */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t rec_gen;          /* records issued */
+    uint64_t done_gen;         /* records whose marker has run */
+    int stream_id;             /* stream of the latest record */
+    aclError code;             /* error of the work captured by the latest completed record */
+    char msg[HRT_MSG_LEN];
+    uint64_t time_ns;
+} hrt_event;
+
+static void ev_unref(hrt_event *e) {
+    if (atomic_fetch_sub(&e->refs, 1) == 1) {
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->mu);
+        free(e);
+    }
+}
+
+/* Validate and take a reference in one step, so a concurrent destroy cannot
+ * free the event under us. */
+static hrt_event *ev_get(aclrtEvent event, const char *api, aclError *rc) {
+    if (!event) {
+        *rc = hrt_error(ACL_ERROR_INVALID_PARAM, api, "event is NULL");
+        return NULL;
+    }
+    hrt_handles_lock();
+    bool ok = hrt_handle_valid_locked(event, HRT_H_EVENT);
+    if (ok) atomic_fetch_add(&((hrt_event *)event)->refs, 1);
+    hrt_handles_unlock();
+    if (!ok) {
+        *rc = hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, api, "event %p is not a live event", event);
+        return NULL;
+    }
+    *rc = ACL_SUCCESS;
+    return event;
+}
+
+static aclError ev_create(aclrtEvent *event, uint32_t flags, const char *api) {
+    if (!event) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "event is NULL");
+    if (flags & ~EV_KNOWN_FLAGS) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "unknown event flag bits 0x%x", flags);
+    if (!hrt_current_ctx()) return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, api, "no current context in this thread");
+    hrt_event *e = calloc(1, sizeof *e);
+    if (!e) return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
+    e->flags = flags;
+    atomic_init(&e->refs, 1);
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    hrt_handle_add(e, HRT_H_EVENT);
+    *event = e;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtCreateEvent(aclrtEvent *event) { return ev_create(event, EV_PLAIN_FLAGS, "aclrtCreateEvent"); }
+
+aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag) {
+    return ev_create(event, flag, "aclrtCreateEventWithFlag");
+}
+
+aclError aclrtDestroyEvent(aclrtEvent event) {
+    if (!event) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyEvent", "event is NULL");
+    if (!hrt_handle_remove(event, HRT_H_EVENT))
+        return hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyEvent", "event %p is not live", event);
+    ev_unref(event); /* queued markers keep it alive until they have run */
+    return ACL_SUCCESS;
+}
+
+/* ---------------------------------------------------------- the marker */
+typedef struct {
+    hrt_task t;
+    hrt_event *e;
+    uint64_t gen;
+} ev_task;
+
+static aclError run_marker(hrt_task *t) {
+    ev_task *m = (ev_task *)t;
+    hrt_stream *s = t->stream;
+    hrt_event *e = m->e;
+    uint64_t now = hrt_now_ns();
+    if (s->work_since_marker) { /* close the range */
+        s->mark_code = s->range_code;
+        memcpy(s->mark_msg, s->range_msg, HRT_MSG_LEN);
+        s->range_code = 0;
+        s->work_since_marker = false;
+    }
+    pthread_mutex_lock(&e->mu);
+    if (m->gen > e->done_gen) {
+        e->done_gen = m->gen;
+        e->time_ns = now;
+        e->code = s->mark_code;
+        if (s->mark_code) memcpy(e->msg, s->mark_msg, HRT_MSG_LEN);
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return ACL_SUCCESS;
+}
+
+static void release_ev_task(hrt_task *t) {
+    ev_unref(((ev_task *)t)->e);
+    free(t);
+}
+
+aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+    aclError rc;
+    hrt_event *e = ev_get(event, "aclrtRecordEvent", &rc);
+    if (!e) return rc;
+    hrt_stream *s;
+    rc = hrt_resolve_stream(stream, &s, "aclrtRecordEvent");
+    if (rc) {
+        ev_unref(e);
+        return rc;
+    }
+    ev_task *m = calloc(1, sizeof *m);
+    if (!m) {
+        hrt_stream_release(s);
+        ev_unref(e);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, "aclrtRecordEvent", "out of host memory");
+    }
+    m->t.run = run_marker;
+    m->t.release = release_ev_task;
+    m->t.kind = HRT_TASK_MARKER;
+    m->e = e; /* the reference taken by ev_get moves into the task */
+    pthread_mutex_lock(&e->mu);
+    m->gen = ++e->rec_gen;
+    e->stream_id = s->id;
+    pthread_mutex_unlock(&e->mu);
+    hrt_stream_enqueue(s, &m->t);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+static aclError run_noop(hrt_task *t) {
+    (void)t;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
+    aclError rc;
+    hrt_event *e = ev_get(event, "aclrtResetEvent", &rc);
+    if (!e) return rc;
+    if (!(e->flags & ACL_EVENT_SYNC)) {
+        ev_unref(e);
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtResetEvent", "event was created without ACL_EVENT_SYNC");
+    }
+    hrt_stream *s;
+    rc = hrt_resolve_stream(stream, &s, "aclrtResetEvent");
+    if (rc) {
+        ev_unref(e);
+        return rc;
+    }
+    ev_task *m = calloc(1, sizeof *m);
+    if (!m) {
+        hrt_stream_release(s);
+        ev_unref(e);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, "aclrtResetEvent", "out of host memory");
+    }
+    /* A reset orders after the stream's prior work; its state change (back
+     * to "not recorded") happens when the stream reaches it. */
+    m->t.run = run_noop;
+    m->t.release = release_ev_task;
+    m->t.kind = HRT_TASK_MARKER;
+    m->e = e;
+    hrt_stream_enqueue(s, &m->t);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+static bool ev_done_locked(hrt_event *e) { return e->done_gen >= e->rec_gen; }
+
+aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status) {
+    if (!status) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventStatus", "status is NULL");
+    aclError rc;
+    hrt_event *e = ev_get(event, "aclrtQueryEventStatus", &rc);
+    if (!e) return rc;
+    pthread_mutex_lock(&e->mu);
+    *status = ev_done_locked(e) ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    pthread_mutex_unlock(&e->mu);
+    ev_unref(e);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus *status) {
+    if (!status) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtQueryEvent", "status is NULL");
+    aclError rc;
+    hrt_event *e = ev_get(event, "aclrtQueryEvent", &rc);
+    if (!e) return rc;
+    pthread_mutex_lock(&e->mu);
+    *status = ev_done_locked(e) ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
+    pthread_mutex_unlock(&e->mu);
+    ev_unref(e);
+    return ACL_SUCCESS;
+}
+
+static aclError ev_sync(aclrtEvent event, int32_t timeout_ms, const char *api) {
+    aclError rc;
+    hrt_event *e = ev_get(event, api, &rc);
+    if (!e) return rc;
+    pthread_mutex_lock(&e->mu);
+    uint64_t target = e->rec_gen;
+    struct timespec dl;
+    if (timeout_ms >= 0) hrt_deadline(&dl, timeout_ms);
+    while (e->done_gen < target) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&e->cv, &e->mu);
+        } else if (pthread_cond_timedwait(&e->cv, &e->mu, &dl) == ETIMEDOUT && e->done_gen < target) {
+            rc = ACL_ERROR_RT_EVENT_SYNC_TIMEOUT;
+            break;
+        }
+    }
+    if (!rc && e->code) {
+        rc = e->code;
+        hrt_error_push(rc, api, e->msg);
+    }
+    pthread_mutex_unlock(&e->mu);
+    ev_unref(e);
+    if (rc == ACL_ERROR_RT_EVENT_SYNC_TIMEOUT)
+        hrt_error(rc, api, "event %p did not complete within %d ms", event, timeout_ms);
+    return rc;
+}
+
+aclError aclrtSynchronizeEvent(aclrtEvent event) { return ev_sync(event, -1, "aclrtSynchronizeEvent"); }
+
+aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout) {
+    if (timeout < -1)
+        return hrt_error(ACL_ERROR_RT_PARAM_INVALID, "aclrtSynchronizeEventWithTimeout",
+                         "timeout %d ms is invalid (use -1 or >= 0)", timeout);
+    return ev_sync(event, timeout, "aclrtSynchronizeEventWithTimeout");
+}
+
+aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent) {
+    const char *api = "aclrtEventElapsedTime";
+    if (!ms) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "ms is NULL");
+    aclError rc;
+    hrt_event *a = ev_get(startEvent, api, &rc);
+    if (!a) return rc;
+    hrt_event *b = ev_get(endEvent, api, &rc);
+    if (!b) {
+        ev_unref(a);
+        return rc;
+    }
+    uint64_t ta = 0, tb = 0;
+    pthread_mutex_lock(&a->mu);
+    bool a_ok = a->rec_gen && ev_done_locked(a), a_time = a->flags & ACL_EVENT_TIME_LINE;
+    ta = a->time_ns;
+    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_lock(&b->mu);
+    bool b_ok = b->rec_gen && ev_done_locked(b), b_time = b->flags & ACL_EVENT_TIME_LINE;
+    tb = b->time_ns;
+    pthread_mutex_unlock(&b->mu);
+    ev_unref(a);
+    ev_unref(b);
+    if (!a_time || !b_time)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, api, "both events need ACL_EVENT_TIME_LINE for timing");
+    if (!a_ok || !b_ok)
+        return hrt_error(ACL_ERROR_RT_EVENT_NOT_COMPLETE, api, "both events must be recorded and complete");
+    *ms = (float)((double)((int64_t)(tb - ta)) / 1e6);
+    return ACL_SUCCESS;
+}
+
+/* ---------------------------------------------------------- device wait */
+static aclError run_wait(hrt_task *t) {
+    ev_task *w = (ev_task *)t;
+    hrt_event *e = w->e;
+    pthread_mutex_lock(&e->mu);
+    while (e->done_gen < w->gen) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    return ACL_SUCCESS;
+}
+
+aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+    aclError rc;
+    hrt_event *e = ev_get(event, "aclrtStreamWaitEvent", &rc);
+    if (!e) return rc;
+    if (!(e->flags & ACL_EVENT_SYNC)) {
+        ev_unref(e);
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtStreamWaitEvent",
+                         "event was created without ACL_EVENT_SYNC and cannot be waited on");
+    }
+    hrt_stream *s;
+    rc = hrt_resolve_stream(stream, &s, "aclrtStreamWaitEvent");
+    if (rc) {
+        ev_unref(e);
+        return rc;
+    }
+    pthread_mutex_lock(&e->mu);
+    uint64_t gen = e->rec_gen;
+    pthread_mutex_unlock(&e->mu);
+    if (gen == 0) { /* never recorded: nothing to wait for */
+        hrt_stream_release(s);
+        ev_unref(e);
+        return ACL_SUCCESS;
+    }
+    ev_task *w = calloc(1, sizeof *w);
+    if (!w) {
+        hrt_stream_release(s);
+        ev_unref(e);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, "aclrtStreamWaitEvent", "out of host memory");
+    }
+    w->t.run = run_wait;
+    w->t.release = release_ev_task;
+    w->t.kind = HRT_TASK_WAIT;
+    w->e = e;
+    w->gen = gen;
+    hrt_stream_enqueue(s, &w->t);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}

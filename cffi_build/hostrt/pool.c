@@ -1,0 +1,149 @@
+/* The intra-op thread pool shared by every stream.
+ *
+ * A kernel splits its work with hrt_parallel_for; the calling stream worker
+ * always works on its own job, and the pool's threads help whichever job is
+ * open.  With N threads configured there are N-1 helpers, so two streams
+ * running big kernels at once share the cores instead of oversubscribing. */
+#include "hrt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct job {
+    hrt_range_fn fn;
+    void *ctx;
+    int64_t n, nchunks;
+    atomic_int_least64_t next;
+    int64_t done;       /* chunks finished (under pool_mu) */
+    int active;         /* helpers inside the job (under pool_mu) */
+    struct job *next_job;
+} job;
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;  /* work posted / target changed */
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;  /* chunks finished */
+static job *open_jobs;
+static int pool_target;   /* total threads, caller included; 0 = not read yet */
+static int pool_started;  /* helper threads started */
+
+static int online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void run_chunk(job *j, int64_t c) {
+    int64_t b = j->n * c / j->nchunks, e = j->n * (c + 1) / j->nchunks;
+    if (e > b) j->fn(j->ctx, b, e);
+}
+
+static void *helper(void *arg) {
+    int index = (int)(intptr_t)arg;
+    char name[16];
+    snprintf(name, sizeof name, "hrt-pool-%d", index);
+    pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&pool_mu);
+    for (;;) {
+        job *j = open_jobs;
+        while (j && atomic_load(&j->next) >= j->nchunks) j = j->next_job;
+        if (!j || index >= pool_target - 1) {
+            pthread_cond_wait(&pool_cv, &pool_mu);
+            continue;
+        }
+        j->active++;
+        pthread_mutex_unlock(&pool_mu);
+        int64_t finished = 0, c;
+        while ((c = atomic_fetch_add(&j->next, 1)) < j->nchunks) {
+            run_chunk(j, c);
+            finished++;
+        }
+        pthread_mutex_lock(&pool_mu);
+        j->done += finished;
+        j->active--;
+        pthread_cond_broadcast(&done_cv);
+    }
+    return NULL;
+}
+
+static void ensure_started_locked(void) {
+    if (!pool_target) {
+        const char *s = getenv("AIOGE_HOST_THREADS");
+        int n = s && *s ? atoi(s) : 0;
+        pool_target = n > 0 ? n : online_cpus();
+    }
+    while (pool_started < pool_target - 1) {
+        pthread_t t;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        int ok = pthread_create(&t, &at, helper, (void *)(intptr_t)pool_started) == 0;
+        pthread_attr_destroy(&at);
+        if (!ok) break; /* run with fewer helpers */
+        pool_started++;
+    }
+}
+
+int hrt_num_threads(void) {
+    pthread_mutex_lock(&pool_mu);
+    ensure_started_locked();
+    int n = pool_target;
+    pthread_mutex_unlock(&pool_mu);
+    return n;
+}
+
+void hrt_blas_set_threads(int n);
+
+aclError aiogeHostSetNumThreads(int32_t n) {
+    if (n < 1 || n > 1024) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostSetNumThreads", "n must be in [1, 1024]");
+    pthread_mutex_lock(&pool_mu);
+    if (!pool_target) ensure_started_locked();
+    pool_target = n;
+    ensure_started_locked();
+    pthread_cond_broadcast(&pool_cv);
+    pthread_mutex_unlock(&pool_mu);
+    hrt_blas_set_threads(n);
+    return ACL_SUCCESS;
+}
+
+int32_t aiogeHostGetNumThreads(void) { return hrt_num_threads(); }
+
+void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t want = (n + grain - 1) / grain;
+    pthread_mutex_lock(&pool_mu);
+    ensure_started_locked();
+    int threads = pool_target;
+    pthread_mutex_unlock(&pool_mu);
+    if (want <= 1 || threads <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    job j;
+    j.fn = fn;
+    j.ctx = ctx;
+    j.n = n;
+    j.nchunks = want < (int64_t)threads * 4 ? want : (int64_t)threads * 4;
+    atomic_init(&j.next, 0);
+    j.done = 0;
+    j.active = 0;
+    pthread_mutex_lock(&pool_mu);
+    j.next_job = open_jobs;
+    open_jobs = &j;
+    pthread_cond_broadcast(&pool_cv);
+    pthread_mutex_unlock(&pool_mu);
+
+    int64_t finished = 0, c;
+    while ((c = atomic_fetch_add(&j.next, 1)) < j.nchunks) {
+        run_chunk(&j, c);
+        finished++;
+    }
+    pthread_mutex_lock(&pool_mu);
+    job **pp = &open_jobs;
+    while (*pp && *pp != &j) pp = &(*pp)->next_job;
+    if (*pp) *pp = j.next_job;
+    j.done += finished;
+    /* the job lives on this stack: wait until no helper is inside it */
+    while (j.done < j.nchunks || j.active > 0) pthread_cond_wait(&done_cv, &pool_mu);
+    pthread_mutex_unlock(&pool_mu);
+}

@@ -1,0 +1,467 @@
+/* Streams: one worker thread and one FIFO task queue each.
+ *
+ * Launch calls enqueue a task and return.  The worker runs tasks in order;
+ * a task's failure is stored twice: as the stream's sticky error (returned
+ * and cleared by the next stream synchronize) and as the error of the range
+ * since the last event marker (carried by that event), so an error reaches
+ * the synchronize of the stream and of the first event recorded after it. */
+#include "hrt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static atomic_int_least64_t n_tasks_executed, n_tasks_failed;
+static atomic_int next_stream_id;
+
+int64_t hrt_task_counter(int which) {
+    return which == 0 ? atomic_load(&n_tasks_executed) : atomic_load(&n_tasks_failed);
+}
+
+static void copy_msg(char *dst, const char *src) {
+    size_t n = strlen(src);
+    if (n >= HRT_MSG_LEN) n = HRT_MSG_LEN - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static void record_failure(hrt_stream *s, hrt_task *t, aclError rc) {
+    const char *m = hrt_task_fail_msg();
+    char buf[HRT_MSG_LEN];
+    if (!m || !*m) {
+        snprintf(buf, sizeof buf, "task %llu on stream %d failed", (unsigned long long)t->seq, s->id);
+        m = buf;
+    }
+    if (!s->range_code) {
+        s->range_code = rc;
+        copy_msg(s->range_msg, m);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (!s->sticky_code) {
+        s->sticky_code = rc;
+        copy_msg(s->sticky_msg, m);
+    }
+    if (s->failure_mode == ACL_STOP_ON_FAILURE) s->failed_stop = true;
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add(&n_tasks_failed, 1);
+}
+
+static void *stream_worker(void *arg) {
+    hrt_stream *s = arg;
+    char name[16];
+    snprintf(name, sizeof name, "hrt-stream-%d", s->id);
+    pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->stop) {
+            s->worker_idle = true;
+            pthread_cond_wait(&s->cv_work, &s->mu);
+            s->worker_idle = false;
+        }
+        hrt_task *t = s->head;
+        if (!t) break; /* stop requested and queue drained */
+        s->head = t->next;
+        if (!s->head) s->tail = NULL;
+        bool skip = s->failed_stop && t->kind == HRT_TASK_WORK;
+        pthread_mutex_unlock(&s->mu);
+
+        aclError rc = ACL_SUCCESS;
+        hrt_task_fail_clear();
+        if (t->injected) {
+            rc = hrt_task_fail(t->injected, "injected failure (aiogeHostInjectFailure) of task %llu on stream %d",
+                               (unsigned long long)t->seq, s->id);
+        } else if (!skip) {
+            rc = t->run(t);
+        }
+        if (t->kind == HRT_TASK_WORK) {
+            atomic_fetch_add(&n_tasks_executed, 1);
+            s->work_since_marker = true;
+        }
+        if (rc) record_failure(s, t, rc);
+        uint64_t seq = t->seq;
+        if (t->release) t->release(t);
+        else free(t);
+
+        pthread_mutex_lock(&s->mu);
+        atomic_store(&s->completed, seq);
+        if (s->sync_waiters) pthread_cond_broadcast(&s->cv_done);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc) {
+    hrt_stream *s = calloc(1, sizeof *s);
+    if (!s) {
+        *rc = hrt_error(ACL_ERROR_BAD_ALLOC, "aclrtCreateStream", "out of host memory");
+        return NULL;
+    }
+    s->ctx = ctx;
+    s->is_default = is_default;
+    s->id = atomic_fetch_add(&next_stream_id, 1);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv_work, &ca);
+    pthread_cond_init(&s->cv_done, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&s->thread, NULL, stream_worker, s) != 0) {
+        pthread_cond_destroy(&s->cv_work);
+        pthread_cond_destroy(&s->cv_done);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        *rc = hrt_error(ACL_ERROR_RT_NO_STREAM_RESOURCE, "aclrtCreateStream", "cannot start a stream worker thread");
+        return NULL;
+    }
+    hrt_handle_add(s, HRT_H_STREAM);
+    *rc = ACL_SUCCESS;
+    return s;
+}
+
+/* The handle must already be unregistered: no new user can appear. */
+void hrt_stream_free(hrt_stream *s) {
+    while (atomic_load(&s->users) > 0) sched_yield();
+    hrt_callbacks_stream_gone(s);
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->cv_work);
+    pthread_cond_destroy(&s->cv_done);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+aclError hrt_resolve_stream(aclrtStream stream, hrt_stream **out, const char *api) {
+    hrt_handles_lock();
+    hrt_context *c = hrt_tls_ctx();
+    if (!c || !hrt_handle_valid_locked(c, HRT_H_CONTEXT)) {
+        hrt_handles_unlock();
+        return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, api,
+                         "no current context in this thread (call aclrtSetDevice or aclrtSetCurrentContext)");
+    }
+    hrt_stream *s = stream ? (hrt_stream *)stream : c->default_stream;
+    if (!hrt_handle_valid_locked(s, HRT_H_STREAM)) {
+        hrt_handles_unlock();
+        return hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, api, "stream %p is not a live stream", stream);
+    }
+    if (s->ctx != c) {
+        hrt_handles_unlock();
+        return hrt_error(ACL_ERROR_RT_STREAM_CONTEXT, api,
+                         "stream %d belongs to another context than the current one", s->id);
+    }
+    atomic_fetch_add(&s->users, 1);
+    hrt_handles_unlock();
+    *out = s;
+    return ACL_SUCCESS;
+}
+
+void hrt_stream_release(hrt_stream *s) { atomic_fetch_sub(&s->users, 1); }
+
+void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
+    t->next = NULL;
+    t->stream = s;
+    pthread_mutex_lock(&s->mu);
+    if (t->kind == HRT_TASK_WORK && s->inject_left > 0) {
+        t->injected = s->inject_code;
+        s->inject_left--;
+    }
+    t->seq = ++s->submitted;
+    if (s->tail) s->tail->next = t;
+    else s->head = t;
+    s->tail = t;
+    bool wake = s->worker_idle;
+    pthread_mutex_unlock(&s->mu);
+    if (wake) pthread_cond_signal(&s->cv_work);
+}
+
+void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq) {
+    if (atomic_load(&s->completed) >= seq) return;
+    pthread_mutex_lock(&s->mu);
+    s->sync_waiters++;
+    while (atomic_load(&s->completed) < seq) pthread_cond_wait(&s->cv_done, &s->mu);
+    s->sync_waiters--;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------- the API */
+aclError aclrtCreateStream(aclrtStream *stream) {
+    if (!stream) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream", "stream is NULL");
+    pthread_mutex_lock(&hrt_rt_mu);
+    hrt_context *c = hrt_current_ctx();
+    if (!c) {
+        pthread_mutex_unlock(&hrt_rt_mu);
+        return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, "aclrtCreateStream", "no current context in this thread");
+    }
+    aclError rc;
+    hrt_stream *s = hrt_stream_new(c, false, &rc);
+    if (s) {
+        s->next_in_ctx = c->streams;
+        c->streams = s;
+        *stream = s;
+    }
+    pthread_mutex_unlock(&hrt_rt_mu);
+    return rc;
+}
+
+aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag) {
+    if (priority > 7)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStreamWithConfig", "priority %u is not in [0, 7]", priority);
+    if (flag & ~(uint32_t)(ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC))
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStreamWithConfig", "unsupported stream flag 0x%x", flag);
+    return aclrtCreateStream(stream);
+}
+
+aclError aclrtDestroyStream(aclrtStream stream) {
+    if (!stream) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "stream is NULL");
+    pthread_mutex_lock(&hrt_rt_mu);
+    hrt_stream *s = stream;
+    if (!hrt_handle_valid(s, HRT_H_STREAM)) {
+        pthread_mutex_unlock(&hrt_rt_mu);
+        return hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyStream", "stream %p is not live", stream);
+    }
+    if (s->is_default) {
+        pthread_mutex_unlock(&hrt_rt_mu);
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "the default stream cannot be destroyed");
+    }
+    if (pthread_equal(pthread_self(), s->thread)) {
+        pthread_mutex_unlock(&hrt_rt_mu);
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "a stream cannot destroy itself from its own task");
+    }
+    hrt_stream **pp = &s->ctx->streams;
+    while (*pp && *pp != s) pp = &(*pp)->next_in_ctx;
+    if (*pp) *pp = s->next_in_ctx;
+    hrt_handle_remove(s, HRT_H_STREAM);
+    pthread_mutex_unlock(&hrt_rt_mu);
+    hrt_stream_free(s); /* waits for the queued tasks */
+    return ACL_SUCCESS;
+}
+
+static aclError stream_sync(hrt_stream *s, int32_t timeout_ms, const char *api) {
+    aclError rc = ACL_SUCCESS;
+    if (pthread_equal(pthread_self(), s->thread))
+        return hrt_error(ACL_ERROR_INVALID_PARAM, api, "a task cannot synchronize its own stream");
+    pthread_mutex_lock(&s->mu);
+    uint64_t target = s->submitted;
+    if (atomic_load(&s->completed) < target) {
+        struct timespec dl;
+        if (timeout_ms >= 0) hrt_deadline(&dl, timeout_ms);
+        s->sync_waiters++;
+        while (atomic_load(&s->completed) < target) {
+            if (timeout_ms < 0) {
+                pthread_cond_wait(&s->cv_done, &s->mu);
+            } else if (pthread_cond_timedwait(&s->cv_done, &s->mu, &dl) == ETIMEDOUT &&
+                       atomic_load(&s->completed) < target) {
+                rc = ACL_ERROR_RT_STREAM_SYNC_TIMEOUT;
+                break;
+            }
+        }
+        s->sync_waiters--;
+    }
+    if (rc) {
+        pthread_mutex_unlock(&s->mu);
+        return hrt_error(rc, api, "stream %d did not complete within %d ms", s->id, timeout_ms);
+    }
+    if (s->sticky_code) {
+        rc = s->sticky_code;
+        hrt_error_push(rc, api, s->sticky_msg);
+        s->sticky_code = 0;
+        s->failed_stop = false;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+aclError aclrtSynchronizeStream(aclrtStream stream) {
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aclrtSynchronizeStream");
+    if (rc) return rc;
+    rc = stream_sync(s, -1, "aclrtSynchronizeStream");
+    hrt_stream_release(s);
+    return rc;
+}
+
+aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) {
+    if (timeout < -1)
+        return hrt_error(ACL_ERROR_RT_PARAM_INVALID, "aclrtSynchronizeStreamWithTimeout",
+                         "timeout %d ms is invalid (use -1 or >= 0)", timeout);
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aclrtSynchronizeStreamWithTimeout");
+    if (rc) return rc;
+    rc = stream_sync(s, timeout, "aclrtSynchronizeStreamWithTimeout");
+    hrt_stream_release(s);
+    return rc;
+}
+
+aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status) {
+    if (!status) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtStreamQuery", "status is NULL");
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aclrtStreamQuery");
+    if (rc) return rc;
+    pthread_mutex_lock(&s->mu);
+    bool done = atomic_load(&s->completed) >= s->submitted;
+    aclError err = s->sticky_code;
+    if (err) hrt_error_push(err, "aclrtStreamQuery", s->sticky_msg);
+    pthread_mutex_unlock(&s->mu);
+    hrt_stream_release(s);
+    if (err) return err;
+    *status = done ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
+    return ACL_SUCCESS;
+}
+
+aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode) {
+    if (mode != ACL_CONTINUE_ON_FAILURE && mode != ACL_STOP_ON_FAILURE)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtSetStreamFailureMode", "unknown failure mode %llu",
+                         (unsigned long long)mode);
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aclrtSetStreamFailureMode");
+    if (rc) return rc;
+    pthread_mutex_lock(&s->mu);
+    s->failure_mode = mode;
+    s->failure_mode_set = true;
+    pthread_mutex_unlock(&s->mu);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+/* ------------------------------------------------------------ test hooks */
+aclError aiogeHostInjectFailure(aclrtStream stream, int32_t count, aclError code) {
+    if (count < 0 || code == 0)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostInjectFailure", "count must be >= 0 and code non-zero");
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostInjectFailure");
+    if (rc) return rc;
+    pthread_mutex_lock(&s->mu);
+    s->inject_left = count;
+    s->inject_code = code;
+    pthread_mutex_unlock(&s->mu);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+typedef struct {
+    hrt_task t;
+    uint64_t us;
+} delay_task;
+
+static aclError run_delay(hrt_task *t) {
+    uint64_t us = ((delay_task *)t)->us;
+    struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+    return ACL_SUCCESS;
+}
+
+aclError aiogeHostLaunchDelay(aclrtStream stream, uint64_t microseconds) {
+    if (microseconds > 3600ull * 1000000ull)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostLaunchDelay", "delay above one hour");
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostLaunchDelay");
+    if (rc) return rc;
+    delay_task *t = calloc(1, sizeof *t);
+    if (!t) {
+        hrt_stream_release(s);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, "aiogeHostLaunchDelay", "out of host memory");
+    }
+    t->t.run = run_delay;
+    t->us = microseconds;
+    hrt_stream_enqueue(s, &t->t);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+/* Gates: a task that blocks its stream until opened (or timed out). */
+typedef struct gate {
+    uint64_t id;
+    bool open;
+    int refs; /* the task + the table */
+    struct gate *next;
+} gate;
+
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv;
+static pthread_once_t gate_once = PTHREAD_ONCE_INIT;
+static gate *gates;
+static uint64_t next_gate_id = 1;
+
+static void gate_init(void) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&gate_cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+typedef struct {
+    hrt_task t;
+    gate *g;
+    int32_t timeout_ms;
+} gate_task;
+
+static aclError run_gate(hrt_task *t) {
+    gate_task *gt = (gate_task *)t;
+    struct timespec dl;
+    hrt_deadline(&dl, gt->timeout_ms);
+    aclError rc = ACL_SUCCESS;
+    pthread_mutex_lock(&gate_mu);
+    while (!gt->g->open) {
+        if (pthread_cond_timedwait(&gate_cv, &gate_mu, &dl) == ETIMEDOUT && !gt->g->open) {
+            rc = hrt_task_fail(ACL_ERROR_RT_TASK_TIMEOUT, "gate %llu was not opened within %d ms",
+                               (unsigned long long)gt->g->id, gt->timeout_ms);
+            break;
+        }
+    }
+    /* unlink: the gate is spent */
+    gate **pp = &gates;
+    while (*pp && *pp != gt->g) pp = &(*pp)->next;
+    if (*pp) *pp = gt->g->next;
+    pthread_mutex_unlock(&gate_mu);
+    free(gt->g);
+    return rc;
+}
+
+aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *gate_id) {
+    pthread_once(&gate_once, gate_init);
+    if (!gate_id || timeout_ms <= 0)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostLaunchGate", "gate is NULL or timeout_ms <= 0");
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostLaunchGate");
+    if (rc) return rc;
+    gate_task *t = calloc(1, sizeof *t);
+    gate *g = calloc(1, sizeof *g);
+    if (!t || !g) {
+        free(t);
+        free(g);
+        hrt_stream_release(s);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, "aiogeHostLaunchGate", "out of host memory");
+    }
+    pthread_mutex_lock(&gate_mu);
+    g->id = next_gate_id++;
+    g->next = gates;
+    gates = g;
+    pthread_mutex_unlock(&gate_mu);
+    t->t.run = run_gate;
+    t->g = g;
+    t->timeout_ms = timeout_ms;
+    *gate_id = g->id;
+    hrt_stream_enqueue(s, &t->t);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+aclError aiogeHostOpenGate(uint64_t id) {
+    pthread_once(&gate_once, gate_init);
+    pthread_mutex_lock(&gate_mu);
+    gate *g = gates;
+    while (g && g->id != id) g = g->next;
+    if (g) {
+        g->open = true;
+        pthread_cond_broadcast(&gate_cv);
+    }
+    pthread_mutex_unlock(&gate_mu);
+    if (!g) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostOpenGate", "gate %llu is not pending", (unsigned long long)id);
+    return ACL_SUCCESS;
+}
