@@ -1,0 +1,104 @@
+"""One lifecycle for every object that owns a runtime handle.
+
+* a synchronous factory creates it; it can be used as ``async with`` (and
+  ``with`` where closing cannot need to wait);
+* ``close()`` and ``aclose()`` are idempotent; ``aclose()`` drains pending
+  work gracefully and falls back to ``close()`` on error or cancellation,
+  then re-raises;
+* using it after close raises :class:`~aioge.ClosedResourceError`;
+* garbage collection of an open resource emits a ``ResourceWarning`` and
+  releases what can be released safely.  (Tensors opt out of the warning:
+  dropping a tensor is the normal way to free it, as with numpy.)
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import TracebackType
+from typing import Any
+
+from .errors import ClosedResourceError
+
+__all__ = ("Resource",)
+
+
+class Resource:
+    """Base class: subclasses implement ``_close()`` and optionally ``_drain()``."""
+
+    _closed: bool = True  # until __init__ of the subclass calls _opened()
+    _warn_on_gc: bool = True
+
+    def _opened(self) -> None:
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()``/``aclose()`` has run."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedResourceError(f"{self._describe()} is closed")
+
+    def _describe(self) -> str:
+        return type(self).__name__
+
+    # --- subclass hooks ---
+    def _close(self) -> None:
+        """Release the handles now (may raise BusyResourceError if work is in flight)."""
+
+    async def _drain(self) -> None:
+        """Wait for pending work so that ``_close()`` can succeed."""
+
+    def _gc_release(self) -> None:
+        """Best-effort release from ``__del__`` (must never block or raise)."""
+
+    # --- public lifecycle ---
+    def close(self) -> None:
+        """Release the resource now.  Idempotent."""
+        if self._closed:
+            return
+        self._close()
+        self._closed = True
+
+    async def aclose(self) -> None:
+        """Wait for pending work, then release.  Idempotent.
+
+        Cancellation: if cancelled (or the drain fails), the resource is
+        closed as far as that is safe without waiting, and the exception
+        propagates.
+        """
+        if self._closed:
+            return
+        try:
+            await self._drain()
+        except BaseException:
+            self._force_close()
+            raise
+        self.close()
+
+    def _force_close(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            self._gc_release()
+            self._closed = True
+
+    async def __aenter__(self) -> Any:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        if self._warn_on_gc:
+            warnings.warn(f"unclosed {self._describe()}", ResourceWarning, stacklevel=2, source=self)
+        try:
+            self._gc_release()
+        except Exception:
+            pass

@@ -1,0 +1,342 @@
+"""Streams: FIFO queues of device work, each with a completion lane.
+
+Launch methods (``upload``, ``aioge.op``, the ``aioge.ops`` functions) are
+synchronous and cheap, like ``StreamWriter.write``: they enqueue and return
+a :class:`~aioge.Tensor` at once.  Waiting is always an ``await``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import numpy as np
+
+from . import _native, dtypes
+from ._native import ffi, lib
+from ._resources import Resource
+from ._scheduler import Completion, Lane
+from .errors import BusyResourceError, WrongDeviceError, error_class
+from .tensor import DeviceMemory, Tensor
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .event import Event
+
+__all__ = ("Stream",)
+
+_H2D, _D2H, _D2D = 1, 2, 3
+
+
+class _Pinned:
+    """Page-locked host staging memory (``aclrtMallocHost``)."""
+
+    __slots__ = ("device", "nbytes", "ptr")
+
+    def __init__(self, device: Device, nbytes: int) -> None:
+        p = ffi.new("void **")
+        _native.check(lib.aclrtMallocHost(p, max(nbytes, 1)), "aclrtMallocHost")
+        self.ptr = p[0]
+        self.nbytes = nbytes
+        self.device = device
+
+    def __del__(self) -> None:
+        ptr, self.ptr = self.ptr, None
+        if ptr is not None and not self.device.closed:
+            lib.aclrtFreeHost(ptr)
+
+
+def _host_ptr(arr: np.ndarray) -> Any:
+    try:
+        return ffi.from_buffer(arr)
+    except (TypeError, ValueError, BufferError):
+        # dtypes without a buffer format (bfloat16): address the bytes directly
+        return ffi.cast("void *", arr.ctypes.data)
+
+
+class Stream(Resource):
+    """An ACL stream (``aclrtCreateStream``) of a :class:`~aioge.Device`.
+
+    Use as ``async with dev.open_stream() as s:``.  Every launch on it can be
+    awaited on its own (through the tensor it produces); ``synchronize()``
+    waits for everything launched before it.
+
+    Thread safety: launches on one stream are serialised by a lock, so
+    several threads may share a stream; ACL itself forbids that.
+
+    Closing: ``aclose()`` drains pending work first; ``close()`` refuses with
+    :class:`~aioge.BusyResourceError` while launches are in flight.
+    """
+
+    _ids = 0
+
+    def __init__(self, device: Device, *, high_water: int = 1024) -> None:
+        device._check_open()
+        _native.bind_context(device._ctx)
+        p = ffi.new("aclrtStream *")
+        _native.check(lib.aclrtCreateStream(p), "aclrtCreateStream")
+        self._handle = p[0]
+        self.device = device
+        Stream._ids += 1
+        self.id = Stream._ids
+        self.high_water = high_water
+        self._lock = threading.Lock()
+        self._lane = Lane(device._ctx, f"aioge-lane-{device.id}-{self.id}")
+        self._opened()
+
+    def _describe(self) -> str:
+        return f"Stream {self.id} of device {self.device.id}"
+
+    def __repr__(self) -> str:
+        return f"<aioge.Stream {self.id} device={self.device.id} in_flight={self._lane.in_flight}>"
+
+    # ---- metrics ----
+    @property
+    def in_flight(self) -> int:
+        """Launches enqueued and not yet known to have completed."""
+        return self._lane.in_flight
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters: ``launched``, ``completed``, ``in_flight``, ``failed``."""
+        lane = self._lane
+        return {"launched": lane.launched, "completed": lane.completed, "in_flight": lane.in_flight,
+                "failed": lane.failed}  # fmt: skip
+
+    # ---- internals used by launches (caller holds self._lock) ----
+    def _enter(self) -> None:
+        self._check_open()
+        _native.bind_context(self.device._ctx)
+
+    def _record(self, keep: Any, what: str) -> Completion:
+        ev = self._lane.take_event()
+        if ev is None:
+            p = ffi.new("aclrtEvent *")
+            _native.check(lib.aclrtCreateEvent(p), "aclrtCreateEvent")
+            ev = p[0]
+        rc = lib.aclrtRecordEvent(ev, self._handle)
+        if rc:
+            lib.aclrtDestroyEvent(ev)
+            _native.check(rc, "aclrtRecordEvent")
+        return self._lane.submit(ev, keep, what)
+
+    def _wait_for(self, comp: Completion | None) -> None:
+        """Make this stream wait (on the device) for a launch of another stream."""
+        if comp is None or comp.done or comp.lane is self._lane:
+            return
+        _native.check(lib.aclrtStreamWaitEvent(self._handle, comp.event), "aclrtStreamWaitEvent")
+
+    def _order_read(self, t: Tensor) -> None:
+        if t.stream.device is not self.device:
+            raise WrongDeviceError(f"tensor of device {t.stream.device.id} used on device {self.device.id}")
+        self._wait_for(t._writer)
+
+    def _order_write(self, t: Tensor) -> None:
+        self._order_read(t)
+        for s, comp in list(t._readers.items()):
+            if s is not self:
+                self._wait_for(comp)
+
+    def _note_read(self, t: Tensor, comp: Completion) -> None:
+        if t.stream is not self:
+            t._readers[self] = comp
+
+    def _note_write(self, t: Tensor, comp: Completion) -> None:
+        t._writer = comp
+        t.stream = self
+        t._readers.clear()
+
+    # ---- launches ----
+    def upload(self, array: Any, dtype: dtypes.DTypeLike | None = None) -> Tensor:
+        """Copy a host array to a new device tensor, asynchronously.
+
+        Returns the tensor at once; the host array is kept alive until the
+        copy has run (mutating it meanwhile is a race, as with any async copy).
+
+        Example:
+            >>> x = s.upload(np.ones((2, 3), np.float32))
+        """
+        arr = np.asarray(array, dtype=None if dtype is None else dtypes.normalize(dtype))
+        dt = dtypes.normalize(arr.dtype)
+        arr = np.ascontiguousarray(arr)
+        with self._lock:
+            self._enter()
+            t = Tensor(DeviceMemory(self.device, arr.nbytes), arr.shape, dt, self)
+            mem = t._memory()
+            if arr.nbytes:
+                _native.check(
+                    lib.aclrtMemcpyAsync(mem.ptr, arr.nbytes, _host_ptr(arr), arr.nbytes, _H2D, self._handle),
+                    "aclrtMemcpyAsync",
+                )
+            self._note_write(t, self._record((mem, arr), "upload"))
+        return t
+
+    def empty(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:
+        """A new uninitialised tensor on this stream."""
+        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+        with self._lock:
+            self._enter()
+            return Tensor._empty(self, shape, dtypes.normalize(dtype))
+
+    def zeros(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:
+        """A new tensor filled with zeros (``aclrtMemsetAsync``)."""
+        t = self.empty(shape, dtype)
+        with self._lock:
+            self._enter()
+            mem = t._memory()
+            if t.nbytes:
+                _native.check(lib.aclrtMemsetAsync(mem.ptr, t.nbytes, 0, t.nbytes, self._handle), "aclrtMemsetAsync")
+            self._note_write(t, self._record((mem,), "zeros"))
+        return t
+
+    def copy(self, src: Tensor) -> Tensor:
+        """A device-to-device copy of ``src`` into a new tensor on this stream."""
+        with self._lock:
+            self._enter()
+            self._order_read(src)
+            t = Tensor._empty(self, src.shape, src.dtype)
+            smem, dmem = src._memory(), t._memory()
+            if t.nbytes:
+                _native.check(
+                    lib.aclrtMemcpyAsync(dmem.ptr, t.nbytes, smem.ptr, t.nbytes, _D2D, self._handle),
+                    "aclrtMemcpyAsync",
+                )
+            comp = self._record((smem, dmem), "copy")
+            self._note_read(src, comp)
+            self._note_write(t, comp)
+        return t
+
+    async def _download(self, t: Tensor, timeout: float | None) -> np.ndarray:
+        with self._lock:
+            self._enter()
+            self._order_read(t)
+            mem = t._memory()
+            n = t.nbytes
+            staging = _Pinned(self.device, n)
+            if n:
+                _native.check(lib.aclrtMemcpyAsync(staging.ptr, n, mem.ptr, n, _D2H, self._handle), "aclrtMemcpyAsync")
+            comp = self._record((mem, staging), "download")
+            self._note_read(t, comp)
+        if timeout is None:
+            await comp.wait()
+        else:
+            with anyio.fail_after(timeout):
+                await comp.wait()
+        out = np.empty(t.shape, t.dtype)
+        if n:
+            ffi.memmove(_host_ptr(out), staging.ptr, n)
+        return out
+
+    def record_event(self, *, timing: bool = False) -> Event:
+        """Record an event capturing the work issued so far (``aclrtRecordEvent``)."""
+        from .event import Event
+
+        with self._lock:
+            self._enter()
+            return Event._record(self, timing)
+
+    def wait_event(self, event: Event) -> None:
+        """Make later work on this stream wait for ``event`` on the device (the host never blocks)."""
+        with self._lock:
+            self._enter()
+            event._check_open()
+            if event.device is not self.device:
+                raise WrongDeviceError("event of another device")
+            _native.check(lib.aclrtStreamWaitEvent(self._handle, event._handle), "aclrtStreamWaitEvent")
+
+    # ---- waiting ----
+    async def synchronize(self, *, timeout: float | None = None) -> None:
+        """Wait for every launch issued so far.
+
+        Raises the first launch error since the previous ``synchronize()``
+        (each error is also raised to the awaiters of its own launch).
+
+        Args:
+            timeout: seconds; ``TimeoutError`` when exceeded.
+
+        Cancellation: returns control at once; nothing is lost, the pending
+        error (if any) is reported by the next ``synchronize()``.
+        """
+        with self._lock:
+            self._enter()
+            comp = self._record(None, "synchronize")
+        if not comp.done:
+            if timeout is None:
+                await comp._wait_pending()
+            else:
+                with anyio.fail_after(timeout):
+                    await comp._wait_pending()
+        self._raise_unreported()
+
+    def _raise_unreported(self) -> None:
+        lane = self._lane
+        with lane.lock:
+            err, lane.unreported = lane.unreported, None
+        if err is not None:
+            code, msg, what = err
+            raise error_class(code)(code, msg, what)
+
+    async def drain(self) -> None:
+        """Wait while more than ``high_water`` launches are in flight (backpressure).
+
+        Cancellation: returns control at once; nothing is lost.
+        """
+        lane = self._lane
+        while lane.in_flight > self.high_water:
+            with lane.lock:
+                idx = len(lane.pending) - self.high_water - 1
+                target = lane.pending[idx] if 0 <= idx < len(lane.pending) else None
+            if target is None:
+                break
+            if not target.done:
+                await target._wait_pending()
+
+    # ---- lifecycle ----
+    def _close(self) -> None:
+        if self._lane.in_flight:
+            raise BusyResourceError(
+                f"{self._describe()} has {self._lane.in_flight} launches in flight: use `await stream.aclose()`"
+            )
+        self._destroy()
+
+    def _destroy(self) -> None:
+        for ev in self._lane.stop():
+            lib.aclrtDestroyEvent(ev)
+        if not self.device.closed:
+            _native.bind_context(self.device._ctx)
+            lib.aclrtDestroyStream(self._handle)
+        self.device._streams.discard(self)
+
+    async def _drain(self) -> None:
+        await self.synchronize()
+
+    async def aclose(self) -> None:
+        """Drain pending work, then destroy the stream.  Idempotent.
+
+        A launch error still pending is raised after the stream is closed.
+        """
+        if self._closed:
+            return
+        try:
+            await self._drain()
+        except BaseException as e:
+            if isinstance(e, Exception) and not self._lane.in_flight:
+                self.close()
+                raise
+            self._force_close()
+            raise
+        self.close()
+
+    def _force_close(self) -> None:
+        """Close without waiting: a background thread drains the queue first."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._lane.in_flight:
+            self._destroy()
+            return
+        threading.Thread(target=self._destroy, name=f"aioge-close-{self.id}", daemon=True).start()
+
+    def _gc_release(self) -> None:
+        self._force_close()

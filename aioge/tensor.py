@@ -1,0 +1,230 @@
+"""Device tensors.
+
+A :class:`Tensor` is device memory with a shape and a dtype, ordered by the
+stream that last wrote it: awaiting it waits for that launch, reading it on
+another stream makes that stream wait for it on the device.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _native, dtypes
+from ._native import ffi, lib
+from ._scheduler import Completion
+from .errors import ClosedResourceError
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .stream import Stream
+
+__all__ = ("Tensor", "TensorSpec")
+
+
+class TensorSpec:
+    """Shape and dtype of a tensor to allocate (an output of :func:`aioge.op`).
+
+    Example:
+        >>> aioge.TensorSpec((2, 3), "float32")
+        TensorSpec((2, 3), float32)
+    """
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, shape: Sequence[int], dtype: dtypes.DTypeLike = "float32") -> None:
+        self.shape = _shape(shape)
+        self.dtype = dtypes.normalize(dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"TensorSpec({self.shape}, {self.dtype})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TensorSpec) and (self.shape, self.dtype) == (other.shape, other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype))
+
+
+def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    out = tuple(int(d) for d in shape)
+    if any(d < 0 for d in out):
+        raise ValueError(f"shape {out} has a negative dim")
+    return out
+
+
+class DeviceMemory:
+    """One ``aclrtMalloc`` block and its ``aclDataBuffer``.
+
+    Freed when the last reference goes: the tensor's, and those of queued
+    launches that use it (their completions keep it alive until they ran).
+    """
+
+    __slots__ = ("__weakref__", "buffer", "device", "nbytes", "ptr")
+
+    def __init__(self, device: Device, nbytes: int) -> None:
+        device._check_open()
+        _native.bind_context(device._ctx)
+        p = ffi.new("void **")
+        # aclrtMalloc refuses 0 bytes; an empty tensor still gets a valid address
+        _native.check(lib.aclrtMalloc(p, max(nbytes, 1), 0), "aclrtMalloc")
+        self.ptr = p[0]
+        self.nbytes = nbytes
+        self.device = device
+        self.buffer = lib.aclCreateDataBuffer(self.ptr, nbytes)
+        if self.buffer == ffi.NULL:
+            lib.aclrtFree(self.ptr)
+            self.ptr = None
+            raise MemoryError("aclCreateDataBuffer failed")
+        device._memory.add(self)
+
+    def free(self) -> None:
+        ptr, self.ptr = self.ptr, None
+        if ptr is None:
+            return
+        self.device._memory.discard(self)
+        if self.device.closed:
+            return  # the device released everything already
+        lib.aclDestroyDataBuffer(self.buffer)
+        _native.bind_context(self.device._ctx)
+        lib.aclrtFree(ptr)
+
+    def __del__(self) -> None:
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
+class Tensor:
+    """A device-resident tensor.
+
+    Created by :meth:`Stream.upload`, :func:`aioge.op`, the ``aioge.ops``
+    functions and model execution -- never directly.
+
+    Attributes:
+        shape: tuple of dims.
+        dtype: numpy dtype.
+        stream: the stream of the launch that last wrote it.
+
+    Awaiting a tensor (``await t`` or ``await t.ready()``) waits until the
+    launch that produced it has run on the device and raises that launch's
+    error, if any.
+
+    Lifecycle: dropping the last reference frees the memory once queued work
+    using it has run; ``close()`` drops it early and makes later use raise
+    :class:`~aioge.ClosedResourceError`.
+    """
+
+    __slots__ = ("__weakref__", "_mem", "_readers", "_writer", "dtype", "shape", "stream")
+
+    def __init__(self, mem: DeviceMemory, shape: tuple[int, ...], dtype: np.dtype, stream: Stream) -> None:
+        self._mem: DeviceMemory | None = mem
+        self.shape = shape
+        self.dtype = dtype
+        self.stream = stream
+        self._writer: Completion | None = None
+        #: latest read per other stream (for write-after-read ordering)
+        self._readers: dict[Stream, Completion] = {}
+
+    @classmethod
+    def _empty(cls, stream: Stream, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
+        nbytes = math.prod(shape) * dtype.itemsize
+        return cls(DeviceMemory(stream.device, nbytes), shape, dtype, stream)
+
+    # ---- properties ----
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def device(self) -> Device:
+        return self.stream.device
+
+    @property
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self.shape, self.dtype)
+
+    @property
+    def closed(self) -> bool:
+        return self._mem is None
+
+    def _memory(self) -> DeviceMemory:
+        m = self._mem
+        if m is None or m.ptr is None:
+            raise ClosedResourceError("tensor is closed" if m is None else "the tensor's device is closed")
+        return m
+
+    def __repr__(self) -> str:
+        state = "closed" if self._mem is None else ("ready" if self.is_ready() else "pending")
+        return f"<aioge.Tensor shape={self.shape} dtype={self.dtype} {state}>"
+
+    # ---- readiness ----
+    def is_ready(self) -> bool:
+        """True when the launch that wrote it has run (no waiting)."""
+        return self._writer is None or self._writer.done
+
+    async def ready(self) -> Tensor:
+        """Wait until the producing launch has run; return ``self``.
+
+        Raises:
+            AclError: the producing launch failed on the device.
+
+        Cancellation: returns control at once; the launch still runs and its
+        buffers stay alive until it has.
+        """
+        w = self._writer
+        if w is not None:
+            await w.wait()
+        return self
+
+    def __await__(self) -> Any:
+        return self.ready().__await__()
+
+    async def numpy(self, *, timeout: float | None = None) -> np.ndarray:
+        """Copy to a new host array, in stream order.
+
+        The copy is enqueued on the tensor's stream behind the launch that
+        wrote it, into page-locked staging memory; the loop is never blocked.
+
+        Args:
+            timeout: seconds to wait before raising ``TimeoutError``.
+
+        Raises:
+            AclError: the producing launch (or the copy) failed.
+            TimeoutError: the copy did not complete within ``timeout``.
+
+        Cancellation: returns control at once; the staging memory is released
+        once the copy has run.
+        """
+        return await self.stream._download(self, timeout)
+
+    def close(self) -> None:
+        """Drop this tensor's memory reference now (idempotent)."""
+        self._mem = None
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Tensor:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
