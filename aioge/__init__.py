@@ -1,1 +1,89 @@
-"""aioge"""
+"""aioge: an asyncio-native runtime for Huawei Ascend CANN.
+
+Launch ACL single operators and GE-style graphs and simply ``await`` them;
+device work composes with asyncio (and trio, through anyio) without ever
+blocking the event loop.  Runs on the embedded host runtime (any Linux box)
+or on a real ``libascendcl.so`` (``AIOGE_BACKEND=ascend``).
+
+Example:
+    >>> import aioge, numpy as np
+    >>> async def main():
+    ...     async with aioge.open_device(0) as dev, dev.open_stream() as s:
+    ...         x = s.upload(np.ones((2, 3), np.float32))
+    ...         y = aioge.ops.add(x, x)
+    ...         print(await y.numpy())
+"""
+
+from __future__ import annotations
+
+from . import dtypes, errors, ops
+from ._launch import Attr, Const, HostInput, op
+from ._native import backend
+from ._scheduler import Completion
+from .device import Device, device_count, open_device
+from .dtypes import DataType, Format, bfloat16
+from .errors import (
+    AclError,
+    AclInternalError,
+    AclParamError,
+    AclResourceError,
+    AioGeError,
+    BackendError,
+    BusyResourceError,
+    ClosedResourceError,
+    OpAttrMismatchError,
+    OpInputMismatchError,
+    OpNotFoundError,
+    OpOutputMismatchError,
+    OutOfDeviceMemoryError,
+    UnsupportedDataTypeError,
+    WrongDeviceError,
+)
+from .event import Event
+from .stream import Stream
+from .tensor import Tensor, TensorSpec
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "AclError",
+    "AclInternalError",
+    "AclParamError",
+    "AclResourceError",
+    "AioGeError",
+    "Attr",
+    "BackendError",
+    "BusyResourceError",
+    "ClosedResourceError",
+    "Completion",
+    "Const",
+    "DataType",
+    "Device",
+    "Event",
+    "Format",
+    "HostInput",
+    "OpAttrMismatchError",
+    "OpInputMismatchError",
+    "OpNotFoundError",
+    "OpOutputMismatchError",
+    "OutOfDeviceMemoryError",
+    "Stream",
+    "Tensor",
+    "TensorSpec",
+    "UnsupportedDataTypeError",
+    "WrongDeviceError",
+    "backend",
+    "bfloat16",
+    "device_count",
+    "dtypes",
+    "errors",
+    "op",
+    "open_device",
+    "ops",
+)
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) and _obj.__module__.startswith("aioge."):
+        _obj.__module__ = "aioge"
+del _name, _obj

@@ -47,14 +47,6 @@ class _Pinned:
             lib.aclrtFreeHost(ptr)
 
 
-def _host_ptr(arr: np.ndarray) -> Any:
-    try:
-        return ffi.from_buffer(arr)
-    except (TypeError, ValueError, BufferError):
-        # dtypes without a buffer format (bfloat16): address the bytes directly
-        return ffi.cast("void *", arr.ctypes.data)
-
-
 class Stream(Resource):
     """An ACL stream (``aclrtCreateStream``) of a :class:`~aioge.Device`.
 
@@ -127,25 +119,25 @@ class Stream(Resource):
             return
         _native.check(lib.aclrtStreamWaitEvent(self._handle, comp.event), "aclrtStreamWaitEvent")
 
-    def _order_read(self, t: Tensor) -> None:
-        if t.stream.device is not self.device:
-            raise WrongDeviceError(f"tensor of device {t.stream.device.id} used on device {self.device.id}")
-        self._wait_for(t._writer)
+    def _order_read(self, m: DeviceMemory) -> None:
+        if m.device is not self.device:
+            raise WrongDeviceError(f"tensor of device {m.device.id} used on device {self.device.id}")
+        self._wait_for(m.writer)
 
-    def _order_write(self, t: Tensor) -> None:
-        self._order_read(t)
-        for s, comp in list(t._readers.items()):
+    def _order_write(self, m: DeviceMemory) -> None:
+        self._order_read(m)
+        for s, comp in list(m.readers.items()):
             if s is not self:
                 self._wait_for(comp)
 
-    def _note_read(self, t: Tensor, comp: Completion) -> None:
-        if t.stream is not self:
-            t._readers[self] = comp
+    def _note_read(self, m: DeviceMemory, comp: Completion) -> None:
+        if m.stream is not self:
+            m.readers[self] = comp
 
-    def _note_write(self, t: Tensor, comp: Completion) -> None:
-        t._writer = comp
-        t.stream = self
-        t._readers.clear()
+    def _note_write(self, m: DeviceMemory, comp: Completion) -> None:
+        m.writer = comp
+        m.stream = self
+        m.readers.clear()
 
     # ---- launches ----
     def upload(self, array: Any, dtype: dtypes.DTypeLike | None = None) -> Tensor:
@@ -162,14 +154,14 @@ class Stream(Resource):
         arr = np.ascontiguousarray(arr)
         with self._lock:
             self._enter()
-            t = Tensor(DeviceMemory(self.device, arr.nbytes), arr.shape, dt, self)
-            mem = t._memory()
+            mem = DeviceMemory(self.device, arr.nbytes, self)
+            t = Tensor(mem, arr.shape, dt)
             if arr.nbytes:
                 _native.check(
-                    lib.aclrtMemcpyAsync(mem.ptr, arr.nbytes, _host_ptr(arr), arr.nbytes, _H2D, self._handle),
+                    lib.aclrtMemcpyAsync(mem.ptr, arr.nbytes, _native.host_ptr(arr), arr.nbytes, _H2D, self._handle),
                     "aclrtMemcpyAsync",
                 )
-            self._note_write(t, self._record((mem, arr), "upload"))
+            self._note_write(mem, self._record((mem, arr), "upload"))
         return t
 
     def empty(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:
@@ -185,39 +177,41 @@ class Stream(Resource):
         with self._lock:
             self._enter()
             mem = t._memory()
+            self._order_write(mem)
             if t.nbytes:
                 _native.check(lib.aclrtMemsetAsync(mem.ptr, t.nbytes, 0, t.nbytes, self._handle), "aclrtMemsetAsync")
-            self._note_write(t, self._record((mem,), "zeros"))
+            self._note_write(mem, self._record((mem,), "zeros"))
         return t
 
     def copy(self, src: Tensor) -> Tensor:
         """A device-to-device copy of ``src`` into a new tensor on this stream."""
         with self._lock:
             self._enter()
-            self._order_read(src)
+            smem = src._memory()
+            self._order_read(smem)
             t = Tensor._empty(self, src.shape, src.dtype)
-            smem, dmem = src._memory(), t._memory()
+            dmem = t._memory()
             if t.nbytes:
                 _native.check(
                     lib.aclrtMemcpyAsync(dmem.ptr, t.nbytes, smem.ptr, t.nbytes, _D2D, self._handle),
                     "aclrtMemcpyAsync",
                 )
             comp = self._record((smem, dmem), "copy")
-            self._note_read(src, comp)
-            self._note_write(t, comp)
+            self._note_read(smem, comp)
+            self._note_write(dmem, comp)
         return t
 
     async def _download(self, t: Tensor, timeout: float | None) -> np.ndarray:
         with self._lock:
             self._enter()
-            self._order_read(t)
             mem = t._memory()
+            self._order_read(mem)
             n = t.nbytes
             staging = _Pinned(self.device, n)
             if n:
                 _native.check(lib.aclrtMemcpyAsync(staging.ptr, n, mem.ptr, n, _D2H, self._handle), "aclrtMemcpyAsync")
             comp = self._record((mem, staging), "download")
-            self._note_read(t, comp)
+            self._note_read(mem, comp)
         if timeout is None:
             await comp.wait()
         else:
@@ -225,7 +219,7 @@ class Stream(Resource):
                 await comp.wait()
         out = np.empty(t.shape, t.dtype)
         if n:
-            ffi.memmove(_host_ptr(out), staging.ptr, n)
+            ffi.memmove(_native.host_ptr(out), staging.ptr, n)
         return out
 
     def record_event(self, *, timing: bool = False) -> Event:

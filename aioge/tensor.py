@@ -65,13 +65,15 @@ def _shape(shape: Sequence[int] | int) -> tuple[int, ...]:
 class DeviceMemory:
     """One ``aclrtMalloc`` block and its ``aclDataBuffer``.
 
-    Freed when the last reference goes: the tensor's, and those of queued
-    launches that use it (their completions keep it alive until they ran).
+    Freed when the last reference goes: the tensors' (several tensors may
+    view one block, e.g. after a reshape), and those of queued launches that
+    use it (their completions keep it alive until they ran).  Ordering state
+    lives here, so every view sees the same last writer and readers.
     """
 
-    __slots__ = ("__weakref__", "buffer", "device", "nbytes", "ptr")
+    __slots__ = ("__weakref__", "buffer", "device", "nbytes", "ptr", "readers", "stream", "writer")
 
-    def __init__(self, device: Device, nbytes: int) -> None:
+    def __init__(self, device: Device, nbytes: int, stream: Stream) -> None:
         device._check_open()
         _native.bind_context(device._ctx)
         p = ffi.new("void **")
@@ -80,6 +82,11 @@ class DeviceMemory:
         self.ptr = p[0]
         self.nbytes = nbytes
         self.device = device
+        #: stream of the last write (or of the allocation)
+        self.stream = stream
+        self.writer: Completion | None = None
+        #: latest read per other stream (for write-after-read ordering)
+        self.readers: dict[Stream, Completion] = {}
         self.buffer = lib.aclCreateDataBuffer(self.ptr, nbytes)
         if self.buffer == ffi.NULL:
             lib.aclrtFree(self.ptr)
@@ -125,21 +132,36 @@ class Tensor:
     :class:`~aioge.ClosedResourceError`.
     """
 
-    __slots__ = ("__weakref__", "_mem", "_readers", "_writer", "dtype", "shape", "stream")
+    __slots__ = ("__weakref__", "_mem", "dtype", "shape")
 
-    def __init__(self, mem: DeviceMemory, shape: tuple[int, ...], dtype: np.dtype, stream: Stream) -> None:
+    def __init__(self, mem: DeviceMemory, shape: tuple[int, ...], dtype: np.dtype) -> None:
         self._mem: DeviceMemory | None = mem
         self.shape = shape
         self.dtype = dtype
-        self.stream = stream
-        self._writer: Completion | None = None
-        #: latest read per other stream (for write-after-read ordering)
-        self._readers: dict[Stream, Completion] = {}
 
     @classmethod
     def _empty(cls, stream: Stream, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
         nbytes = math.prod(shape) * dtype.itemsize
-        return cls(DeviceMemory(stream.device, nbytes), shape, dtype, stream)
+        return cls(DeviceMemory(stream.device, nbytes, stream), shape, dtype)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        """A view with another shape of the same memory (no device work).
+
+        One dim may be -1.  The view shares ordering with this tensor.
+        """
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        dims = list(int(d) for d in shape)
+        if dims.count(-1) > 1:
+            raise ValueError("only one dim may be -1")
+        if -1 in dims:
+            known = math.prod(d for d in dims if d != -1)
+            if known == 0 or self.size % known:
+                raise ValueError(f"cannot reshape {self.shape} to {tuple(dims)}")
+            dims[dims.index(-1)] = self.size // known
+        if math.prod(dims) != self.size or any(d < 0 for d in dims):
+            raise ValueError(f"cannot reshape {self.shape} to {tuple(dims)}")
+        return Tensor(self._memory(), tuple(dims), self.dtype)
 
     # ---- properties ----
     @property
@@ -155,8 +177,18 @@ class Tensor:
         return len(self.shape)
 
     @property
+    def stream(self) -> Stream:
+        """The stream of the launch that last wrote it."""
+        return self._memory().stream
+
+    @property
     def device(self) -> Device:
-        return self.stream.device
+        return self._memory().device
+
+    @property
+    def _writer(self) -> Completion | None:
+        m = self._mem
+        return None if m is None else m.writer
 
     @property
     def spec(self) -> TensorSpec:
@@ -179,7 +211,8 @@ class Tensor:
     # ---- readiness ----
     def is_ready(self) -> bool:
         """True when the launch that wrote it has run (no waiting)."""
-        return self._writer is None or self._writer.done
+        w = self._writer
+        return w is None or w.done
 
     async def ready(self) -> Tensor:
         """Wait until the producing launch has run; return ``self``.
@@ -214,7 +247,7 @@ class Tensor:
         Cancellation: returns control at once; the staging memory is released
         once the copy has run.
         """
-        return await self.stream._download(self, timeout)
+        return await self._memory().stream._download(self, timeout)
 
     def close(self) -> None:
         """Drop this tensor's memory reference now (idempotent)."""

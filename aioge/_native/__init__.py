@@ -34,6 +34,7 @@ __all__ = (
     "forget_context",
     "counters",
     "blas_info",
+    "host_ptr",
     "HOST_RUNTIME_VERSION",
 )
 
@@ -132,6 +133,15 @@ def check(rc: int, what: str) -> None:
     """Raise the :class:`~aioge.AclError` subclass for a non-zero code."""
     if rc:
         raise error_class(rc)(rc, recent_error(), what)
+
+
+def host_ptr(arr: Any) -> Any:
+    """A ``void *`` to a contiguous numpy array's bytes (the array must stay alive)."""
+    try:
+        return ffi.from_buffer(arr)
+    except (TypeError, ValueError, BufferError):
+        # dtypes without a buffer-protocol format (bfloat16): use the address
+        return ffi.cast("void *", arr.ctypes.data)
 
 
 # ---- per-thread current context -----------------------------------------------------------

@@ -72,6 +72,7 @@ aclError aclFinalize(void) {
     rt_init_count = 0;
     pthread_mutex_unlock(&hrt_rt_mu);
     hrt_memory_release_all();
+    aiogeHostResetOpCache(); /* compiled ops die with the runtime, as in ACL */
     tls_ctx = NULL;
     return ACL_SUCCESS;
 }

@@ -1,0 +1,354 @@
+"""Single-op launches: ``aclopCompileAndExecute`` from Python values.
+
+``aioge.op`` maps one-to-one onto the ACL call: inputs in IR order, outputs,
+attrs by CANN name.  Descriptors and attrs are cached per device (ACL copies
+what it needs at enqueue time, so one cached desc serves every call).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _native, dtypes
+from ._native import ffi, lib
+from ._scheduler import Completion
+from .errors import error_class
+from .tensor import Tensor, TensorSpec
+
+if TYPE_CHECKING:
+    from .stream import Stream
+
+__all__ = ("Attr", "Const", "HostInput", "LaunchCache", "launch", "op")
+
+_ND = int(dtypes.Format.ND)
+_MEMTYPE_HOST = 1
+_ATTR_KINDS = ("Bool", "Int", "Float", "String", "DataType", "ListBool", "ListInt", "ListFloat", "ListString")
+
+
+class Const:
+    """A constant input: its value is folded into the compiled op (``aclSetTensorConst``).
+
+    Example:
+        >>> aioge.op("Fill", [aioge.Const(np.array([2, 3])), value], [aioge.TensorSpec((2, 3))], stream=s)
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, value: Any, dtype: dtypes.DTypeLike | None = None) -> None:
+        self.array = np.ascontiguousarray(np.asarray(value, None if dtype is None else dtypes.normalize(dtype)))
+        dtypes.normalize(self.array.dtype)
+
+
+class HostInput:
+    """A host-placed input (``aclSetTensorPlaceMent(ACL_MEMTYPE_HOST)``): small
+    value inputs such as shapes, perms and axes that the runtime reads itself."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, value: Any, dtype: dtypes.DTypeLike | None = None) -> None:
+        self.array = np.ascontiguousarray(np.asarray(value, None if dtype is None else dtypes.normalize(dtype)))
+        dtypes.normalize(self.array.dtype)
+
+
+class Attr:
+    """An attr value with an explicit ACL type, for when inference is ambiguous.
+
+    Kinds: ``Bool Int Float String DataType ListBool ListInt ListFloat ListString``.
+
+    Example:
+        >>> attrs={"axes": aioge.Attr("ListInt", []), "alpha": aioge.Attr("Float", 1)}
+    """
+
+    __slots__ = ("kind", "value")
+
+    def __init__(self, kind: str, value: Any) -> None:
+        if kind not in _ATTR_KINDS:
+            raise ValueError(f"attr kind must be one of {_ATTR_KINDS}, got {kind!r}")
+        self.kind = kind
+        self.value = value
+
+
+def _attr_kind(value: Any) -> tuple[str, Any]:
+    """Infer the ACL attr type of a Python value; return (kind, normalised value)."""
+    if isinstance(value, Attr):
+        kind, v = value.kind, value.value
+        if kind.startswith("List"):
+            v = tuple(v)
+        return kind, v
+    if isinstance(value, (bool, np.bool_)):
+        return "Bool", bool(value)
+    if isinstance(value, (int, np.integer)):
+        return "Int", int(value)
+    if isinstance(value, (float, np.floating)):
+        return "Float", float(value)
+    if isinstance(value, str):
+        return "String", value
+    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+        return "DataType", int(dtypes.to_acl(value))
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value.tolist() if isinstance(value, np.ndarray) else value)
+        if not items or all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in items):
+            return "ListInt", tuple(int(v) for v in items)
+        if all(isinstance(v, (bool, np.bool_)) for v in items):
+            return "ListBool", tuple(bool(v) for v in items)
+        if all(isinstance(v, (int, float, np.integer, np.floating)) for v in items):
+            return "ListFloat", tuple(float(v) for v in items)
+        if all(isinstance(v, str) for v in items):
+            return "ListString", tuple(items)
+    raise TypeError(f"cannot infer an ACL attr type for {value!r}; wrap it in aioge.Attr(kind, value)")
+
+
+def _set_attr(h: Any, name: str, kind: str, v: Any) -> None:
+    n = name.encode()
+    if kind == "Bool":
+        rc = lib.aclopSetAttrBool(h, n, 1 if v else 0)
+    elif kind == "Int":
+        rc = lib.aclopSetAttrInt(h, n, int(v))
+    elif kind == "Float":
+        rc = lib.aclopSetAttrFloat(h, n, float(v))
+    elif kind == "String":
+        rc = lib.aclopSetAttrString(h, n, str(v).encode())
+    elif kind == "DataType":
+        rc = lib.aclopSetAttrDataType(h, n, int(v))
+    elif kind == "ListBool":
+        rc = lib.aclopSetAttrListBool(h, n, len(v), ffi.new("uint8_t[]", [1 if x else 0 for x in v]))
+    elif kind == "ListInt":
+        rc = lib.aclopSetAttrListInt(h, n, len(v), ffi.new("int64_t[]", [int(x) for x in v]))
+    elif kind == "ListFloat":
+        rc = lib.aclopSetAttrListFloat(h, n, len(v), ffi.new("float[]", [float(x) for x in v]))
+    else:  # ListString
+        keep = [ffi.new("char[]", str(x).encode()) for x in v]
+        rc = lib.aclopSetAttrListString(h, n, len(v), ffi.new("char *[]", keep))
+    _native.check(rc, f"aclopSetAttr{kind}({name!r})")
+
+
+class LaunchCache:
+    """Per-device caches of tensor descs and attrs (host objects)."""
+
+    MAX_DESCS = 8192
+    MAX_ATTRS = 4096
+
+    def __init__(self) -> None:
+        self._descs: dict[tuple[Any, ...], Any] = {}
+        self._attrs: dict[Any, Any] = {}
+        self._absent: Any = None
+        self._null: Any = None
+        self._ops: dict[str, bytes] = {}
+
+    def op_name(self, op_type: str) -> bytes:
+        b = self._ops.get(op_type)
+        if b is None:
+            b = self._ops[op_type] = op_type.encode()
+        return b
+
+    def desc(self, dt: int, shape: tuple[int, ...], fmt: int, host: bool) -> Any:
+        key = (dt, shape, fmt, host)
+        d = self._descs.get(key)
+        if d is None:
+            if len(self._descs) >= self.MAX_DESCS:
+                self._clear_descs()
+            d = lib.aclCreateTensorDesc(dt, len(shape), ffi.new("int64_t[]", shape) if shape else ffi.NULL, fmt)
+            if d == ffi.NULL:
+                raise error_class(100000)(100000, _native.recent_error(), "aclCreateTensorDesc")
+            if host:
+                _native.check(lib.aclSetTensorPlaceMent(d, _MEMTYPE_HOST), "aclSetTensorPlaceMent")
+            self._descs[key] = d
+        return d
+
+    def absent(self) -> tuple[Any, Any]:
+        """The optional-input convention: UNDEFINED desc + (NULL, 0) buffer."""
+        if self._absent is None:
+            self._absent = lib.aclCreateTensorDesc(-1, 0, ffi.NULL, -1)
+        return self._absent, self.null_buffer()
+
+    def null_buffer(self) -> Any:
+        if self._null is None:
+            self._null = lib.aclCreateDataBuffer(ffi.NULL, 0)
+        return self._null
+
+    def attr(self, attrs: Mapping[str, Any] | None) -> Any:
+        if not attrs:
+            key: Any = ()
+        else:
+            key = tuple(sorted((name, *_attr_kind(v)) for name, v in attrs.items()))
+        h = self._attrs.get(key)
+        if h is None:
+            if len(self._attrs) >= self.MAX_ATTRS:
+                self._clear_attrs()
+            h = lib.aclopCreateAttr()
+            if h == ffi.NULL:
+                raise MemoryError("aclopCreateAttr failed")
+            try:
+                for name, kind, v in key:
+                    _set_attr(h, name, kind, v)
+            except BaseException:
+                lib.aclopDestroyAttr(h)
+                raise
+            self._attrs[key] = h
+        return h
+
+    def _clear_descs(self) -> None:
+        for d in self._descs.values():
+            lib.aclDestroyTensorDesc(d)
+        self._descs.clear()
+
+    def _clear_attrs(self) -> None:
+        for h in self._attrs.values():
+            lib.aclopDestroyAttr(h)
+        self._attrs.clear()
+
+    def clear(self) -> None:
+        self._clear_descs()
+        self._clear_attrs()
+        if self._absent is not None:
+            lib.aclDestroyTensorDesc(self._absent)
+            self._absent = None
+        if self._null is not None:
+            lib.aclDestroyDataBuffer(self._null)
+            self._null = None
+
+
+InputLike = Any  # Tensor | Const | HostInput | np.ndarray | None
+
+
+def launch(
+    stream: Stream,
+    op_type: str,
+    inputs: Sequence[InputLike],
+    outputs: Sequence[Tensor],
+    attrs: Mapping[str, Any] | None = None,
+    formats: Sequence[int] | None = None,
+) -> Completion:
+    """Enqueue one op on ``stream``; return its completion.
+
+    ``formats`` gives the aclFormat of each input then each output (ND by
+    default).  Raises the AclError of a failed compile/validation at once.
+    """
+    cache = stream.device._cache
+    op_b = cache.op_name(op_type)
+    n_in, n_out = len(inputs), len(outputs)
+    with stream._lock:
+        stream._enter()
+        attr_h = cache.attr(attrs)
+        descs: list[Any] = []
+        bufs: list[Any] = []
+        keep: list[Any] = []
+        reads = []
+        temp_descs: list[Any] = []
+        temp_bufs: list[Any] = []
+        try:
+            for i, x in enumerate(inputs):
+                fmt = formats[i] if formats else _ND
+                if x is None:
+                    d, b = cache.absent()
+                elif type(x) is Tensor:
+                    m = x._memory()
+                    stream._order_read(m)
+                    d = cache.desc(int(dtypes.to_acl(x.dtype)), x.shape, fmt, False)
+                    b = m.buffer
+                    keep.append(m)
+                    reads.append(m)
+                elif isinstance(x, Const):
+                    a = x.array
+                    d = lib.aclCreateTensorDesc(int(dtypes.to_acl(a.dtype)), a.ndim,
+                                                ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL, fmt)
+                    temp_descs.append(d)
+                    if a.nbytes:
+                        _native.check(lib.aclSetTensorConst(d, _native.host_ptr(a), a.nbytes), "aclSetTensorConst")
+                    b = cache.null_buffer()
+                else:
+                    a = x.array if isinstance(x, HostInput) else np.ascontiguousarray(x)
+                    d = cache.desc(int(dtypes.to_acl(a.dtype)), a.shape, fmt, True)
+                    b = lib.aclCreateDataBuffer(_native.host_ptr(a) if a.nbytes else ffi.NULL, a.nbytes)
+                    temp_bufs.append(b)
+                    keep.append(a)
+                descs.append(d)
+                bufs.append(b)
+            out_descs = []
+            out_bufs = []
+            for j, y in enumerate(outputs):
+                fmt = formats[n_in + j] if formats else _ND
+                m = y._memory()
+                stream._order_write(m)
+                out_descs.append(cache.desc(int(dtypes.to_acl(y.dtype)), y.shape, fmt, False))
+                out_bufs.append(m.buffer)
+                keep.append(m)
+            rc = lib.aclopCompileAndExecute(
+                op_b,
+                n_in, ffi.new("aclTensorDesc *[]", descs), ffi.new("aclDataBuffer *[]", bufs),
+                n_out, ffi.new("aclTensorDesc *[]", out_descs), ffi.new("aclDataBuffer *[]", out_bufs),
+                attr_h, 0, 0, ffi.NULL, stream._handle,
+            )  # fmt: skip
+        finally:
+            for d in temp_descs:
+                lib.aclDestroyTensorDesc(d)
+            for b in temp_bufs:
+                lib.aclDestroyDataBuffer(b)
+        if rc:
+            raise error_class(rc)(rc, _native.recent_error(), op_type)
+        comp = stream._record(keep, op_type)
+        for m in reads:
+            stream._note_read(m, comp)
+        for y in outputs:
+            stream._note_write(y._memory(), comp)
+    return comp
+
+
+def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: Stream | None) -> Stream:
+    if stream is not None:
+        return stream
+    for x in (*inputs, *outputs):
+        if type(x) is Tensor:
+            s = x.stream
+            return s if not s.closed else s.device.default_stream
+    raise ValueError("no Tensor among the inputs/outputs: pass stream=")
+
+
+def op(
+    op_type: str,
+    inputs: Sequence[InputLike],
+    outputs: Sequence[Tensor | TensorSpec],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    stream: Stream | None = None,
+    formats: Sequence[int] | None = None,
+) -> list[Tensor]:
+    """Launch one CANN operator: ``aclopCompileAndExecute``, one to one.
+
+    Args:
+        op_type: the CANN op type, e.g. ``"Add"``, ``"MatMulV2"``, ``"Cast"``.
+        inputs: in IR order; each a :class:`Tensor` (device), ``None`` (an
+            absent optional input), :class:`Const` (folded into the compiled
+            op) or :class:`HostInput` / numpy array (host-placed value input).
+        outputs: :class:`TensorSpec` to allocate, or a :class:`Tensor` to write into.
+        attrs: CANN attr names to Python values (types inferred: bool, int,
+            float, str, numpy dtype, lists of those) or :class:`Attr`.
+        stream: where to enqueue; default: the stream of the first tensor.
+        formats: aclFormat per input then per output (default ND).
+
+    Returns:
+        The output tensors, at once; ``await`` one to wait for the launch.
+
+    Raises:
+        AclError: the runtime refused the call (e.g. ``OpOutputMismatchError``
+            for an output shape the op does not produce); nothing was enqueued
+            and the stream stays usable.
+
+    Example:
+        >>> (y,) = aioge.op("Add", [x, x], [aioge.TensorSpec((2, 3), "float32")], stream=s)
+    """
+    s = _pick_stream(inputs, outputs, stream)
+    outs = [y if type(y) is Tensor else Tensor._empty(s, _spec(y).shape, _spec(y).dtype) for y in outputs]
+    launch(s, op_type, inputs, outs, attrs, formats)
+    return outs
+
+
+def _spec(y: Any) -> TensorSpec:
+    if isinstance(y, TensorSpec):
+        return y
+    if isinstance(y, tuple) and len(y) == 2 and not isinstance(y[0], (int, np.integer)):
+        return TensorSpec(y[0], y[1])
+    raise TypeError(f"outputs must be Tensor or TensorSpec, got {y!r}")

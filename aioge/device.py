@@ -1,0 +1,187 @@
+"""Devices: ``aclInit`` (reference counted), ``aclrtSetDevice`` and an
+explicit context per :class:`Device`."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING
+
+from . import _native
+from ._native import ffi, lib
+from ._resources import Resource
+from .errors import BusyResourceError, error_class
+from .stream import Stream
+
+if TYPE_CHECKING:
+    from ._launch import LaunchCache
+    from .tensor import DeviceMemory
+
+__all__ = ("Device", "open_device", "device_count")
+
+_REPEAT_INITIALIZE = 100002
+_rt_lock = threading.Lock()
+_rt_users = 0
+
+
+def _runtime_acquire() -> None:
+    global _rt_users
+    with _rt_lock:
+        if _rt_users == 0:
+            rc = lib.aclInit(ffi.NULL)
+            if rc == _REPEAT_INITIALIZE:  # someone else in the process initialised ACL
+                _native.recent_error()
+            else:
+                _native.check(rc, "aclInit")
+        _rt_users += 1
+
+
+def _runtime_release() -> None:
+    global _rt_users
+    with _rt_lock:
+        _rt_users -= 1
+        if _rt_users == 0:
+            lib.aclFinalize()
+            _native.recent_error()
+            _native.forget_context()
+
+
+def device_count() -> int:
+    """Number of devices the backend offers (``aclrtGetDeviceCount``)."""
+    n = ffi.new("uint32_t *")
+    _native.check(lib.aclrtGetDeviceCount(n), "aclrtGetDeviceCount")
+    return int(n[0])
+
+
+class Device(Resource):
+    """An opened device: ACL initialised, the device set, an explicit context.
+
+    Open with :func:`open_device`; use as ``async with``.  Streams opened from
+    it are closed with it.
+
+    Attributes:
+        id: the device id.
+        backend: ``"host"`` (the embedded host runtime) or ``"ascend"``.
+    """
+
+    def __init__(self, device_id: int = 0) -> None:
+        self.id = int(device_id)
+        self.backend: str = _native.backend
+        _runtime_acquire()
+        try:
+            _native.check(lib.aclrtSetDevice(self.id), "aclrtSetDevice")
+        except BaseException:
+            _runtime_release()
+            raise
+        p = ffi.new("aclrtContext *")
+        rc = lib.aclrtCreateContext(p, self.id)
+        if rc:
+            err = _native.recent_error()
+            lib.aclrtResetDevice(self.id)
+            _runtime_release()
+            raise error_class(rc)(rc, err, "aclrtCreateContext")
+        self._ctx = p[0]
+        _native.forget_context()
+        _native.bind_context(self._ctx)
+        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+        self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
+        self._default_stream: Stream | None = None
+        self._launch_cache: LaunchCache | None = None
+        self._opened()
+
+    def _describe(self) -> str:
+        return f"Device {self.id} ({self.backend})"
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<aioge.Device {self.id} backend={self.backend!r} {state}>"
+
+    # ---- streams ----
+    def open_stream(self, *, high_water: int = 1024) -> Stream:
+        """Create a stream (``aclrtCreateStream``); use as ``async with``.
+
+        Args:
+            high_water: in-flight launches above which ``await stream.drain()`` waits.
+        """
+        self._check_open()
+        s = Stream(self, high_water=high_water)
+        self._streams.add(s)
+        return s
+
+    @property
+    def default_stream(self) -> Stream:
+        """A stream owned by the device, opened on first use (for convenience APIs)."""
+        self._check_open()
+        if self._default_stream is None or self._default_stream.closed:
+            self._default_stream = self.open_stream()
+        return self._default_stream
+
+    def memory_info(self) -> tuple[int, int]:
+        """``(free, total)`` device memory in bytes (``aclrtGetMemInfo``)."""
+        self._check_open()
+        _native.bind_context(self._ctx)
+        free, total = ffi.new("size_t *"), ffi.new("size_t *")
+        _native.check(lib.aclrtGetMemInfo(1, free, total), "aclrtGetMemInfo")  # ACL_HBM_MEM
+        return int(free[0]), int(total[0])
+
+    @property
+    def _cache(self) -> LaunchCache:
+        c = self._launch_cache
+        if c is None:
+            from ._launch import LaunchCache
+
+            c = self._launch_cache = LaunchCache()
+        return c
+
+    async def synchronize(self, *, timeout: float | None = None) -> None:
+        """Synchronize every open stream of the device."""
+        self._check_open()
+        for s in list(self._streams):
+            if not s.closed:
+                await s.synchronize(timeout=timeout)
+
+    # ---- lifecycle ----
+    async def _drain(self) -> None:
+        for s in list(self._streams):
+            if not s.closed:
+                await s.aclose()
+
+    def _close(self) -> None:
+        busy = [s for s in self._streams if not s.closed and s.in_flight]
+        if busy:
+            raise BusyResourceError(
+                f"{self._describe()} has streams with work in flight ({len(busy)}): use `await device.aclose()`"
+            )
+        for s in list(self._streams):
+            s.close()
+        self._release()
+
+    def _release(self) -> None:
+        _native.bind_context(self._ctx)
+        for m in list(self._memory):
+            m.free()
+        if self._launch_cache is not None:
+            self._launch_cache.clear()
+        lib.aclrtDestroyContext(self._ctx)
+        lib.aclrtResetDevice(self.id)
+        _native.recent_error()
+        _native.forget_context(self._ctx)
+        self._closed = True  # before releasing ACL: memory finalizers now skip aclrtFree
+        _runtime_release()
+
+    def _gc_release(self) -> None:
+        # streams with pending work drain on their own threads; the context
+        # stays until interpreter exit rather than freeing memory in use
+        pass
+
+
+def open_device(device_id: int = 0) -> Device:
+    """Open a device: ``aclInit`` (once), ``aclrtSetDevice``, an explicit context.
+
+    Example:
+        >>> async with aioge.open_device(0) as dev:
+        ...     async with dev.open_stream() as s:
+        ...         y = aioge.ops.add(s.upload(x), s.upload(x))
+        ...         print(await y.numpy())
+    """
+    return Device(device_id)

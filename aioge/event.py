@@ -1,0 +1,98 @@
+"""User-visible events: record a point in a stream, wait for it, time it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from . import _native
+from ._native import ffi, lib
+from ._resources import Resource
+from ._scheduler import Completion
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .stream import Stream
+
+__all__ = ("Event",)
+
+_EVENT_SYNC, _EVENT_TIME_LINE = 0x1, 0x8
+
+
+class Event(Resource):
+    """An ACL event recorded on a stream (``Stream.record_event()``).
+
+    ``await event.wait()`` resolves when the work captured by the record has
+    run; ``other_stream.wait_event(event)`` orders work across streams on the
+    device; ``end.elapsed_ms(start)`` gives device time between two records
+    (both recorded with ``timing=True``).
+
+    Cancellation: cancelling a wait returns at once and changes nothing.
+    """
+
+    def __init__(self, stream: Stream, handle: Any, comp: Completion) -> None:
+        self.stream = stream
+        self.device: Device = stream.device
+        self._handle = handle
+        self._comp = comp
+        self._opened()
+
+    @classmethod
+    def _record(cls, stream: Stream, timing: bool) -> Event:
+        p = ffi.new("aclrtEvent *")
+        flags = _EVENT_SYNC | (_EVENT_TIME_LINE if timing else 0)
+        _native.check(lib.aclrtCreateEventWithFlag(p, flags), "aclrtCreateEventWithFlag")
+        handle = p[0]
+        rc = lib.aclrtRecordEvent(handle, stream._handle)
+        if rc:
+            lib.aclrtDestroyEvent(handle)
+            _native.check(rc, "aclrtRecordEvent")
+        # the lane waits on a pooled twin recorded right behind it, so the
+        # user's handle is never recycled
+        comp = stream._record(None, "event")
+        return cls(stream, handle, comp)
+
+    @property
+    def done(self) -> bool:
+        """True once the recorded work has run."""
+        return self._comp.done
+
+    def query(self) -> bool:
+        """Ask the runtime (``aclrtQueryEventStatus``) whether the event completed."""
+        self._check_open()
+        st = ffi.new("aclrtEventRecordedStatus *")
+        _native.bind_context(self.device._ctx)
+        _native.check(lib.aclrtQueryEventStatus(self._handle, st), "aclrtQueryEventStatus")
+        return bool(st[0] == 1)
+
+    async def wait(self, *, timeout: float | None = None) -> None:
+        """Wait until the captured work has run (raising its error, if any).
+
+        Raises:
+            TimeoutError: not complete within ``timeout`` seconds.
+        """
+        self._check_open()
+        if timeout is None:
+            await self._comp.wait()
+        else:
+            with anyio.fail_after(timeout):
+                await self._comp.wait()
+
+    def __await__(self) -> Any:
+        return self.wait().__await__()
+
+    def elapsed_ms(self, start: Event) -> float:
+        """Device time in ms from ``start`` to this event (both complete, both ``timing=True``)."""
+        self._check_open()
+        start._check_open()
+        ms = ffi.new("float *")
+        _native.bind_context(self.device._ctx)
+        _native.check(lib.aclrtEventElapsedTime(ms, start._handle, self._handle), "aclrtEventElapsedTime")
+        return float(ms[0])
+
+    def _close(self) -> None:
+        if not self.device.closed:
+            lib.aclrtDestroyEvent(self._handle)
+
+    _gc_release = _close

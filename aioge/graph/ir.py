@@ -1,0 +1,499 @@
+"""The graph IR: values, nodes, constants, a builder and validation.
+
+A :class:`Graph` is a set of :class:`Node` objects connected by value *names*.
+Every name that appears anywhere has a :class:`Value` entry in
+``graph.values`` with a static ``shape`` (a tuple of ints) and a numpy
+``dtype``; for intermediate values both may be ``None`` until
+:func:`aioge.graph.passes.infer_shapes` fills them in.  Constants
+(initializers) are numpy arrays in ``graph.constants``; graph inputs and
+outputs are ordered lists of names.
+
+Op semantics are ONNX's, in one canonical form independent of the opset the
+model came from (see :mod:`aioge.graph.schema`): e.g. ``Squeeze`` axes,
+``Split`` sizes, ``Clip`` bounds, ``Pad`` pads and ``Slice`` starts are
+always *inputs*, as in the newest opsets.  Op types starting with ``_`` are
+aioge's fused host ops (``_FusedConv``, ``_FusedMatMul``,
+``_FusedElementwise``; see :mod:`aioge.graph.passes.fuse`).
+
+Example:
+    >>> g = Graph("mlp")
+    >>> x = g.input("x", (8, 16), "float32")
+    >>> w = g.constant(np.ones((16, 4), np.float32), name="w")
+    >>> y = g.add_node("MatMul", [x, w])
+    >>> r = g.add_node("Relu", [y])
+    >>> g.output(r)
+    >>> g.validate()
+    >>> print(g)            # a readable listing
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+from .errors import (
+    DanglingValueError,
+    DuplicateValueError,
+    DynamicShapeError,
+    GraphCycleError,
+    GraphError,
+)
+
+__all__ = ("Value", "Node", "Graph", "ValueLike", "normalize_dtype", "normalize_shape")
+
+
+def normalize_dtype(dtype: Any) -> np.dtype:
+    """numpy dtype of a dtype-like (``"float32"``, ``np.float32``, ``"bfloat16"`` ...)."""
+    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    try:
+        return np.dtype(dtype)
+    except TypeError as e:
+        raise GraphError(f"not a dtype: {dtype!r}") from e
+
+
+def normalize_shape(shape: Iterable[Any], *, what: str = "value") -> tuple[int, ...]:
+    """A static shape as a tuple of non-negative Python ints.
+
+    Raises:
+        DynamicShapeError: for a symbolic (str/None) or negative dimension.
+    """
+    out = []
+    for d in shape:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or int(d) < 0:
+            raise DynamicShapeError(
+                f"{what} has a non-static dimension {d!r} in shape {tuple(shape)!r}; "
+                "aioge graphs have static shapes (pass input_shapes=...)"
+            )
+        out.append(int(d))
+    return tuple(out)
+
+
+@dataclass
+class Value:
+    """A named tensor: ``shape`` and ``dtype`` are ``None`` until inferred."""
+
+    name: str
+    shape: tuple[int, ...] | None = None
+    dtype: np.dtype | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether both shape and dtype are known."""
+        return self.shape is not None and self.dtype is not None
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        if self.shape is None:
+            raise GraphError(f"value {self.name!r} has no inferred shape")
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the dense tensor."""
+        if self.dtype is None:
+            raise GraphError(f"value {self.name!r} has no inferred dtype")
+        return self.size * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        shape = "?" if self.shape is None else "x".join(map(str, self.shape)) or "scalar"
+        dtype = "?" if self.dtype is None else str(self.dtype)
+        return f"%{self.name}: {dtype}[{shape}]"
+
+
+@dataclass
+class Node:
+    """One operation.
+
+    ``inputs`` and ``outputs`` are value names; ``""`` marks an absent
+    optional input (or an unused optional output).  ``attrs`` holds plain
+    Python values (int, float, str, lists of them) and numpy arrays.
+    """
+
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    domain: str = ""
+
+    @property
+    def output(self) -> str:
+        """The single output name (error if the node has several)."""
+        real = [o for o in self.outputs if o]
+        if len(real) != 1:
+            raise GraphError(f"has {len(real)} outputs, expected 1", node=self.name, op_type=self.op_type)
+        return real[0]
+
+    def input(self, i: int) -> str:
+        """Input ``i`` or ``""`` if absent."""
+        return self.inputs[i] if i < len(self.inputs) else ""
+
+    def copy(self) -> Node:
+        """A copy with its own lists and attr dict (arrays shared: treat them as immutable)."""
+        return Node(self.op_type, list(self.inputs), list(self.outputs), dict(self.attrs), self.name, self.domain)
+
+    def __str__(self) -> str:
+        outs = ", ".join(f"%{o}" if o else "_" for o in self.outputs)
+        ins = ", ".join(f"%{i}" if i else "_" for i in self.inputs)
+        attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in sorted(self.attrs.items()))
+        dom = f"{self.domain}." if self.domain else ""
+        return f"{outs} = {dom}{self.op_type}({ins}{'; ' + attrs if attrs else ''})  # {self.name}"
+
+
+def _fmt_attr(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        if v.size <= 8:
+            return f"array({v.tolist()!r}, {v.dtype})"
+        return f"array(<{v.dtype}{list(v.shape)}>)"
+    if isinstance(v, float):
+        return f"{v:g}"
+    s = repr(v)
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+ValueLike = Union[str, Value, Node]
+
+
+class Graph:
+    """A static-shape dataflow graph (see the module docstring)."""
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.values: dict[str, Value] = {}
+        self.nodes: list[Node] = []
+        self.constants: dict[str, np.ndarray] = {}
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
+        self._counter = 0
+
+    # ---------------------------------------------------------------- builder
+    def input(self, name: str, shape: Sequence[int], dtype: Any = "float32") -> Value:
+        """Declare a graph input with a static shape."""
+        self._check_new_value(name)
+        v = Value(name, normalize_shape(shape, what=f"input {name!r}"), normalize_dtype(dtype))
+        self.values[name] = v
+        self.inputs.append(name)
+        return v
+
+    def constant(self, array: Any, name: str | None = None) -> Value:
+        """Add a constant (initializer); ``array`` is copied into a read-only ndarray."""
+        arr = np.array(array, copy=True)
+        arr.setflags(write=False)
+        name = name or self.fresh_name("const")
+        self._check_new_value(name)
+        self.constants[name] = arr
+        v = Value(name, tuple(int(d) for d in arr.shape), arr.dtype)
+        self.values[name] = v
+        return v
+
+    def add_node(
+        self,
+        op_type: str,
+        inputs: Sequence[ValueLike | None],
+        attrs: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        outputs: Sequence[str] | None = None,
+        num_outputs: int = 1,
+        domain: str = "",
+    ) -> Node:
+        """Append a node and create Values for its outputs.
+
+        ``inputs`` may be names, :class:`Value`, single-output :class:`Node`
+        objects, or ``None``/``""`` for an absent optional input.  Output
+        names default to ``<node name>`` (one output) or ``<node name>:<i>``.
+        """
+        name = name or self.fresh_name(op_type)
+        if any(n.name == name for n in self.nodes):
+            raise DuplicateValueError(f"node name {name!r} already used", node=name, op_type=op_type)
+        in_names = [self._name_of(i) for i in inputs]
+        if outputs is None:
+            if num_outputs == 1:
+                outputs = [name if name not in self.values else self.fresh_name(name)]
+            else:
+                outputs = [f"{name}:{i}" for i in range(num_outputs)]
+        for o in outputs:
+            if o:
+                self._check_new_value(o, node=name)
+        node = Node(op_type, in_names, list(outputs), dict(attrs or {}), name, domain)
+        for o in node.outputs:
+            if o:
+                self.values[o] = Value(o)
+        self.nodes.append(node)
+        return node
+
+    def output(self, *values: ValueLike) -> None:
+        """Mark values (or all outputs of a node) as graph outputs, in order."""
+        for v in values:
+            names = [o for o in v.outputs if o] if isinstance(v, Node) else [self._name_of(v)]
+            for n in names:
+                if n not in self.values:
+                    raise DanglingValueError(f"graph output {n!r} is not defined")
+                self.outputs.append(n)
+
+    def _name_of(self, v: ValueLike | None) -> str:
+        if v is None:
+            return ""
+        if isinstance(v, Value):
+            return v.name
+        if isinstance(v, Node):
+            return v.output
+        return v
+
+    def _check_new_value(self, name: str, node: str | None = None) -> None:
+        if not name:
+            raise GraphError("empty value name", node=node)
+        if name in self.values:
+            raise DuplicateValueError(f"value {name!r} is already defined", node=node)
+
+    def fresh_name(self, prefix: str) -> str:
+        """A value/node name not used yet in this graph."""
+        taken = self.values.keys() | {n.name for n in self.nodes}
+        while True:
+            self._counter += 1
+            cand = f"{prefix}_{self._counter}"
+            if cand not in taken:
+                return cand
+
+    # ---------------------------------------------------------------- queries
+    def value(self, name: str) -> Value:
+        """The Value for ``name`` (KeyError-free: raises DanglingValueError)."""
+        try:
+            return self.values[name]
+        except KeyError:
+            raise DanglingValueError(f"value {name!r} is not defined") from None
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``."""
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise GraphError(f"no node named {name!r}")
+
+    def producers(self) -> dict[str, Node]:
+        """Map value name -> the node producing it."""
+        return {o: n for n in self.nodes for o in n.outputs if o}
+
+    def consumers(self) -> dict[str, list[Node]]:
+        """Map value name -> nodes reading it (a node appears once per value)."""
+        out: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for i in dict.fromkeys(x for x in n.inputs if x):
+                out.setdefault(i, []).append(n)
+        return out
+
+    def is_constant(self, name: str) -> bool:
+        """Whether ``name`` is a constant."""
+        return name in self.constants
+
+    def topological_order(self) -> list[Node]:
+        """Nodes in a deterministic topological order (ties keep list order).
+
+        Raises:
+            GraphCycleError: naming a node on a cycle.
+        """
+        prod = {o: i for i, n in enumerate(self.nodes) for o in n.outputs if o}
+        indeg = [0] * len(self.nodes)
+        succ: list[list[int]] = [[] for _ in self.nodes]
+        for i, n in enumerate(self.nodes):
+            deps = {prod[x] for x in n.inputs if x in prod}
+            indeg[i] = len(deps)
+            for d in deps:
+                succ[d].append(i)
+        ready = [i for i, d in enumerate(indeg) if d == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            i = heapq.heappop(ready)
+            order.append(i)
+            for s in succ[i]:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(ready, s)
+        if len(order) != len(self.nodes):
+            left = [i for i, d in enumerate(indeg) if d > 0]
+            cycle = self._find_cycle(left, prod)
+            names = " -> ".join(self.nodes[i].name for i in cycle)
+            first = self.nodes[cycle[0]]
+            raise GraphCycleError(f"is on a cycle: {names}", node=first.name, op_type=first.op_type)
+        return [self.nodes[i] for i in order]
+
+    def _find_cycle(self, left: list[int], prod: dict[str, int]) -> list[int]:
+        left_set = set(left)
+        # walk predecessors inside the blocked set until a node repeats
+        cur, seen, path = left[0], {}, []  # type: ignore[var-annotated]
+        while cur not in seen:
+            seen[cur] = len(path)
+            path.append(cur)
+            cur = next(prod[x] for x in self.nodes[cur].inputs if x in prod and prod[x] in left_set)
+        cyc = path[seen[cur]:]
+        cyc.reverse()
+        return [*cyc, cyc[0]]
+
+    # ------------------------------------------------------------- validation
+    def validate(self) -> None:
+        """Check structure and dtypes; raise a :class:`GraphError` subclass naming the node.
+
+        Checks: unique definitions, no dangling inputs/outputs, known op types
+        with valid input/output counts and attrs, no cycles, and dtype
+        consistency wherever dtypes are known.
+        """
+        from .schema import check_node_dtypes, check_node_signature
+
+        defined: dict[str, str] = {}
+        for name in self.inputs:
+            if name in defined:
+                raise DuplicateValueError(f"graph input {name!r} declared twice")
+            defined[name] = "input"
+        for name in self.constants:
+            if name in defined:
+                raise DuplicateValueError(f"{name!r} is both a graph input and a constant")
+            defined[name] = "constant"
+        node_names: set[str] = set()
+        for n in self.nodes:
+            if n.name in node_names:
+                raise DuplicateValueError("node name used twice", node=n.name, op_type=n.op_type)
+            node_names.add(n.name)
+            for o in n.outputs:
+                if not o:
+                    continue
+                if o in defined:
+                    raise DuplicateValueError(
+                        f"output {o!r} is already defined (by {defined[o]})", node=n.name, op_type=n.op_type
+                    )
+                defined[o] = f"node {n.name!r}"
+        for n in self.nodes:
+            for i in n.inputs:
+                if i and i not in defined:
+                    raise DanglingValueError(
+                        f"input {i!r} is not produced by any node, graph input or constant",
+                        node=n.name,
+                        op_type=n.op_type,
+                    )
+            check_node_signature(n)
+        for o in self.outputs:
+            if o not in defined:
+                raise DanglingValueError(f"graph output {o!r} is not produced by any node, input or constant")
+        for name in defined:
+            if name not in self.values:
+                raise GraphError(f"value {name!r} has no Value entry in graph.values")
+        order = self.topological_order()
+        dtypes = {k: v.dtype for k, v in self.values.items() if v.dtype is not None}
+        for n in order:
+            outs = check_node_dtypes(n, [dtypes.get(i) if i else None for i in n.inputs])
+            for o, dt in zip(n.outputs, outs):
+                if not o:
+                    continue
+                known = self.values[o].dtype
+                if dt is not None and known is not None and dt != known:
+                    from .errors import GraphTypeError
+
+                    raise GraphTypeError(
+                        f"output {o!r} is declared {known} but the op produces {dt}",
+                        node=n.name,
+                        op_type=n.op_type,
+                    )
+                if dt is not None:
+                    dtypes[o] = dt
+
+    # ---------------------------------------------------------------- editing
+    def copy(self) -> Graph:
+        """A structural copy: new nodes/values/lists; constant arrays are shared (read-only)."""
+        g = Graph(self.name)
+        g.values = {k: Value(v.name, v.shape, v.dtype) for k, v in self.values.items()}
+        g.nodes = [n.copy() for n in self.nodes]
+        g.constants = dict(self.constants)
+        g.inputs = list(self.inputs)
+        g.outputs = list(self.outputs)
+        g._counter = self._counter
+        return g
+
+    def replace_uses(self, old: str, new: str) -> None:
+        """Make every consumer (and graph output slot) of ``old`` read ``new``."""
+        for n in self.nodes:
+            n.inputs = [new if i == old else i for i in n.inputs]
+        self.outputs = [new if o == old else o for o in self.outputs]
+
+    def remove_nodes(self, nodes: Iterable[Node]) -> None:
+        """Remove nodes (by identity) and the Values of their outputs no one else defines."""
+        drop = {id(n) for n in nodes}
+        gone = [n for n in self.nodes if id(n) in drop]
+        self.nodes = [n for n in self.nodes if id(n) not in drop]
+        still = set(self.inputs) | set(self.constants) | {o for n in self.nodes for o in n.outputs}
+        for n in gone:
+            for o in n.outputs:
+                if o and o not in still:
+                    self.values.pop(o, None)
+
+    def set_constant(self, name: str, array: np.ndarray) -> None:
+        """Define ``name`` as a constant (its Value gets the array's shape/dtype)."""
+        arr = np.asarray(array)
+        if arr.flags.writeable:
+            arr = arr.copy()
+            arr.setflags(write=False)
+        self.constants[name] = arr
+        self.values[name] = Value(name, tuple(int(d) for d in arr.shape), arr.dtype)
+
+    def prune_values(self) -> None:
+        """Drop Values and constants no node, input or output refers to."""
+        used = set(self.inputs) | set(self.outputs)
+        for n in self.nodes:
+            used.update(x for x in n.inputs if x)
+            used.update(x for x in n.outputs if x)
+        for k in [k for k in self.constants if k not in used]:
+            del self.constants[k]
+        for k in [k for k in self.values if k not in used]:
+            del self.values[k]
+
+    def sort(self) -> None:
+        """Reorder ``nodes`` topologically (deterministic)."""
+        self.nodes = self.topological_order()
+
+    # --------------------------------------------------------------- printing
+    def __str__(self) -> str:
+        lines = [f"graph {self.name} ("]
+        for i in self.inputs:
+            lines.append(f"  input  {self.values[i]}")
+        lines.append(") {")
+        for k, arr in self.constants.items():
+            v = self.values.get(k) or Value(k, arr.shape, arr.dtype)
+            preview = f" = {arr.tolist()!r}" if arr.size <= 6 else ""
+            lines.append(f"  const  {v}{preview}")
+        try:
+            order = self.topological_order()
+        except GraphCycleError:
+            order = self.nodes
+        for n in order:
+            lines.append(f"  {n}")
+            for o in n.outputs:
+                if o and o in self.values and self.values[o].known:
+                    lines.append(f"           {self.values[o]}")
+        lines.append("} -> (" + ", ".join(f"%{o}" for o in self.outputs) + ")")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Graph {self.name!r}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, "
+            f"{len(self.constants)} constants, {len(self.outputs)} outputs>"
+        )
+
+    def op_counts(self) -> dict[str, int]:
+        """Number of nodes per op type (handy in tests and reports)."""
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            out[n.op_type] = out.get(n.op_type, 0) + 1
+        return out
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Graph:
+        g = self.copy()
+        g.constants = {k: _copy.deepcopy(v, memo) for k, v in self.constants.items()}
+        return g
