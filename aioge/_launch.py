@@ -302,8 +302,7 @@ def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: St
         return stream
     for x in (*inputs, *outputs):
         if type(x) is Tensor:
-            s = x.stream
-            return s if not s.closed else s.device.default_stream
+            return x._memory().home()
     raise ValueError("no Tensor among the inputs/outputs: pass stream=")
 
 

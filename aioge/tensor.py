@@ -94,6 +94,11 @@ class DeviceMemory:
             raise MemoryError("aclCreateDataBuffer failed")
         device._memory.add(self)
 
+    def home(self) -> Stream:
+        """The stream of the last write, or the device's default stream once that one closed."""
+        s = self.stream
+        return s if not s.closed else self.device.default_stream
+
     def free(self) -> None:
         ptr, self.ptr = self.ptr, None
         if ptr is None:
@@ -247,7 +252,7 @@ class Tensor:
         Cancellation: returns control at once; the staging memory is released
         once the copy has run.
         """
-        return await self._memory().stream._download(self, timeout)
+        return await self._memory().home()._download(self, timeout)
 
     def close(self) -> None:
         """Drop this tensor's memory reference now (idempotent)."""
