@@ -142,7 +142,18 @@ class Node:
         return Node(self.op_type, list(self.inputs), list(self.outputs), dict(self.attrs), self.name, self.domain)
 
     def __str__(self) -> str:
-        outs = ", ".join(f"%{o}" if o else "_" for o in self.outputs)
+        return self.format()
+
+    def format(self, values: Mapping[str, Value] | None = None) -> str:
+        """One line: ``%y: float32[2x3] = Op(%a, %b; attr=...)  # name``."""
+
+        def out(o: str) -> str:
+            if not o:
+                return "_"
+            v = values.get(o) if values else None
+            return str(v) if v is not None and v.known else f"%{o}"
+
+        outs = ", ".join(out(o) for o in self.outputs)
         ins = ", ".join(f"%{i}" if i else "_" for i in self.inputs)
         attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in sorted(self.attrs.items()))
         dom = f"{self.domain}." if self.domain else ""
@@ -473,10 +484,7 @@ class Graph:
         except GraphCycleError:
             order = self.nodes
         for n in order:
-            lines.append(f"  {n}")
-            for o in n.outputs:
-                if o and o in self.values and self.values[o].known:
-                    lines.append(f"           {self.values[o]}")
+            lines.append(f"  {n.format(self.values)}")
         lines.append("} -> (" + ", ".join(f"%{o}" for o in self.outputs) + ")")
         return "\n".join(lines)
 

@@ -1,0 +1,352 @@
+"""Operator fusion that pays on the host.
+
+Three rewrites, applied in this order by :func:`fuse`:
+
+1. **Conv + BatchNormalization folding** (:func:`fold_conv_batchnorm`): a
+   ``Conv`` with constant weights whose only consumer is an inference
+   ``BatchNormalization`` with constant parameters becomes one ``Conv`` with
+   ``W' = W * s`` and ``B' = (B - mean) * s + beta``, ``s = scale / sqrt(var + eps)``
+   (computed in float64, stored in the weight dtype).
+
+2. **Bias + activation fusion** (:func:`fuse_bias_activation`): ``Conv``,
+   ``MatMul`` or ``Gemm``, optionally followed by an ``Add`` of a constant
+   bias, optionally followed by an activation, becomes
+
+   * ``_FusedConv(X, W, B?)`` — all Conv attrs (``auto_pad``, ``dilations``,
+     ``group``, ``kernel_shape``, ``pads``, ``strides``) plus the activation
+     attrs below; ``B`` has shape ``(M,)``;
+   * ``_FusedMatMul(A, B, bias?)`` — ``Y = act(scale * (op(A) @ op(B)) + bias)``
+     with numpy matmul broadcasting over leading dims; attrs ``trans_a`` and
+     ``trans_b`` (0/1: ``op`` swaps the last two axes), ``scale`` (float,
+     Gemm's alpha), and the activation attrs; ``bias`` has shape ``(N,)``
+     (Gemm's ``beta * C`` is folded into it).
+
+   Activation attrs: ``activation`` (str) is one of ``"none"``, ``"Relu"``,
+   ``"LeakyRelu"`` (reads ``alpha``: float slope), ``"Sigmoid"``, ``"Tanh"``,
+   ``"Gelu"`` (erf form), ``"GeluTanh"`` (tanh approximation), ``"Clip"``
+   (reads ``min`` and ``max``: floats, ``-inf``/``inf`` for an absent bound;
+   ``Clip(0, 6)`` is ReLU6).  Only the attrs an activation reads are set.
+
+   A fusion happens only if every intermediate value has exactly one consumer
+   and is not a graph output, and it needs at least a bias or an activation.
+
+3. **Elementwise chains** (:func:`fuse_elementwise`): a tree of elementwise
+   ops (Relu LeakyRelu Sigmoid Tanh Exp Log Sqrt Abs Neg Reciprocal Erf Gelu
+   Softplus Elu Selu Sign Clip Shrink, Add Sub Mul Div Pow Max Min PRelu) of
+   one float dtype, where each inner value has one consumer and is not a
+   graph output, with at least two nodes, becomes one ``_FusedElementwise``
+   whose inputs are the tree's external inputs (deduplicated) and whose
+   ``program`` attr is a register program.  **Program format**
+   (interpreted by a C kernel; see :mod:`aioge.graph.ewprogram`):
+
+   * registers ``0..k-1`` are the node's ``k`` inputs, each broadcast (numpy
+     rules) to the output shape;
+   * ``program`` is a list of steps ``(opcode, srcs, params)``: ``opcode`` a
+     str from ``ewprogram.OPCODES``, ``srcs`` a tuple of 1 (unary) or 2
+     (binary) register numbers, ``params`` a tuple of floats —
+     ``LeakyRelu (alpha,)``, ``Elu (alpha,)``, ``Selu (alpha, gamma)``,
+     ``Clip (min, max)`` (``±inf`` when absent), ``Shrink (bias, lambd)``,
+     none for the rest; ``Gelu`` is the erf form, ``GeluTanh`` the tanh form;
+     ``PRelu`` srcs are ``(x, slope)``;
+   * step ``i`` writes register ``k + i``; the result is the last register;
+   * all registers have the output dtype; compute in that dtype.
+
+   ``ewprogram.encode_program`` packs it as ``int32[n, 4]`` rows
+   ``(opcode id, src0, src1 or -1, n_params)`` and ``float64[n, 2]`` params.
+
+All rewrites need inferred shapes and return a new graph.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import _shapes as S
+from ..ewprogram import Step
+from ..ir import Graph, Node
+from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, FLOAT_TYPES, get_attr
+from ._util import require_shapes, scalar_constant, single_consumer
+
+__all__ = ("fuse", "fold_conv_batchnorm", "fuse_bias_activation", "fuse_elementwise")
+
+
+def fuse(graph: Graph, *, conv_bn: bool = True, bias_activation: bool = True, elementwise: bool = True) -> Graph:
+    """Apply the enabled fusions (see the module docstring); returns a new graph."""
+    g = graph
+    if conv_bn:
+        g = fold_conv_batchnorm(g)
+    if bias_activation:
+        g = fuse_bias_activation(g)
+    if elementwise:
+        g = fuse_elementwise(g)
+    return g
+
+
+# --------------------------------------------------------------------- Conv + BN
+def fold_conv_batchnorm(graph: Graph) -> Graph:
+    """Fold inference BatchNormalization into the preceding Conv's weights and bias."""
+    require_shapes(graph, "fold_conv_batchnorm")
+    g = graph.copy()
+    consumers = g.consumers()
+    dead = []
+    for conv in g.topological_order():
+        if conv.op_type != "Conv" or conv.inputs[1] not in g.constants:
+            continue
+        bias = conv.input(2)
+        if bias and bias not in g.constants:
+            continue
+        bn = single_consumer(g, consumers, conv.outputs[0])
+        if bn is None or bn.op_type != "BatchNormalization" or bn.inputs[0] != conv.outputs[0]:
+            continue
+        if not all(i in g.constants for i in bn.inputs[1:5]):
+            continue
+        w = g.constants[conv.inputs[1]]
+        scale, beta, mean, var = (g.constants[i].astype(np.float64) for i in bn.inputs[1:5])
+        s = scale / np.sqrt(var + float(get_attr(bn, "epsilon")))
+        b0 = g.constants[bias].astype(np.float64) if bias else np.zeros(w.shape[0])
+        w_new = (w.astype(np.float64) * s.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
+        b_new = ((b0 - mean) * s + beta).astype(w.dtype)
+        w_name, b_name = g.fresh_name(f"{conv.name}/w_bn"), g.fresh_name(f"{conv.name}/b_bn")
+        g.set_constant(w_name, w_new)
+        g.set_constant(b_name, b_new)
+        old_out = conv.outputs[0]
+        conv.inputs = [conv.inputs[0], w_name, b_name]
+        conv.outputs = [bn.outputs[0]]
+        dead.append(bn)
+        g.values.pop(old_out, None)
+    g.nodes = [n for n in g.nodes if all(n is not d for d in dead)]
+    g.prune_values()
+    return g
+
+
+# --------------------------------------------------------------- bias + activation
+def _activation(g: Graph, n: Node) -> dict[str, Any] | None:
+    op = n.op_type
+    if op in ("Relu", "Sigmoid", "Tanh"):
+        return {"activation": op}
+    if op == "LeakyRelu":
+        return {"activation": "LeakyRelu", "alpha": float(get_attr(n, "alpha"))}
+    if op == "Gelu":
+        return {"activation": "GeluTanh" if get_attr(n, "approximate") == "tanh" else "Gelu"}
+    if op == "Clip":
+        bounds = []
+        for i, default in ((1, -math.inf), (2, math.inf)):
+            name = n.input(i)
+            if not name:
+                bounds.append(default)
+                continue
+            v = scalar_constant(g, name)
+            if v is None:
+                return None
+            bounds.append(v)
+        return {"activation": "Clip", "min": bounds[0], "max": bounds[1]}
+    return None
+
+
+def _bias_vector(g: Graph, add: Node, main_out: str, channels: int, channel_axis: int) -> np.ndarray | None:
+    """The constant operand of ``add`` as a (channels,) vector, if it only varies along the channel axis."""
+    other = add.inputs[1] if add.inputs[0] == main_out else add.inputs[0]
+    if other == main_out or other not in g.constants:
+        return None
+    arr = g.constants[other]
+    out_shape = g.values[main_out].shape or ()
+    rank = len(out_shape)
+    if arr.ndim > rank:
+        return None
+    try:
+        if S.broadcast_shapes(out_shape, arr.shape) != tuple(out_shape):
+            return None
+    except ValueError:
+        return None
+    full = (1,) * (rank - arr.ndim) + tuple(arr.shape)
+    ax = channel_axis % rank
+    if any(d != 1 for i, d in enumerate(full) if i != ax):
+        return None
+    vec = arr.reshape(-1)
+    return np.broadcast_to(vec, (channels,)).astype(arr.dtype) if vec.size in (1, channels) else None
+
+
+def fuse_bias_activation(graph: Graph) -> Graph:
+    """Conv/MatMul/Gemm [+ constant bias Add] [+ activation] -> _FusedConv/_FusedMatMul."""
+    require_shapes(graph, "fuse_bias_activation")
+    g = graph.copy()
+    consumers = g.consumers()
+    dead: list[Node] = []
+    for n in g.topological_order():
+        if n.op_type not in ("Conv", "MatMul", "Gemm") or any(n is d for d in dead):
+            continue
+        out = n.outputs[0]
+        shape = g.values[out].shape or ()
+        dtype = g.values[out].dtype
+        if dtype not in FLOAT_TYPES or len(shape) < 2:
+            continue
+        if n.op_type == "MatMul" and (len(g.values[n.inputs[0]].shape or ()) < 2
+                                      or len(g.values[n.inputs[1]].shape or ()) < 2):
+            continue
+        is_conv = n.op_type == "Conv"
+        channels = shape[1] if is_conv else shape[-1]
+        bias: np.ndarray | None = None
+        if is_conv and n.input(2):
+            if n.input(2) not in g.constants:
+                continue
+            bias = g.constants[n.input(2)]
+        if n.op_type == "Gemm" and n.input(2):
+            beta = float(get_attr(n, "beta"))
+            c_vec = _gemm_c(g, n, channels)
+            if c_vec is None:
+                continue
+            bias = (c_vec.astype(np.float64) * beta).astype(dtype)
+        absorbed: list[Node] = []
+        tail = out
+        add = single_consumer(g, consumers, tail)
+        if add is not None and add.op_type == "Add":
+            vec = _bias_vector(g, add, tail, channels, 1 if is_conv else -1)
+            if vec is not None and g.values[add.outputs[0]].shape == shape:
+                bias = vec if bias is None else (bias.astype(np.float64) + vec).astype(dtype)
+                absorbed.append(add)
+                tail = add.outputs[0]
+        act_attrs: dict[str, Any] = {"activation": "none"}
+        act = single_consumer(g, consumers, tail)
+        if act is not None and act.inputs[0] == tail:
+            a = _activation(g, act)
+            if a is not None:
+                act_attrs = a
+                absorbed.append(act)
+                tail = act.outputs[0]
+        if not absorbed and n.op_type != "Gemm":
+            continue
+        if not absorbed:
+            continue
+        ins = [n.inputs[0], n.inputs[1]]
+        if bias is not None:
+            b_name = g.fresh_name(f"{n.name}/bias")
+            g.set_constant(b_name, np.asarray(bias, dtype))
+            ins.append(b_name)
+        if is_conv:
+            attrs = {k: v for k, v in n.attrs.items()}
+            fused_op = "_FusedConv"
+        else:
+            fused_op = "_FusedMatMul"
+            attrs = {}
+            if n.op_type == "Gemm":
+                attrs = {"trans_a": int(get_attr(n, "transA")), "trans_b": int(get_attr(n, "transB")),
+                         "scale": float(get_attr(n, "alpha"))}
+        attrs.update(act_attrs)
+        fused = Node(fused_op, ins, [tail], attrs, g.fresh_name(f"{n.name}/fused"))
+        idx = next(i for i, m in enumerate(g.nodes) if m is n)
+        g.nodes[idx] = fused
+        dead.extend(absorbed)
+        for m in [n, *absorbed]:
+            for o in m.outputs:
+                if o and o != tail:
+                    g.values.pop(o, None)
+    g.nodes = [m for m in g.nodes if all(m is not d for d in dead)]
+    g.prune_values()
+    return g
+
+
+def _gemm_c(g: Graph, n: Node, channels: int) -> np.ndarray | None:
+    c = n.input(2)
+    if c not in g.constants:
+        return None
+    arr = g.constants[c]
+    m = (g.values[n.outputs[0]].shape or (0, 0))[0]
+    full = (1,) * (2 - arr.ndim) + tuple(arr.shape) if arr.ndim <= 2 else None
+    if full is None or full[0] != 1 and m != 1:
+        return None
+    vec = arr.reshape(-1)
+    if vec.size not in (1, channels):
+        return None
+    return np.broadcast_to(vec, (channels,)).copy()
+
+
+# --------------------------------------------------------------------- elementwise
+_PARAMS: dict[str, tuple[tuple[str, float], ...]] = {
+    "LeakyRelu": (("alpha", 0.01),),
+    "Elu": (("alpha", 1.0),),
+    "Selu": (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)),
+    "Shrink": (("bias", 0.0), ("lambd", 0.5)),
+}
+
+
+def _ew_step(g: Graph, n: Node) -> tuple[str, list[str], tuple[float, ...]] | None:
+    """(opcode, register-input value names, params) for a fusable node, else None."""
+    op = n.op_type
+    dtype = g.values[n.outputs[0]].dtype
+    if dtype not in FLOAT_TYPES or len([o for o in n.outputs if o]) != 1:
+        return None
+    if op in ELEMENTWISE_BINARY:
+        if len(n.inputs) != 2 or any(g.values[i].dtype != dtype for i in n.inputs):
+            return None
+        return op, list(n.inputs), ()
+    if op not in ELEMENTWISE_UNARY or g.values[n.inputs[0]].dtype != dtype:
+        return None
+    if op == "Clip":
+        a = _activation(g, n)
+        return None if a is None else ("Clip", [n.inputs[0]], (a["min"], a["max"]))
+    if op == "Gelu":
+        return ("GeluTanh" if get_attr(n, "approximate") == "tanh" else "Gelu"), [n.inputs[0]], ()
+    params = tuple(float(get_attr(n, k)) for k, _ in _PARAMS.get(op, ()))
+    return op, [n.inputs[0]], params
+
+
+def fuse_elementwise(graph: Graph) -> Graph:
+    """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes."""
+    require_shapes(graph, "fuse_elementwise")
+    g = graph.copy()
+    consumers = g.consumers()
+    producers = g.producers()
+    steps = {id(n): s for n in g.nodes if (s := _ew_step(g, n)) is not None}
+    grouped: set[int] = set()
+    replace: dict[int, Node] = {}
+    dead: set[int] = set()
+    for root in reversed(g.topological_order()):
+        if id(root) not in steps or id(root) in grouped:
+            continue
+        dtype = g.values[root.outputs[0]].dtype
+        members: set[int] = set()
+
+        def absorb(n: Node) -> None:
+            members.add(id(n))
+            for name in steps[id(n)][1]:
+                p = producers.get(name)
+                if (p is not None and id(p) in steps and id(p) not in grouped and id(p) not in members
+                        and g.values[name].dtype == dtype and single_consumer(g, consumers, name) is n):
+                    absorb(p)
+
+        absorb(root)
+        if len(members) < 2:
+            continue
+        grouped |= members
+        inputs: list[str] = []
+        program: list[Step] = []
+
+        def emit(n: Node) -> int:
+            op, ins, params = steps[id(n)]
+            srcs = []
+            for name in ins:
+                p = producers.get(name)
+                if p is not None and id(p) in members:
+                    srcs.append(emit(p))
+                else:
+                    if name not in inputs:
+                        inputs.append(name)
+                    srcs.append(-1 - inputs.index(name))  # input placeholder, fixed below
+            program.append((op, tuple(srcs), params))
+            return len(program) - 1  # step placeholder
+
+        emit(root)
+        k = len(inputs)
+        fixed: list[Step] = []
+        for op, srcs, params in program:
+            fixed.append((op, tuple(-1 - s if s < 0 else k + s for s in srcs), params))
+        fused = Node("_FusedElementwise", inputs, [root.outputs[0]], {"program": fixed},
+                     g.fresh_name(f"{root.name}/fused_ew"))
+        replace[id(root)] = fused
+        dead |= members - {id(root)}
+    g.nodes = [replace.get(id(n), n) for n in g.nodes if id(n) not in dead]
+    g.prune_values()
+    return g
