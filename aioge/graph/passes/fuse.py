@@ -9,16 +9,18 @@ Three rewrites, applied in this order by :func:`fuse`:
    (computed in float64, stored in the weight dtype).
 
 2. **Bias + activation fusion** (:func:`fuse_bias_activation`): ``Conv``,
-   ``MatMul`` or ``Gemm``, optionally followed by an ``Add`` of a constant
-   bias, optionally followed by an activation, becomes
+   ``MatMul`` or ``Gemm``, [for MatMul/Gemm without a C input: optionally
+   followed by ``Mul``/``Div`` by a scalar constant], optionally followed by
+   an ``Add`` of a constant bias, optionally followed by an activation, becomes
 
    * ``_FusedConv(X, W, B?)`` — all Conv attrs (``auto_pad``, ``dilations``,
      ``group``, ``kernel_shape``, ``pads``, ``strides``) plus the activation
      attrs below; ``B`` has shape ``(M,)``;
    * ``_FusedMatMul(A, B, bias?)`` — ``Y = act(scale * (op(A) @ op(B)) + bias)``
      with numpy matmul broadcasting over leading dims; attrs ``trans_a`` and
-     ``trans_b`` (0/1: ``op`` swaps the last two axes), ``scale`` (float,
-     Gemm's alpha), and the activation attrs; ``bias`` has shape ``(N,)``
+     ``trans_b`` (0/1: ``op`` swaps the last two axes), ``scale`` (float:
+     Gemm's alpha times an absorbed scalar Mul / divided by a Div), and the
+     activation attrs; ``bias`` has shape ``(N,)``
      (Gemm's ``beta * C`` is folded into it).
 
    Activation attrs: ``activation`` (str) is one of ``"none"``, ``"Relu"``,
@@ -28,7 +30,7 @@ Three rewrites, applied in this order by :func:`fuse`:
    ``Clip(0, 6)`` is ReLU6).  Only the attrs an activation reads are set.
 
    A fusion happens only if every intermediate value has exactly one consumer
-   and is not a graph output, and it needs at least a bias or an activation.
+   and is not a graph output, and it needs at least one absorbed node.
 
 3. **Elementwise chains** (:func:`fuse_elementwise`): a tree of elementwise
    ops (Relu LeakyRelu Sigmoid Tanh Exp Log Sqrt Abs Neg Reciprocal Erf Gelu
@@ -201,6 +203,15 @@ def fuse_bias_activation(graph: Graph) -> Graph:
             bias = (c_vec.astype(np.float64) * beta).astype(dtype)
         absorbed: list[Node] = []
         tail = out
+        scale = float(get_attr(n, "alpha")) if n.op_type == "Gemm" else 1.0
+        mul = single_consumer(g, consumers, tail)
+        if not is_conv and mul is not None and mul.op_type in ("Mul", "Div") and bias is None:
+            other = mul.inputs[1] if mul.inputs[0] == tail else (mul.inputs[0] if mul.op_type == "Mul" else "")
+            c = scalar_constant(g, other) if other else None
+            if c is not None and c != 0.0 and g.values[mul.outputs[0]].shape == shape:
+                scale = scale * c if mul.op_type == "Mul" else scale / c
+                absorbed.append(mul)
+                tail = mul.outputs[0]
         add = single_consumer(g, consumers, tail)
         if add is not None and add.op_type == "Add":
             vec = _bias_vector(g, add, tail, channels, 1 if is_conv else -1)
@@ -216,8 +227,6 @@ def fuse_bias_activation(graph: Graph) -> Graph:
                 act_attrs = a
                 absorbed.append(act)
                 tail = act.outputs[0]
-        if not absorbed and n.op_type != "Gemm":
-            continue
         if not absorbed:
             continue
         ins = [n.inputs[0], n.inputs[1]]
@@ -232,8 +241,9 @@ def fuse_bias_activation(graph: Graph) -> Graph:
             fused_op = "_FusedMatMul"
             attrs = {}
             if n.op_type == "Gemm":
-                attrs = {"trans_a": int(get_attr(n, "transA")), "trans_b": int(get_attr(n, "transB")),
-                         "scale": float(get_attr(n, "alpha"))}
+                attrs = {"trans_a": int(get_attr(n, "transA")), "trans_b": int(get_attr(n, "transB"))}
+            if scale != 1.0:
+                attrs["scale"] = scale
         attrs.update(act_attrs)
         fused = Node(fused_op, ins, [tail], attrs, g.fresh_name(f"{n.name}/fused"))
         idx = next(i for i, m in enumerate(g.nodes) if m is n)
