@@ -86,7 +86,9 @@ class Device(Resource):
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
         self._default_stream: Stream | None = None
-        self._launch_cache: LaunchCache | None = None
+        from ._launch import LaunchCache
+
+        self._cache: LaunchCache = LaunchCache()
         self._opened()
 
     def _describe(self) -> str:
@@ -124,15 +126,6 @@ class Device(Resource):
         _native.check(lib.aclrtGetMemInfo(1, free, total), "aclrtGetMemInfo")  # ACL_HBM_MEM
         return int(free[0]), int(total[0])
 
-    @property
-    def _cache(self) -> LaunchCache:
-        c = self._launch_cache
-        if c is None:
-            from ._launch import LaunchCache
-
-            c = self._launch_cache = LaunchCache()
-        return c
-
     async def synchronize(self, *, timeout: float | None = None) -> None:
         """Synchronize every open stream of the device."""
         self._check_open()
@@ -160,8 +153,7 @@ class Device(Resource):
         _native.bind_context(self._ctx)
         for m in list(self._memory):
             m.free()
-        if self._launch_cache is not None:
-            self._launch_cache.clear()
+        self._cache.clear()
         lib.aclrtDestroyContext(self._ctx)
         lib.aclrtResetDevice(self.id)
         _native.recent_error()

@@ -74,7 +74,9 @@ class Stream(Resource):
         self.id = Stream._ids
         self.high_water = high_water
         self._lock = threading.Lock()
-        self._lane = Lane(device._ctx, f"aioge-lane-{device.id}-{self.id}")
+        self._scratch_n = (0, 0)
+        self._scratch_arrays: tuple[Any, Any, Any, Any] = (None, None, None, None)
+        self._lane = Lane(device._ctx, f"aioge-lane-{device.id}-{self.id}", self._handle)
         self._opened()
 
     def _describe(self) -> str:
@@ -100,6 +102,19 @@ class Stream(Resource):
     def _enter(self) -> None:
         self._check_open()
         _native.bind_context(self.device._ctx)
+
+    def _scratch(self, n_in: int, n_out: int) -> tuple[Any, Any, Any, Any]:
+        """Reusable pointer arrays for a launch (the caller holds the lock;
+        ACL copies what it needs during the call)."""
+        cap_in, cap_out = self._scratch_n
+        if n_in > cap_in or n_out > cap_out:
+            cap_in, cap_out = max(n_in, cap_in, 8), max(n_out, cap_out, 4)
+            self._scratch_arrays = (
+                ffi.new("aclTensorDesc *[]", cap_in), ffi.new("aclDataBuffer *[]", cap_in),
+                ffi.new("aclTensorDesc *[]", cap_out), ffi.new("aclDataBuffer *[]", cap_out),
+            )  # fmt: skip
+            self._scratch_n = (cap_in, cap_out)
+        return self._scratch_arrays
 
     def _record(self, keep: Any, what: str) -> Completion:
         ev = self._lane.take_event()

@@ -124,6 +124,7 @@ struct hrt_stream {
     pthread_cond_t cv_work;
     pthread_cond_t cv_done;
     hrt_task *head, *tail;
+    atomic_int queued;          /* tasks in the queue, readable without mu (spin) */
     uint64_t submitted;
     atomic_uint_least64_t completed;
     int sync_waiters;
@@ -146,11 +147,18 @@ struct hrt_stream {
     uint64_t failure_mode;
     bool failure_mode_set;
     bool failed_stop;           /* STOP_ON_FAILURE tripped */
+    /* event-loop notification (aiogeHostStreamSetNotifyFd) */
+    int notify_fd;
+    bool notify_armed;
     /* host callbacks */
     bool subscribed;
     uint64_t cb_thread;
     hrt_stream *next_in_ctx;
 };
+
+/* Run the calling thread at background priority (AIOGE_HOST_WORKER_NICE,
+ * default 5) so an event loop sharing the cores wakes up promptly. */
+void hrt_thread_background(void);
 
 /* Current context of this thread (NULL if none). */
 hrt_context *hrt_current_ctx(void);
