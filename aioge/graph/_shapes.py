@@ -47,7 +47,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
 def normalize_axis(axis: int, rank: int, *, allow_end: bool = False) -> int:
     """Map a possibly negative axis into ``[0, rank)`` (``[0, rank]`` if ``allow_end``)."""
     hi = rank + 1 if allow_end else rank
-    a = axis + hi if axis < 0 else axis
+    a = axis + rank if axis < 0 else axis
     if not 0 <= a < hi:
         raise ValueError(f"axis {axis} out of range for rank {rank}")
     return a

@@ -112,6 +112,8 @@ class Plan:
     start_clock: list[tuple[int, ...]] = field(repr=False, default_factory=list)
     #: step index -> position within its stream
     position: list[int] = field(repr=False, default_factory=list)
+    #: arena root -> steps that use its storage (producer, readers, readers of its aliases)
+    uses: dict[str, tuple[int, ...]] = field(repr=False, default_factory=dict)
 
     @property
     def num_streams(self) -> int:
@@ -121,6 +123,44 @@ class Plan:
     def happens_before(self, a: int, b: int) -> bool:
         """Whether step ``a`` is guaranteed complete before step ``b`` starts."""
         return self.start_clock[b][self.steps[a].stream] >= self.position[a]
+
+    def verify(self) -> None:
+        """Check the plan's invariants; raise :class:`PlanError` on the first violation.
+
+        * every data dependency happens before its consumer; waits point to
+          earlier steps on other streams;
+        * arena roots whose byte ranges overlap are ordered: every use of one
+          happens before the other is produced (safe under any timing);
+        * in issue order, values live at the same step never share bytes;
+        * ``max_live_bytes <= arena_bytes <= no_reuse_bytes``.
+        """
+        producer = {o: s.index for s in self.steps for o in s.node.outputs if o}
+        for s in self.steps:
+            for w in s.waits:
+                if not (w < s.index and self.steps[w].stream != s.stream and self.steps[w].record):
+                    raise PlanError(f"step {s.index} waits on step {w} badly", node=s.node.name)
+            for x in s.node.inputs:
+                if x in producer and not self.happens_before(producer[x], s.index):
+                    raise PlanError(f"input {x!r} is not guaranteed ready", node=s.node.name)
+        roots = self.arena_values()
+        for i, a in enumerate(roots):
+            for b in roots[i + 1:]:
+                if b.offset is None or a.offset is None or b.offset >= a.offset + a.size:
+                    continue
+                if b.offset + b.size <= a.offset or a.size == 0 or b.size == 0:
+                    continue
+                if not (self._all_before(a, b) or self._all_before(b, a)):
+                    raise PlanError(f"values {a.value!r} and {b.value!r} share arena bytes but may be live "
+                                    "at the same time")
+                if not (a.last < b.first or b.last < a.first):
+                    raise PlanError(f"values {a.value!r} and {b.value!r} are live at the same step and overlap")
+        if not self.max_live_bytes <= self.arena_bytes <= self.no_reuse_bytes:
+            raise PlanError(f"arena {self.arena_bytes} outside [{self.max_live_bytes}, {self.no_reuse_bytes}]")
+
+    def _all_before(self, a: Buffer, b: Buffer) -> bool:
+        if a.last >= len(self.steps):
+            return False
+        return all(self.happens_before(u, b.first) for u in self.uses[a.value])
 
     def arena_values(self) -> list[Buffer]:
         """Buffers of kind "arena", by offset."""
@@ -304,7 +344,7 @@ def plan(graph: Graph, *, max_streams: int = 2, alignment: int = 64, memory_slac
                 off = 0
             buffers[name] = Buffer(name, k, nbytes, 0, off, r, first, last)
     return Plan(g, steps, streams, joins, buffers, arena_bytes, peak, sum(size.values()), alignment,
-                start_clock, position)
+                start_clock, position, {r: tuple(sorted(uses[r])) for r in arena})
 
 
 def _waits(deps: list[list[int]], stream_of: list[int], position: list[int], used: int

@@ -77,6 +77,11 @@ class _Ctx:
         return ShapeInferenceError(msg, node=self.node.name, op_type=self.node.op_type)
 
 
+def _wrap(c: _Ctx, e: ValueError) -> GraphError:
+    """A ValueError from shape arithmetic as an error naming the node (GraphErrors pass through)."""
+    return e if isinstance(e, GraphError) else c.error(str(e))
+
+
 def _shape_fn(*ops: str) -> Callable[[ShapeFn], ShapeFn]:
     def deco(fn: ShapeFn) -> ShapeFn:
         for op in ops:
@@ -123,7 +128,7 @@ def _broadcast(c: _Ctx) -> list[Shape]:
     try:
         out = S.broadcast_shapes(*shapes)
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     if c.node.op_type == "_FusedElementwise":
         prog = c.attr("program")
         try:
@@ -149,7 +154,7 @@ def _matmul(c: _Ctx) -> list[Shape]:
     try:
         return [S.matmul_shape(c.shape(0), c.shape(1))]
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
 
 
 @_shape_fn("Gemm")
@@ -191,7 +196,7 @@ def _fused_matmul(c: _Ctx) -> list[Shape]:
         if c.has(2) and S.broadcast_shapes(out, c.shape(2)) != out:
             raise ValueError(f"bias {c.shape(2)} does not broadcast to {out}")
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     return [out]
 
 
@@ -224,7 +229,7 @@ def _conv(c: _Ctx) -> list[Shape]:
         _, _, out = S.conv_geometry(x[2:], kernel, _ints_attr(c.attr("strides")), _ints_attr(c.attr("dilations")),
                                     _ints_attr(c.attr("pads")), str(c.attr("auto_pad")))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     return [(x[0], w[0], *out)]
 
 
@@ -240,7 +245,7 @@ def _conv_t(c: _Ctx) -> list[Shape]:
             _ints_attr(c.attr("pads")), str(c.attr("auto_pad")), _ints_attr(c.attr("output_padding")),
             _ints_attr(c.attr("output_shape")))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     return [(x[0], m, *out)]
 
 
@@ -256,7 +261,7 @@ def _pool(c: _Ctx) -> list[Shape]:
         _, _, out = S.pool_geometry(x[2:], kernel, _ints_attr(c.attr("strides")), _ints_attr(c.attr("dilations")),
                                     _ints_attr(c.attr("pads")), str(c.attr("auto_pad")), int(c.attr("ceil_mode")))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     return [(x[0], x[1], *out)]
 
 
@@ -291,7 +296,7 @@ def _layernorm(c: _Ctx) -> list[Shape]:
             if c.has(i) and S.broadcast_shapes(norm, c.shape(i)) != norm:
                 raise ValueError(f"input {i} of shape {c.shape(i)} does not broadcast to {norm}")
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     stat = (*x[:axis], *([1] * (len(x) - axis)))
     return [x, stat, stat][: len(c.node.outputs)]
 
@@ -302,7 +307,7 @@ def _flatten(c: _Ctx) -> list[Shape]:
     try:
         a = S.normalize_axis(int(c.attr("axis")), len(x), allow_end=True)
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     return [(math.prod(x[:a]), math.prod(x[a:]))]
 
 
@@ -311,7 +316,7 @@ def _reshape(c: _Ctx) -> list[Shape]:
     try:
         return [S.reshape_target(c.shape(0), c.ints(1, "shape"), int(c.attr("allowzero")))]
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
 
 
 @_shape_fn("Transpose")
@@ -329,7 +334,7 @@ def _squeeze(c: _Ctx) -> list[Shape]:
     try:
         return [S.squeeze_shape(c.shape(0), c.opt_ints(1, "axes"))]
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
 
 
 @_shape_fn("Unsqueeze")
@@ -337,7 +342,7 @@ def _unsqueeze(c: _Ctx) -> list[Shape]:
     try:
         return [S.unsqueeze_shape(c.shape(0), c.ints(1, "axes"))]
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
 
 
 @_shape_fn("Concat")
@@ -348,7 +353,7 @@ def _concat(c: _Ctx) -> list[Shape]:
     try:
         axis = S.normalize_axis(int(c.attr("axis")), len(shapes[0]))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     for i, s in enumerate(shapes):
         if len(s) != len(shapes[0]) or any(a != b for j, (a, b) in enumerate(zip(s, shapes[0])) if j != axis):
             raise c.error(f"input {i} of shape {s} does not concatenate with {shapes[0]} on axis {axis}")
@@ -364,7 +369,7 @@ def _split(c: _Ctx) -> list[Shape]:
         axis = S.normalize_axis(int(c.attr("axis")), len(x))
         sizes = S.split_sizes(x[axis], len(c.node.outputs), c.opt_ints(1, "split"))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     return [(*x[:axis], s, *x[axis + 1:]) for s in sizes]
 
 
@@ -375,7 +380,7 @@ def _slice(c: _Ctx) -> list[Shape]:
         rng = S.slice_ranges(x, c.ints(1, "starts"), c.ints(2, "ends"), c.opt_ints(3, "axes"),
                              c.opt_ints(4, "steps"))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     return [tuple(S.range_len(*r) for r in rng)]
 
 
@@ -385,7 +390,7 @@ def _gather(c: _Ctx) -> list[Shape]:
     try:
         a = S.normalize_axis(int(c.attr("axis")), len(x))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     return [(*x[:a], *idx, *x[a + 1:])]
 
 
@@ -394,7 +399,7 @@ def _expand(c: _Ctx) -> list[Shape]:
     try:
         return [S.broadcast_shapes(c.shape(0), c.ints(1, "shape"))]
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
 
 
 @_shape_fn("Tile")
@@ -416,7 +421,7 @@ def _pad(c: _Ctx) -> list[Shape]:
     try:
         pairs = S.pad_pairs(len(x), c.ints(1, "pads"), c.opt_ints(3, "axes"))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     out = tuple(d + b + e for d, (b, e) in zip(x, pairs))
     if any(d < 0 for d in out):
         raise c.error(f"negative pads crop {x} below zero")
@@ -449,7 +454,7 @@ def _reduce(c: _Ctx) -> list[Shape]:
     try:
         axes = reduce_axes(c.node, xs, len(x))
     except ValueError as e:
-        raise c.error(str(e)) from None
+        raise _wrap(c, e) from None
     if axes is None:
         return [x]
     if int(c.attr("keepdims")):
@@ -461,7 +466,12 @@ def _infer_node(node: Node, shapes: list[Shape | None], values: list[np.ndarray 
     fn = _SHAPE_FNS.get(node.op_type)
     if fn is None:
         raise ShapeInferenceError("no shape function", node=node.name, op_type=node.op_type)
-    out = fn(_Ctx(node, shapes, values))
+    try:
+        out = fn(_Ctx(node, shapes, values))
+    except (ValueError, IndexError) as e:
+        if isinstance(e, GraphError):
+            raise
+        raise ShapeInferenceError(str(e), node=node.name, op_type=node.op_type) from e
     if len(out) != len(node.outputs):
         raise ShapeInferenceError(f"produces {len(out)} outputs, node declares {len(node.outputs)}",
                                   node=node.name, op_type=node.op_type)
