@@ -221,6 +221,7 @@ class Stream(Resource):
             self._enter()
             mem = t._memory()
             self._order_read(mem)
+            writer = mem.writer  # its error is this download's error
             n = t.nbytes
             staging = _Pinned(self.device, n)
             if n:
@@ -229,9 +230,13 @@ class Stream(Resource):
             self._note_read(mem, comp)
         if timeout is None:
             await comp.wait()
+            if writer is not None:
+                await writer.wait()
         else:
             with anyio.fail_after(timeout):
                 await comp.wait()
+                if writer is not None:
+                    await writer.wait()
         out = np.empty(t.shape, t.dtype)
         if n:
             ffi.memmove(_native.host_ptr(out), staging.ptr, n)

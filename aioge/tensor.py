@@ -215,9 +215,12 @@ class Tensor:
 
     # ---- readiness ----
     def is_ready(self) -> bool:
-        """True when the launch that wrote it has run (no waiting)."""
+        """True when the launch that wrote it has run (asks the runtime, never waits)."""
         w = self._writer
-        return w is None or w.done
+        if w is None or w.done:
+            return True
+        w.lane.poll()
+        return w.done
 
     async def ready(self) -> Tensor:
         """Wait until the producing launch has run; return ``self``.
