@@ -187,13 +187,14 @@ class _L:
         self.temps[name] = (tuple(int(d) for d in shape), normalize_dtype(dtype))
         return name
 
-    def op(self, op_type: str, inputs: Sequence[InputRef], outputs: Sequence[str], alias: bool = False,
+    def op(self, op_type: str, inputs: Sequence[InputRef], outputs: Sequence[str], /, alias: bool = False,
            **attrs: Any) -> None:
         self.ops.append(LoweredOp(op_type, tuple(inputs), tuple(outputs), attrs, alias))
 
-    def to(self, op_type: str, inputs: Sequence[InputRef], shape: Sequence[int], dtype: Any, **attrs: Any) -> str:
+    def to(self, op_type: str, inputs: Sequence[InputRef], out_shape: Sequence[int], out_dtype: Any, /,
+           **attrs: Any) -> str:
         """Emit an op with a fresh temporary output and return its name."""
-        out = self.tmp(shape, dtype)
+        out = self.tmp(out_shape, out_dtype)
         self.op(op_type, inputs, [out], **attrs)
         return out
 
