@@ -291,6 +291,7 @@ def launch(
                 dout[j] = d if d is not None else cache.desc(*key)
                 bout[j] = m.buffer
                 keep.append(m)
+            start = stream._start_mark() if stream.timing else None
             rc = lib.aclopCompileAndExecute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h,
                                             0, 0, ffi.NULL, stream._handle)  # fmt: skip
         finally:
@@ -299,8 +300,10 @@ def launch(
             for b in temp_bufs:
                 lib.aclDestroyDataBuffer(b)
         if rc:
+            if start is not None:
+                stream._lane._free_events.append(start)
             raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, op_type)
+        comp = stream._record(keep, op_type, start)
         for m in reads:
             if m.stream is not stream:
                 m.readers[stream] = comp

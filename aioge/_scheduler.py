@@ -64,11 +64,15 @@ class Completion:
     until it has; other awaiters are unaffected.
     """
 
-    __slots__ = ("_done", "_error", "_waiters", "event", "keep", "lane", "seq", "what")
+    __slots__ = ("_done", "_error", "_waiters", "device_ms", "event", "keep", "lane", "seq", "start", "what")
 
-    def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int) -> None:
+    def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int, start: Any = None) -> None:
         self.lane = lane
         self.event = event
+        #: timing streams: the event recorded just before the launch
+        self.start = start
+        #: device time of the launch in ms (timing streams, once done), else None
+        self.device_ms: float | None = None
         self.keep = keep
         self.what = what
         self.seq = seq
@@ -156,22 +160,24 @@ class Lane:
         self._stopping = False
         self.launched = 0
         self.completed = 0
+        self.device_ms = 0.0
         #: pending completions that have waiters (decides re-arming the fd)
         self.waited = 0
         self.failed = 0
         #: first error since the last synchronize(): (code, message, what)
         self.unreported: tuple[int, str, str] | None = None
         self._free_events: list[Any] = []
+        self._ms = _native.ffi.new("float *")
         # notify-fd driver (host runtime only)
         self._fd: int | None = None
         self._fd_loop: asyncio.AbstractEventLoop | None = None
         self._fd_ok = _native.has_host_hooks and hasattr(os, "eventfd")
 
     # ---- launching side ----
-    def submit(self, event: Any, keep: Any, what: str) -> Completion:
+    def submit(self, event: Any, keep: Any, what: str, start: Any = None) -> Completion:
         with self.lock:
             self.launched = n = self.launched + 1
-            comp = Completion(self, event, keep, what, n)
+            comp = Completion(self, event, keep, what, n, start)
             self.pending.append(comp)
             if self._idle:
                 self._cv.notify()
@@ -332,6 +338,14 @@ class Lane:
                 comp._waiters = None
             released.append(comp.keep)
             comp.keep = None
+            if comp.start is not None:
+                if lib.aclrtEventElapsedTime(self._ms, comp.start, comp.event) == 0:
+                    comp.device_ms = float(self._ms[0])
+                    self.device_ms += comp.device_ms
+                else:
+                    _native.recent_error()
+                self._free_events.append(comp.start)
+                comp.start = None
             self._free_events.append(comp.event)
         here = self._fd_loop if self._fd_loop is not None and self._on_loop_thread() else None
         for poster, waiters in by_loop.items():

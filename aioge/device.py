@@ -99,14 +99,16 @@ class Device(Resource):
         return f"<aioge.Device {self.id} backend={self.backend!r} {state}>"
 
     # ---- streams ----
-    def open_stream(self, *, high_water: int = 1024) -> Stream:
+    def open_stream(self, *, high_water: int = 1024, timing: bool = False) -> Stream:
         """Create a stream (``aclrtCreateStream``); use as ``async with``.
 
         Args:
             high_water: in-flight launches above which ``await stream.drain()`` waits.
+            timing: measure the device time of every launch (``Completion.device_ms``,
+                ``stream.stats["device_ms"]``) with an extra event per launch.
         """
         self._check_open()
-        s = Stream(self, high_water=high_water)
+        s = Stream(self, high_water=high_water, timing=timing)
         self._streams.add(s)
         return s
 

@@ -191,6 +191,11 @@ class Tensor:
         return self._memory().device
 
     @property
+    def launch(self) -> Completion | None:
+        """The :class:`~aioge.Completion` of the launch that last wrote it (None if never written)."""
+        return self._writer
+
+    @property
     def _writer(self) -> Completion | None:
         m = self._mem
         return None if m is None else m.writer

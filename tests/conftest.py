@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 
 import pytest
+import sniffio
 
 import aioge
 from aioge import _native
@@ -53,8 +54,21 @@ def no_leaked_handles():
 
 @pytest.fixture
 async def dev():
+    """An open device; on asyncio, also fails the test on errors the loop only logs
+    (an unretrieved task exception, a failing callback)."""
+    errors = []
+    loop = None
+    if sniffio.current_async_library() == "asyncio":
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
     async with aioge.open_device(0) as d:
         yield d
+    if loop is not None:
+        gc.collect()
+        loop.set_exception_handler(None)
+        assert not errors, f"the event loop reported: {errors}"
 
 
 @pytest.fixture

@@ -382,3 +382,20 @@ async def test_completion_of_a_closed_loop_is_skipped(dev):
     open_gate(g)
     await s.aclose()  # completing a launch whose waiter's loop is closed is harmless
     assert x.is_ready()
+
+
+async def test_timing_streams_measure_device_time(dev):
+    async with dev.open_stream(timing=True) as s:
+        x = s.upload(np.ones(4, np.float32))
+        delay(s, 10_000)
+        y = aioge.ops.add(x, x)
+        await y
+        assert y.launch is not None and y.launch.device_ms is not None
+        assert 0 <= y.launch.device_ms < 1000
+        assert x.launch.device_ms is not None
+        # the delay ran between the two launches, so it is in neither launch
+        assert s.stats["device_ms"] < 1000
+    async with dev.open_stream() as plain:
+        z = plain.upload(np.ones(4, np.float32))
+        await z
+        assert z.launch.device_ms is None and plain.stats["device_ms"] == 0.0
