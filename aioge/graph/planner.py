@@ -240,12 +240,14 @@ def plan(graph: Graph, *, max_streams: int = 2, alignment: int = 64, memory_slac
         else:
             pref = stream_of[deps[i][0]] if deps[i] else 0
             cands = [pref, *[s for s in range(min(used + 1, max_streams)) if s != pref]]
-        best, best_t = cands[0], math.inf
+        best, best_t, best_score = cands[0], 0.0, math.inf
         for s in cands:
             ready = max([finish[d] + (0.0 if stream_of[d] == s else _WAIT_COST) for d in deps[i]], default=0.0)
             t = max(free[s], ready) + cost
-            if t < best_t - 1e-9:
-                best, best_t = s, t
+            # leaving the preferred stream costs a wait now or at the later join
+            score = t + (0.0 if s == cands[0] else _WAIT_COST)
+            if score < best_score - 1e-9:
+                best, best_t, best_score = s, t, score
         stream_of[i] = best
         finish[i] = best_t
         free[best] = best_t
