@@ -22,6 +22,7 @@ typedef struct aiogeHostCounters {
     int64_t tasks_executed;      /* cumulative, all streams */
     int64_t tasks_failed;        /* cumulative, all streams */
     int64_t subscriptions;       /* live (thread, stream) report subscriptions */
+    int64_t graphs;              /* live aiogeGraph handles */
 } aiogeHostCounters;
 
 /* Version of the host runtime's C sources; Python refuses a mismatch. */

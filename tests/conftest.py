@@ -30,7 +30,7 @@ def anyio_backend(request):
 
 
 _LIVE = ("contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs", "device_allocations",
-         "host_allocations", "subscriptions")  # fmt: skip
+         "host_allocations", "subscriptions", "graphs")  # fmt: skip
 
 
 def live_handles() -> dict[str, int]:

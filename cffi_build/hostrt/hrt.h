@@ -20,6 +20,7 @@
 
 #include "../acl.h"
 #include "../aioge_host.h"
+#include "../aioge_graph.h"
 
 #define HRT_VERSION 1
 #define HRT_MSG_LEN 512
@@ -50,6 +51,7 @@ typedef enum {
     HRT_H_DESC,
     HRT_H_BUFFER,
     HRT_H_ATTR,
+    HRT_H_GRAPH,
     HRT_H_KINDS
 } hrt_kind;
 
@@ -282,6 +284,14 @@ struct hrt_kernel {
     size_t key_len;
     hrt_kernel *hnext, *lru_prev, *lru_next;
 };
+
+/* A tensor view of a desc given without a buffer (absent, const, or device). */
+aclError hrt_view_desc(const char *opType, const char *what, int idx, const aclTensorDesc *d, hrt_tensor *t,
+                       const void **value);
+/* The compiled kernel for fully described tensors, from the cache or newly
+ * compiled (errors recorded); returns it referenced. */
+aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const void *const *values, int nout,
+                        const hrt_tensor *out, const aclopAttr *attr, hrt_kernel **k);
 
 void hrt_register_op(hrt_opdef *def);
 const hrt_opdef *hrt_find_op(const char *name);
