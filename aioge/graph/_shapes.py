@@ -70,7 +70,10 @@ def _auto_pads(in_size: int, k_eff: int, stride: int, mode: str) -> tuple[int, i
 
 
 def _spatial_params(
-    n: int, kernel: Sequence[int], strides: Sequence[int] | None, dilations: Sequence[int] | None,
+    n: int,
+    kernel: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
     pads: Sequence[int] | None,
 ) -> tuple[list[int], list[int], list[int]]:
     strides = list(strides) if strides else [1] * n
@@ -87,8 +90,12 @@ def _spatial_params(
 
 
 def conv_geometry(
-    in_spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int] | None,
-    dilations: Sequence[int] | None, pads: Sequence[int] | None, auto_pad: str = "NOTSET",
+    in_spatial: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str = "NOTSET",
 ) -> tuple[list[int], list[int], Shape]:
     """(pads_begin, pads_end, output spatial shape) of an ONNX Conv."""
     n = len(in_spatial)
@@ -110,8 +117,12 @@ def conv_geometry(
 
 
 def pool_geometry(
-    in_spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int] | None,
-    dilations: Sequence[int] | None, pads: Sequence[int] | None, auto_pad: str = "NOTSET",
+    in_spatial: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str = "NOTSET",
     ceil_mode: int = 0,
 ) -> tuple[list[int], list[int], Shape]:
     """(pads_begin, pads_end, output spatial shape) of ONNX MaxPool/AveragePool.
@@ -144,9 +155,14 @@ def pool_geometry(
 
 
 def conv_transpose_geometry(
-    in_spatial: Sequence[int], kernel: Sequence[int], strides: Sequence[int] | None,
-    dilations: Sequence[int] | None, pads: Sequence[int] | None, auto_pad: str = "NOTSET",
-    output_padding: Sequence[int] | None = None, output_shape: Sequence[int] | None = None,
+    in_spatial: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int] | None,
+    dilations: Sequence[int] | None,
+    pads: Sequence[int] | None,
+    auto_pad: str = "NOTSET",
+    output_padding: Sequence[int] | None = None,
+    output_shape: Sequence[int] | None = None,
 ) -> tuple[list[int], list[int], Shape]:
     """(pads_begin, pads_end, output spatial shape) of ONNX ConvTranspose, as onnxruntime computes it."""
     n = len(in_spatial)
@@ -163,7 +179,11 @@ def conv_transpose_geometry(
         if want is not None or same:
             # onnxruntime (checked against 1.32): SAME_UPPER puts the odd pad at the tail, others at the head
             total = max(0, full - (want[i] if want is not None else in_spatial[i] * strides[i]))
-            b, e = (total // 2, total - total // 2) if auto_pad == "SAME_UPPER" else (total - total // 2, total // 2)
+            b, e = (
+                (total // 2, total - total // 2)
+                if auto_pad == "SAME_UPPER"
+                else (total - total // 2, total // 2)
+            )
             o = want[i] if want is not None else full - b - e
         else:
             b, e = (0, 0) if auto_pad == "VALID" else (pads[i], pads[i + n])
@@ -177,7 +197,10 @@ def conv_transpose_geometry(
 
 
 def slice_ranges(
-    shape: Sequence[int], starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None,
+    shape: Sequence[int],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    axes: Sequence[int] | None,
     steps: Sequence[int] | None,
 ) -> list[tuple[int, int, int]]:
     """Per-dimension (start, stop, step) after ONNX Slice clamping.
@@ -191,7 +214,7 @@ def slice_ranges(
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ValueError("starts, ends, axes and steps must have the same length")
     out = [(0, d, 1) for d in shape]
-    for s, e, a, st in zip(starts, ends, normalize_axes(axes, rank), steps):
+    for s, e, a, st in zip(starts, ends, normalize_axes(axes, rank), steps, strict=False):
         d = shape[a]
         s, e, st = int(s), int(e), int(st)
         if st == 0:

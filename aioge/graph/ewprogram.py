@@ -78,7 +78,9 @@ def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     """ONNX Gelu (exact erf form, or the tanh approximation)."""
     if approximate == "tanh":
         c = np.asarray(math.sqrt(2.0 / math.pi), x.dtype)
-        return (0.5 * x * (1.0 + np.tanh(c * (x + np.asarray(0.044715, x.dtype) * x * x * x)))).astype(x.dtype)
+        return (0.5 * x * (1.0 + np.tanh(c * (x + np.asarray(0.044715, x.dtype) * x * x * x)))).astype(
+            x.dtype
+        )
     x64 = x.astype(np.float64)
     return (0.5 * x64 * (1.0 + erf(x64 / math.sqrt(2.0)))).astype(x.dtype)
 
@@ -95,8 +97,9 @@ def _elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return np.where(x > 0, x, _c(alpha, x) * (np.exp(np.minimum(x, 0)) - _c(1, x)))
 
 
-def _selu(x: np.ndarray, alpha: float = 1.67326319217681884765625, gamma: float = 1.05070102214813232421875
-          ) -> np.ndarray:
+def _selu(
+    x: np.ndarray, alpha: float = 1.67326319217681884765625, gamma: float = 1.05070102214813232421875
+) -> np.ndarray:
     neg = _c(alpha, x) * np.exp(np.minimum(x, 0)) - _c(alpha, x)
     return _c(gamma, x) * np.where(x > 0, x, neg)
 
@@ -247,8 +250,9 @@ def validate_program(program: Sequence[Step], n_inputs: int) -> None:
                 raise ValueError(f"step {i} ({op}) reads register {s} before it is written")
 
 
-def run_program(program: Sequence[Step], inputs: Sequence[np.ndarray], out_shape: Sequence[int],
-                dtype: np.dtype) -> np.ndarray:
+def run_program(
+    program: Sequence[Step], inputs: Sequence[np.ndarray], out_shape: Sequence[int], dtype: np.dtype
+) -> np.ndarray:
     """Interpret a program with numpy (the reference semantics)."""
     regs = [np.broadcast_to(np.asarray(x, dtype=dtype), tuple(out_shape)) for x in inputs]
     for op, srcs, params in program:

@@ -32,7 +32,7 @@ import copy as _copy
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -139,7 +139,9 @@ class Node:
 
     def copy(self) -> Node:
         """A copy with its own lists and attr dict (arrays shared: treat them as immutable)."""
-        return Node(self.op_type, list(self.inputs), list(self.outputs), dict(self.attrs), self.name, self.domain)
+        return Node(
+            self.op_type, list(self.inputs), list(self.outputs), dict(self.attrs), self.name, self.domain
+        )
 
     def __str__(self) -> str:
         return self.format()
@@ -171,7 +173,7 @@ def _fmt_attr(v: Any) -> str:
     return s if len(s) <= 80 else s[:77] + "..."
 
 
-ValueLike = Union[str, Value, Node]
+ValueLike = str | Value | Node
 
 
 class Graph:
@@ -346,7 +348,7 @@ class Graph:
             seen[cur] = len(path)
             path.append(cur)
             cur = next(prod[x] for x in self.nodes[cur].inputs if x in prod and prod[x] in left_set)
-        cyc = path[seen[cur]:]
+        cyc = path[seen[cur] :]
         cyc.reverse()
         return [*cyc, cyc[0]]
 
@@ -401,7 +403,7 @@ class Graph:
         dtypes = {k: v.dtype for k, v in self.values.items() if v.dtype is not None}
         for n in order:
             outs = check_node_dtypes(n, [dtypes.get(i) if i else None for i in n.inputs])
-            for o, dt in zip(n.outputs, outs):
+            for o, dt in zip(n.outputs, outs, strict=False):
                 if not o:
                     continue
                 known = self.values[o].dtype

@@ -96,7 +96,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +118,7 @@ class ConstInput:
         return f"ConstInput({self.value.tolist()!r}, {self.value.dtype})"
 
 
-InputRef = Union[str, ConstInput, None]
+InputRef = str | ConstInput | None
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,21 @@ class LoweredNode:
     temps: dict[str, tuple[tuple[int, ...], np.dtype]]
 
 
-_ACL_DT = {"float32": 0, "float16": 1, "int8": 2, "int32": 3, "uint8": 4, "int16": 6, "uint16": 7, "uint32": 8,
-           "int64": 9, "uint64": 10, "float64": 11, "bool": 12, "bfloat16": 27}
+_ACL_DT = {
+    "float32": 0,
+    "float16": 1,
+    "int8": 2,
+    "int32": 3,
+    "uint8": 4,
+    "int16": 6,
+    "uint16": 7,
+    "uint32": 8,
+    "int64": 9,
+    "uint64": 10,
+    "float64": 11,
+    "bool": 12,
+    "bfloat16": 27,
+}
 
 
 def acl_dtype(dtype: Any) -> int:
@@ -168,8 +181,11 @@ class _L:
             return self.temps[name][0]
         s = self.g.values[name].shape
         if s is None:
-            raise LoweringError(f"value {name!r} has no shape (run infer_shapes)", node=self.node.name,
-                                op_type=self.node.op_type)
+            raise LoweringError(
+                f"value {name!r} has no shape (run infer_shapes)",
+                node=self.node.name,
+                op_type=self.node.op_type,
+            )
         return s
 
     def dtype(self, name: str) -> np.dtype:
@@ -187,12 +203,26 @@ class _L:
         self.temps[name] = (tuple(int(d) for d in shape), normalize_dtype(dtype))
         return name
 
-    def op(self, op_type: str, inputs: Sequence[InputRef], outputs: Sequence[str], /, alias: bool = False,
-           **attrs: Any) -> None:
+    def op(
+        self,
+        op_type: str,
+        inputs: Sequence[InputRef],
+        outputs: Sequence[str],
+        /,
+        alias: bool = False,
+        **attrs: Any,
+    ) -> None:
         self.ops.append(LoweredOp(op_type, tuple(inputs), tuple(outputs), attrs, alias))
 
-    def to(self, op_type: str, inputs: Sequence[InputRef], out_shape: Sequence[int], out_dtype: Any, /,
-           **attrs: Any) -> str:
+    def to(
+        self,
+        op_type: str,
+        inputs: Sequence[InputRef],
+        out_shape: Sequence[int],
+        out_dtype: Any,
+        /,
+        **attrs: Any,
+    ) -> str:
         """Emit an op with a fresh temporary output and return its name."""
         out = self.tmp(out_shape, out_dtype)
         self.op(op_type, inputs, [out], **attrs)
@@ -407,8 +437,14 @@ def _gemm(L: _L) -> None:
     as_bias = c and alpha == 1.0 and beta == 1.0 and L.shape(c) == (so[1],)
     if as_bias or not c or beta == 0.0:
         mm = out if alpha == 1.0 else L.tmp(so, dt)
-        L.op("MatMulV2", [a, b, c if as_bias else None, None], [mm], transpose_x1=ta, transpose_x2=tb,
-             offset_x=0)
+        L.op(
+            "MatMulV2",
+            [a, b, c if as_bias else None, None],
+            [mm],
+            transpose_x1=ta,
+            transpose_x2=tb,
+            offset_x=0,
+        )
         if alpha != 1.0:
             L.op("Mul", [mm, L.scalar(alpha, dt)], [out])
         return
@@ -450,9 +486,17 @@ def _conv(L: _L) -> None:
     pb, pe, _ = S.conv_geometry(sx[2:], kernel, strides, dil, _ints(L.attr("pads")), str(L.attr("auto_pad")))
     x4, w4 = _to4d(L, x), _to4d(L, w)
     target = out if n_sp == 2 else L.tmp((*L.shape(out)[:2], 1, L.shape(out)[2]), L.dtype(out))
-    L.op("Conv2D", [x4, w4, bias, None], [target], strides=_spatial4(L, strides, n_sp, 1),
-         pads=_pads4(pb, pe), dilations=_spatial4(L, dil, n_sp, 1), groups=int(L.attr("group") or 1),
-         data_format="NCHW", offset_x=0)
+    L.op(
+        "Conv2D",
+        [x4, w4, bias, None],
+        [target],
+        strides=_spatial4(L, strides, n_sp, 1),
+        pads=_pads4(pb, pe),
+        dilations=_spatial4(L, dil, n_sp, 1),
+        groups=int(L.attr("group") or 1),
+        data_format="NCHW",
+        offset_x=0,
+    )
     if target != out:
         L.reshape(target, L.shape(out), out=out)
 
@@ -468,19 +512,36 @@ def _conv_transpose(L: _L) -> None:
     kernel = _ints(L.attr("kernel_shape")) or list(sw[2:])
     strides = _ints(L.attr("strides")) or [1] * n_sp
     dil = _ints(L.attr("dilations")) or [1] * n_sp
-    pb, pe, out_sp = S.conv_transpose_geometry(sx[2:], kernel, strides, dil, _ints(L.attr("pads")),
-                                               str(L.attr("auto_pad")), _ints(L.attr("output_padding")),
-                                               _ints(L.attr("output_shape")))
+    pb, pe, out_sp = S.conv_transpose_geometry(
+        sx[2:],
+        kernel,
+        strides,
+        dil,
+        _ints(L.attr("pads")),
+        str(L.attr("auto_pad")),
+        _ints(L.attr("output_padding")),
+        _ints(L.attr("output_shape")),
+    )
     # CANN: out = (in-1)*s + k_eff - pads + output_padding; solve for output_padding
-    adj = [out_sp[i] - ((sx[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - pb[i] - pe[i])
-           for i in range(n_sp)]
+    adj = [
+        out_sp[i] - ((sx[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - pb[i] - pe[i])
+        for i in range(n_sp)
+    ]
     x4, w4 = _to4d(L, x), _to4d(L, w)
     so4 = so if n_sp == 2 else (*so[:2], 1, so[2])
     target = out if n_sp == 2 else L.tmp(so4, L.dtype(out))
-    L.op("Conv2DTranspose", [ConstInput(np.array(so4, np.int32)), x4, w4, bias, None], [target],
-         strides=_spatial4(L, strides, n_sp, 1), pads=_pads4(pb, pe), dilations=_spatial4(L, dil, n_sp, 1),
-         groups=int(L.attr("group") or 1), data_format="NCHW",
-         output_padding=[0, 0, *([0] if n_sp == 1 else []), *adj], offset_x=0)
+    L.op(
+        "Conv2DTranspose",
+        [ConstInput(np.array(so4, np.int32)), x4, w4, bias, None],
+        [target],
+        strides=_spatial4(L, strides, n_sp, 1),
+        pads=_pads4(pb, pe),
+        dilations=_spatial4(L, dil, n_sp, 1),
+        groups=int(L.attr("group") or 1),
+        data_format="NCHW",
+        output_padding=[0, 0, *([0] if n_sp == 1 else []), *adj],
+        offset_x=0,
+    )
     if target != out:
         L.reshape(target, so, out=out)
 
@@ -494,8 +555,14 @@ def _batchnorm(L: _L) -> None:
     x4 = x if len(s) == 4 else L.reshape(x, (s[0], c, math.prod(s[2:]) if len(s) > 2 else 1, 1))
     target = out if len(s) == 4 else L.tmp(L.shape(x4), L.dtype(out))
     scratch = [L.tmp((c,), np.float32) for _ in range(5)]
-    L.op("BatchNorm", [x4, scale, b, mean, var], [target, *scratch], epsilon=float(L.attr("epsilon")),
-         data_format="NCHW", is_training=False)
+    L.op(
+        "BatchNorm",
+        [x4, scale, b, mean, var],
+        [target, *scratch],
+        epsilon=float(L.attr("epsilon")),
+        data_format="NCHW",
+        is_training=False,
+    )
     if target != out:
         L.reshape(target, s, out=out)
 
@@ -538,8 +605,14 @@ def _layernorm(L: _L) -> None:
     stat = (*s[:axis], *([1] * (len(s) - axis)))
     mean = outs[1] or L.tmp(stat, np.float32)
     var = L.tmp(stat, np.float32)
-    L.op("LayerNorm", [x, gamma, beta_ref], [outs[0], mean, var], begin_norm_axis=axis,
-         begin_params_axis=axis, epsilon=eps)
+    L.op(
+        "LayerNorm",
+        [x, gamma, beta_ref],
+        [outs[0], mean, var],
+        begin_norm_axis=axis,
+        begin_params_axis=axis,
+        epsilon=eps,
+    )
     if outs[2]:
         ve = L.to("Add", [var, L.scalar(eps, np.float32)], stat, np.float32)
         L.op("Rsqrt", [ve], [outs[2]])
@@ -553,9 +626,21 @@ def _lrn(L: _L) -> None:
     sq = L.to("Mul", [x, x], s, dt)
     flat = (s[0], 1, s[1], math.prod(s[2:]))
     lo = (size - 1) // 2
-    avg = L.to("AvgPoolV2", [L.reshape(sq, flat)], flat, dt, ksize=[1, 1, size, 1], strides=[1, 1, 1, 1],
-               padding_mode="CALCULATED", pads=[lo, size - 1 - lo, 0, 0], data_format="NCHW",
-               global_pooling=False, ceil_mode=False, exclusive=False, divisor_override=0)
+    avg = L.to(
+        "AvgPoolV2",
+        [L.reshape(sq, flat)],
+        flat,
+        dt,
+        ksize=[1, 1, size, 1],
+        strides=[1, 1, 1, 1],
+        padding_mode="CALCULATED",
+        pads=[lo, size - 1 - lo, 0, 0],
+        data_format="NCHW",
+        global_pooling=False,
+        ceil_mode=False,
+        exclusive=False,
+        divisor_override=0,
+    )
     a = L.to("Mul", [L.reshape(avg, s), L.scalar(alpha, dt)], s, dt)
     ab = L.to("Add", [a, L.scalar(bias, dt)], s, dt)
     den = L.to("Pow", [ab, L.scalar(beta, dt)], s, dt)
@@ -582,19 +667,32 @@ def _pool(L: _L) -> None:
     dil = _ints(L.attr("dilations")) or [1] * n_sp
     if any(d != 1 for d in dil):
         raise L.fail("dilated pooling has no CANN lowering (MaxPoolV3/AvgPoolV2 take no dilations)")
-    pb, pe, _ = S.pool_geometry(sx[2:], kernel, strides, dil, _ints(L.attr("pads")), str(L.attr("auto_pad")),
-                                int(L.attr("ceil_mode")))
+    pb, pe, _ = S.pool_geometry(
+        sx[2:], kernel, strides, dil, _ints(L.attr("pads")), str(L.attr("auto_pad")), int(L.attr("ceil_mode"))
+    )
     x4 = _to4d(L, x)
     so = L.shape(out)
     target = out if n_sp == 2 else L.tmp((*so[:2], 1, so[2]), L.dtype(out))
-    common: dict[str, Any] = dict(ksize=_spatial4(L, kernel, n_sp, 1), strides=_spatial4(L, strides, n_sp, 1),
-                                  padding_mode="CALCULATED", pads=_pads4(pb, pe), data_format="NCHW",
-                                  global_pooling=False, ceil_mode=bool(int(L.attr("ceil_mode"))))
+    common: dict[str, Any] = dict(
+        ksize=_spatial4(L, kernel, n_sp, 1),
+        strides=_spatial4(L, strides, n_sp, 1),
+        padding_mode="CALCULATED",
+        pads=_pads4(pb, pe),
+        data_format="NCHW",
+        global_pooling=False,
+        ceil_mode=bool(int(L.attr("ceil_mode"))),
+    )
     if L.node.op_type == "MaxPool":
         L.op("MaxPoolV3", [x4], [target], **common)
     else:
-        L.op("AvgPoolV2", [x4], [target], **common, exclusive=not int(L.attr("count_include_pad")),
-             divisor_override=0)
+        L.op(
+            "AvgPoolV2",
+            [x4],
+            [target],
+            **common,
+            exclusive=not int(L.attr("count_include_pad")),
+            divisor_override=0,
+        )
     if target != out:
         L.reshape(target, so, out=out)
 
@@ -608,8 +706,15 @@ def _global_pool(L: _L) -> None:
     x4 = _to4d(L, x)
     spatial = list(L.shape(x4)[2:])
     target = out if n_sp == 2 else L.tmp((*s[:2], 1, 1), L.dtype(out))
-    common: dict[str, Any] = dict(ksize=[1, 1, *spatial], strides=[1, 1, 1, 1], padding_mode="VALID",
-                                  pads=[0, 0, 0, 0], data_format="NCHW", global_pooling=True, ceil_mode=False)
+    common: dict[str, Any] = dict(
+        ksize=[1, 1, *spatial],
+        strides=[1, 1, 1, 1],
+        padding_mode="VALID",
+        pads=[0, 0, 0, 0],
+        data_format="NCHW",
+        global_pooling=True,
+        ceil_mode=False,
+    )
     if L.node.op_type == "GlobalMaxPool":
         L.op("MaxPoolV3", [x4], [target], **common)
     else:
@@ -632,8 +737,12 @@ def _split(L: _L) -> None:
     if len(set(sizes)) == 1:
         L.op("SplitD", [x], L.node.outputs, split_dim=axis, num_split=n)
     else:
-        L.op("SplitV", [x, ConstInput(np.array(sizes, np.int64)), ConstInput(np.array(axis, np.int32))],
-             L.node.outputs, num_split=n)
+        L.op(
+            "SplitV",
+            [x, ConstInput(np.array(sizes, np.int64)), ConstInput(np.array(axis, np.int32))],
+            L.node.outputs,
+            num_split=n,
+        )
 
 
 def _strided_slice(L: _L, x: str, ranges: Sequence[tuple[int, int, int]], out: str) -> None:
@@ -647,9 +756,21 @@ def _strided_slice(L: _L, x: str, ranges: Sequence[tuple[int, int, int]], out: s
             end.append(0)
         else:
             end.append(e)
-    L.op("StridedSlice", [x, ConstInput(np.array(begin, np.int64)), ConstInput(np.array(end, np.int64)),
-                          ConstInput(np.array(strides, np.int64))], [out],
-         begin_mask=0, end_mask=end_mask, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0)
+    L.op(
+        "StridedSlice",
+        [
+            x,
+            ConstInput(np.array(begin, np.int64)),
+            ConstInput(np.array(end, np.int64)),
+            ConstInput(np.array(strides, np.int64)),
+        ],
+        [out],
+        begin_mask=0,
+        end_mask=end_mask,
+        ellipsis_mask=0,
+        new_axis_mask=0,
+        shrink_axis_mask=0,
+    )
 
 
 def _slice(L: _L) -> None:
@@ -657,7 +778,9 @@ def _slice(L: _L) -> None:
     vals = [L.g.constants.get(L.node.input(i)) if L.node.input(i) else None for i in range(1, 5)]
     if vals[0] is None or vals[1] is None or any(L.node.input(i) and vals[i - 1] is None for i in (3, 4)):
         raise L.fail("Slice parameters must be constants (run fold_constants)")
-    ranges = S.slice_ranges(L.shape(x), _ints(vals[0]) or [], _ints(vals[1]) or [], _ints(vals[2]), _ints(vals[3]))
+    ranges = S.slice_ranges(
+        L.shape(x), _ints(vals[0]) or [], _ints(vals[1]) or [], _ints(vals[2]), _ints(vals[3])
+    )
     _strided_slice(L, x, ranges, out)
 
 
@@ -668,11 +791,20 @@ def _gather(L: _L) -> None:
     if c is not None:
         dim = L.shape(x)[axis]
         norm = np.where(c < 0, c + dim, c).astype(c.dtype)
-        L.op("GatherV2", [x, ConstInput(norm), ConstInput(np.array(axis, np.int32))], L.node.outputs,
-             batch_dims=0)
+        L.op(
+            "GatherV2",
+            [x, ConstInput(norm), ConstInput(np.array(axis, np.int32))],
+            L.node.outputs,
+            batch_dims=0,
+        )
     else:
-        L.op("GatherV2", [x, idx, ConstInput(np.array(axis, np.int32))], L.node.outputs, batch_dims=0,
-             negative_index_support=True)
+        L.op(
+            "GatherV2",
+            [x, idx, ConstInput(np.array(axis, np.int32))],
+            L.node.outputs,
+            batch_dims=0,
+            negative_index_support=True,
+        )
 
 
 def _expand(L: _L) -> None:
@@ -706,7 +838,7 @@ def _pad(L: _L) -> None:
         value = cv.reshape(-1)[0] if cv.size else 0
     pos = [(max(b, 0), max(e, 0)) for b, e in pairs]
     crop = any(b < 0 or e < 0 for b, e in pairs)
-    padded_shape = tuple(d + b + e for d, (b, e) in zip(s, pos))
+    padded_shape = tuple(d + b + e for d, (b, e) in zip(s, pos, strict=False))
     target = out if not crop else L.tmp(padded_shape, dt)
     ins: list[InputRef] = [x, ConstInput(np.array(pos, np.int64).reshape(len(s), 2))]
     if mode == "constant":
@@ -721,8 +853,10 @@ def _shape(L: _L) -> None:
     from .reference import shape_slice
 
     end = L.attr("end")
-    val = np.array(shape_slice(L.shape(L.node.inputs[0]), int(L.attr("start")), None if end is None else int(end)),
-                   np.int64)
+    val = np.array(
+        shape_slice(L.shape(L.node.inputs[0]), int(L.attr("start")), None if end is None else int(end)),
+        np.int64,
+    )
     L.op("Identity", [ConstInput(val)], L.node.outputs)
 
 
@@ -730,7 +864,11 @@ def _cos(L: _L) -> None:
     out = L.node.outputs[0]
     v = L.attr("value")
     v = np.zeros(1, np.float32) if v is None else np.asarray(v)
-    L.op("Fill", [ConstInput(np.array(L.shape(out), np.int64)), ConstInput(v.reshape(-1)[:1].reshape(()))], [out])
+    L.op(
+        "Fill",
+        [ConstInput(np.array(L.shape(out), np.int64)), ConstInput(v.reshape(-1)[:1].reshape(()))],
+        [out],
+    )
 
 
 def _reduce(L: _L) -> None:
@@ -745,8 +883,12 @@ def _reduce(L: _L) -> None:
         L.op("Identity", [x], [out], alias=True)
         return
     keep = bool(int(L.attr("keepdims")))
-    cann = {"ReduceSum": "ReduceSumD", "ReduceMean": "ReduceMeanD", "ReduceMax": "ReduceMaxD",
-            "ReduceMin": "ReduceMinD"}[L.node.op_type]
+    cann = {
+        "ReduceSum": "ReduceSumD",
+        "ReduceMean": "ReduceMeanD",
+        "ReduceMax": "ReduceMaxD",
+        "ReduceMin": "ReduceMinD",
+    }[L.node.op_type]
     extra = {"noop_with_empty_axes": False} if cann == "ReduceMeanD" else {}
     L.op(cann, [x], [out], axes=list(axes), keep_dims=keep, **extra)
 
@@ -756,8 +898,27 @@ def _fused(L: _L) -> None:
 
 
 _RULES = {
-    **{op: _same for op in ("Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Abs", "Neg", "Erf", "Reciprocal", "Relu",
-                            "Sigmoid", "Tanh", "Equal", "Less", "Greater")},
+    **{
+        op: _same
+        for op in (
+            "Add",
+            "Sub",
+            "Mul",
+            "Div",
+            "Pow",
+            "Sqrt",
+            "Abs",
+            "Neg",
+            "Erf",
+            "Reciprocal",
+            "Relu",
+            "Sigmoid",
+            "Tanh",
+            "Equal",
+            "Less",
+            "Greater",
+        )
+    },
     "Exp": _exp_log,
     "Log": _exp_log,
     "Max": lambda L: _chain(L, "Maximum"),

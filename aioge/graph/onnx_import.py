@@ -58,16 +58,62 @@ MIN_OPSET = 9
 MAX_OPSET = 21
 
 # ONNX attribute kinds per op (AttributeProto type names); anything else is malformed.
-_CONV = {"auto_pad": "STRING", "dilations": "INTS", "group": "INT", "kernel_shape": "INTS", "pads": "INTS",
-         "strides": "INTS"}
-_POOL = {"auto_pad": "STRING", "ceil_mode": "INT", "dilations": "INTS", "kernel_shape": "INTS", "pads": "INTS",
-         "strides": "INTS"}
+_CONV = {
+    "auto_pad": "STRING",
+    "dilations": "INTS",
+    "group": "INT",
+    "kernel_shape": "INTS",
+    "pads": "INTS",
+    "strides": "INTS",
+}
+_POOL = {
+    "auto_pad": "STRING",
+    "ceil_mode": "INT",
+    "dilations": "INTS",
+    "kernel_shape": "INTS",
+    "pads": "INTS",
+    "strides": "INTS",
+}
 _RED = {"axes": "INTS", "keepdims": "INT", "noop_with_empty_axes": "INT"}
 _ATTRS: dict[str, dict[str, str]] = {
-    **{op: {} for op in ("Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Abs", "Neg", "Erf",
-                         "Reciprocal", "Relu", "PRelu", "Sigmoid", "Tanh", "Softplus", "Max", "Min", "Sum",
-                         "Mean", "Where", "Equal", "Less", "Greater", "Not", "MatMul", "GlobalAveragePool",
-                         "GlobalMaxPool", "Identity", "Expand", "Tile", "Sign")},
+    **{
+        op: {}
+        for op in (
+            "Add",
+            "Sub",
+            "Mul",
+            "Div",
+            "Pow",
+            "Sqrt",
+            "Exp",
+            "Log",
+            "Abs",
+            "Neg",
+            "Erf",
+            "Reciprocal",
+            "Relu",
+            "PRelu",
+            "Sigmoid",
+            "Tanh",
+            "Softplus",
+            "Max",
+            "Min",
+            "Sum",
+            "Mean",
+            "Where",
+            "Equal",
+            "Less",
+            "Greater",
+            "Not",
+            "MatMul",
+            "GlobalAveragePool",
+            "GlobalMaxPool",
+            "Identity",
+            "Expand",
+            "Tile",
+            "Sign",
+        )
+    },
     "LeakyRelu": {"alpha": "FLOAT"},
     "Elu": {"alpha": "FLOAT"},
     "Selu": {"alpha": "FLOAT", "gamma": "FLOAT"},
@@ -98,9 +144,16 @@ _ATTRS: dict[str, dict[str, str]] = {
     "Gather": {"axis": "INT"},
     "Pad": {"mode": "STRING", "pads": "INTS", "value": "FLOAT"},
     "Shape": {"start": "INT", "end": "INT"},
-    "Constant": {"value": "TENSOR", "value_float": "FLOAT", "value_floats": "FLOATS", "value_int": "INT",
-                 "value_ints": "INTS", "value_string": "STRING", "value_strings": "STRINGS",
-                 "sparse_value": "SPARSE_TENSOR"},
+    "Constant": {
+        "value": "TENSOR",
+        "value_float": "FLOAT",
+        "value_floats": "FLOATS",
+        "value_int": "INT",
+        "value_ints": "INTS",
+        "value_string": "STRING",
+        "value_strings": "STRINGS",
+        "sparse_value": "SPARSE_TENSOR",
+    },
     "ConstantOfShape": {"value": "TENSOR"},
     "ReduceSum": dict(_RED),
     "ReduceMean": dict(_RED),
@@ -113,8 +166,8 @@ SUPPORTED_OPS = frozenset(_ATTRS)
 def _import_onnx() -> Any:
     try:
         import onnx
-        import onnx.defs  # noqa: F401
-        import onnx.numpy_helper  # noqa: F401
+        import onnx.defs
+        import onnx.numpy_helper
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("aioge.load_onnx needs the 'onnx' package: pip install 'aioge[onnx]'") from e
     return onnx
@@ -179,7 +232,9 @@ def _read(onnx: Any, model: Any, base_dir: Any) -> tuple[Any, str | None]:
 
 
 class _Importer:
-    def __init__(self, onnx: Any, proto: Any, base: str | None, input_shapes: dict[str, Sequence[int]]) -> None:
+    def __init__(
+        self, onnx: Any, proto: Any, base: str | None, input_shapes: dict[str, Sequence[int]]
+    ) -> None:
         self.onnx = onnx
         self.proto = proto
         self.base = base
@@ -245,14 +300,18 @@ class _Importer:
         if not loc:
             raise ExternalDataError(f"{what}: external data without a location")
         if self.base is None:
-            raise ExternalDataError(f"{what}: external data {loc!r} needs the model's directory "
-                                    "(load from a path or pass base_dir=)")
+            raise ExternalDataError(
+                f"{what}: external data {loc!r} needs the model's directory "
+                "(load from a path or pass base_dir=)"
+            )
         if os.path.isabs(loc) or loc.startswith(("/", "\\")) or (len(loc) > 1 and loc[1] == ":"):
             raise ExternalDataError(f"{what}: external data path {loc!r} is absolute; refused")
         root = os.path.realpath(self.base)
         path = os.path.realpath(os.path.join(root, loc))
         if os.path.commonpath([root, path]) != root:
-            raise ExternalDataError(f"{what}: external data path {loc!r} escapes the model directory; refused")
+            raise ExternalDataError(
+                f"{what}: external data path {loc!r} escapes the model directory; refused"
+            )
         if not os.path.isfile(path):
             raise ExternalDataError(f"{what}: external data file {loc!r} does not exist")
         try:
@@ -264,12 +323,14 @@ class _Importer:
         if offset < 0:
             raise ExternalDataError(f"{what}: negative external data offset {offset}")
         if length is not None and length != expected:
-            raise ExternalDataError(f"{what}: external data length {length} does not match "
-                                    f"{dims} x {dt} = {expected} bytes")
+            raise ExternalDataError(
+                f"{what}: external data length {length} does not match {dims} x {dt} = {expected} bytes"
+            )
         size = os.path.getsize(path)
         if offset + expected > size:
-            raise ExternalDataError(f"{what}: {loc!r} has {size} bytes, the tensor needs "
-                                    f"{expected} bytes at offset {offset}")
+            raise ExternalDataError(
+                f"{what}: {loc!r} has {size} bytes, the tensor needs {expected} bytes at offset {offset}"
+            )
         with open(path, "rb") as f:
             f.seek(offset)
             data = f.read(expected)
@@ -314,7 +375,7 @@ class _Importer:
                 name = f"{name}_{i}"
             self.node_names.add(name)
             names.append(name)
-        for n, name in zip(gp.node, names):
+        for n, name in zip(gp.node, names, strict=False):
             self._node(n, name)
         if self.unsupported:
             raise UnsupportedOpError(self.unsupported)
@@ -336,12 +397,18 @@ class _Importer:
             for d in tt.shape.dim:
                 dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
         elif vi.name not in self.input_shapes:
-            raise DynamicShapeError(f"graph input {vi.name!r} has no shape; pass input_shapes={{{vi.name!r}: ...}}")
+            raise DynamicShapeError(
+                f"graph input {vi.name!r} has no shape; pass input_shapes={{{vi.name!r}: ...}}"
+            )
         if vi.name in self.input_shapes:
             want = tuple(int(x) for x in self.input_shapes[vi.name])
             if tt.HasField("shape"):
-                if len(want) != len(dims) or any(isinstance(d, int) and d != w for d, w in zip(dims, want)):
-                    raise OnnxImportError(f"input_shapes[{vi.name!r}] = {want} contradicts the model's {dims}")
+                if len(want) != len(dims) or any(
+                    isinstance(d, int) and d != w for d, w in zip(dims, want, strict=False)
+                ):
+                    raise OnnxImportError(
+                        f"input_shapes[{vi.name!r}] = {want} contradicts the model's {dims}"
+                    )
             dims = list(want)
         bad = [d for d in dims if not isinstance(d, int)]
         if bad:
@@ -391,12 +458,14 @@ class _Importer:
             if want is None:
                 raise MalformedModelError(f"unknown attribute {a.name!r}", node=name, op_type=n.op_type)
             if a.ref_attr_name:
-                raise MalformedModelError(f"attribute {a.name!r} references a function attribute",
-                                          node=name, op_type=n.op_type)
+                raise MalformedModelError(
+                    f"attribute {a.name!r} references a function attribute", node=name, op_type=n.op_type
+                )
             if a.type != getattr(AP, want):
                 got = AP.AttributeType.Name(a.type) if a.type in AP.AttributeType.values() else str(a.type)
-                raise MalformedModelError(f"attribute {a.name!r} has type {got}, expected {want}",
-                                          node=name, op_type=n.op_type)
+                raise MalformedModelError(
+                    f"attribute {a.name!r} has type {got}, expected {want}", node=name, op_type=n.op_type
+                )
             v = onnx.helper.get_attribute_value(a)
             if want == "STRING":
                 v = v.decode("utf-8", "replace")
@@ -422,8 +491,9 @@ class _Importer:
         self.dtypes[name] = self.g.constants[name].dtype
         return name
 
-    def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any], outputs: Sequence[str],
-             name: str) -> None:
+    def emit(
+        self, op: str, inputs: Sequence[str], attrs: dict[str, Any], outputs: Sequence[str], name: str
+    ) -> None:
         if name in self.emitted:
             name = self.fresh(name)
         self.emitted.add(name)
@@ -435,7 +505,7 @@ class _Importer:
             dts = check_node_dtypes(node, [self.dtypes.get(i) if i else None for i in node.inputs])
         except GraphError as e:
             raise MalformedModelError(str(e)) from e
-        for o, dt in zip(node.outputs, dts):
+        for o, dt in zip(node.outputs, dts, strict=False):
             if o and dt is not None:
                 self.dtypes[o] = dt
 
@@ -450,21 +520,28 @@ class _Unsupported(Exception):
 Converter = Callable[[_Importer, str, list[str], list[str], dict[str, Any], str], None]
 
 
-def _generic(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+def _generic(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
     im.emit(op, ins, attrs, outs, name)
 
 
-def _constant(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+def _constant(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
     if len(attrs) != 1:
         raise MalformedModelError("Constant needs exactly one value attribute", node=name, op_type=op)
-    (k, v), = attrs.items()
+    ((k, v),) = attrs.items()
     if k in ("value_string", "value_strings"):
         raise _Unsupported("string constants")
     if k == "sparse_value":
         raise _Unsupported("sparse constants")
-    arr = {"value_float": lambda: np.array(v, np.float32), "value_floats": lambda: np.array(v, np.float32),
-           "value_int": lambda: np.array(v, np.int64), "value_ints": lambda: np.array(v, np.int64)
-           }.get(k, lambda: np.asarray(v))()
+    arr = {
+        "value_float": lambda: np.array(v, np.float32),
+        "value_floats": lambda: np.array(v, np.float32),
+        "value_int": lambda: np.array(v, np.int64),
+        "value_ints": lambda: np.array(v, np.int64),
+    }.get(k, lambda: np.asarray(v))()
     if len(outs) != 1:
         raise MalformedModelError("Constant has one output", node=name, op_type=op)
     if outs[0] in im.g.values:
@@ -476,7 +553,9 @@ def _constant(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: di
 def _axes_attr_to_input(since: int) -> Converter:
     """Squeeze/Unsqueeze/Reduce*: move the ``axes`` attr to an input before opset ``since``."""
 
-    def conv(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    def conv(
+        im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+    ) -> None:
         if im.opset < since:
             axes = attrs.pop("axes", None)
             if len(ins) > 1:
@@ -499,8 +578,9 @@ def _split(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[
         ins = [ins[0]] + ([im.const(np.array(split, np.int64), f"{name}/split")] if split is not None else [])
     n_out = attrs.pop("num_outputs", None)
     if n_out is not None and n_out != len(outs):
-        raise MalformedModelError(f"num_outputs={n_out} but the node has {len(outs)} outputs",
-                                  node=name, op_type=op)
+        raise MalformedModelError(
+            f"num_outputs={n_out} but the node has {len(outs)} outputs", node=name, op_type=op
+        )
     if any(not o for o in outs):
         raise _Unsupported("an omitted Split output in the middle")
     im.emit(op, ins, attrs, outs, name)
@@ -510,9 +590,11 @@ def _clip(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[s
     if im.opset < 11:
         dt = im.dtypes.get(ins[0], np.dtype(np.float32))
         lo, hi = attrs.pop("min", None), attrs.pop("max", None)
-        ins = [ins[0],
-               im.const(np.array(lo, dt), f"{name}/min") if lo is not None else "",
-               im.const(np.array(hi, dt), f"{name}/max") if hi is not None else ""]
+        ins = [
+            ins[0],
+            im.const(np.array(lo, dt), f"{name}/min") if lo is not None else "",
+            im.const(np.array(hi, dt), f"{name}/max") if hi is not None else "",
+        ]
         while ins and not ins[-1]:
             ins.pop()
     im.emit(op, ins, attrs, outs, name)
@@ -525,8 +607,11 @@ def _pad(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[st
             raise MalformedModelError("Pad needs 'pads'", node=name, op_type=op)
         value = attrs.pop("value", 0.0)
         dt = im.dtypes.get(ins[0], np.dtype(np.float32))
-        ins = [ins[0], im.const(np.array(pads, np.int64), f"{name}/pads"),
-               im.const(np.array(value, dt), f"{name}/value")]
+        ins = [
+            ins[0],
+            im.const(np.array(pads, np.int64), f"{name}/pads"),
+            im.const(np.array(value, dt), f"{name}/value"),
+        ]
     im.emit(op, ins, attrs, outs, name)
 
 
@@ -535,14 +620,19 @@ def _slice(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[
         starts, ends, axes = attrs.pop("starts", None), attrs.pop("ends", None), attrs.pop("axes", None)
         if starts is None or ends is None:
             raise MalformedModelError("Slice needs starts and ends", node=name, op_type=op)
-        ins = [ins[0], im.const(np.array(starts, np.int64), f"{name}/starts"),
-               im.const(np.array(ends, np.int64), f"{name}/ends")]
+        ins = [
+            ins[0],
+            im.const(np.array(starts, np.int64), f"{name}/starts"),
+            im.const(np.array(ends, np.int64), f"{name}/ends"),
+        ]
         if axes is not None:
             ins.append(im.const(np.array(axes, np.int64), f"{name}/axes"))
     im.emit(op, ins, attrs, outs, name)
 
 
-def _softmax(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+def _softmax(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
     if im.opset >= 13:
         im.emit(op, ins, attrs, outs, name)
         return
@@ -555,20 +645,26 @@ def _softmax(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dic
     im.emit("Reshape", [sm, shp], {}, outs, im.tmp(f"{name}/Reshape"))
 
 
-def _dropout(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+def _dropout(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
     attrs.pop("ratio", None)
     if im.opset < 12:
         ins = ins[:1]
     im.emit(op, ins, attrs, outs, name)
 
 
-def _batchnorm(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+def _batchnorm(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
     if int(attrs.get("training_mode", 0)) or any(outs[1:]):
         raise _Unsupported("training mode (only inference BatchNormalization is supported)")
     im.emit(op, ins, attrs, outs[:1], name)
 
 
-def _maxpool(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+def _maxpool(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
     if len(outs) > 1:
         raise _Unsupported("the Indices output")
     if int(attrs.get("storage_order", 0)):
@@ -588,7 +684,9 @@ def _cast(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[s
     im.emit(op, ins, attrs, outs, name)
 
 
-def _layernorm(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+def _layernorm(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
     if any(not o for o in outs[1:]) and len(outs) == 3:
         # Mean omitted but InvStdDev used: give Mean a scratch name
         outs = [outs[0], outs[1] or im.tmp(f"{name}/mean"), outs[2]]

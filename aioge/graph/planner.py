@@ -144,18 +144,24 @@ class Plan:
                     raise PlanError(f"input {x!r} is not guaranteed ready", node=s.node.name)
         roots = self.arena_values()
         for i, a in enumerate(roots):
-            for b in roots[i + 1:]:
+            for b in roots[i + 1 :]:
                 if b.offset is None or a.offset is None or b.offset >= a.offset + a.size:
                     continue
                 if b.offset + b.size <= a.offset or a.size == 0 or b.size == 0:
                     continue
                 if not (self._all_before(a, b) or self._all_before(b, a)):
-                    raise PlanError(f"values {a.value!r} and {b.value!r} share arena bytes but may be live "
-                                    "at the same time")
+                    raise PlanError(
+                        f"values {a.value!r} and {b.value!r} share arena bytes but may be live "
+                        "at the same time"
+                    )
                 if not (a.last < b.first or b.last < a.first):
-                    raise PlanError(f"values {a.value!r} and {b.value!r} are live at the same step and overlap")
+                    raise PlanError(
+                        f"values {a.value!r} and {b.value!r} are live at the same step and overlap"
+                    )
         if not self.max_live_bytes <= self.arena_bytes <= self.no_reuse_bytes:
-            raise PlanError(f"arena {self.arena_bytes} outside [{self.max_live_bytes}, {self.no_reuse_bytes}]")
+            raise PlanError(
+                f"arena {self.arena_bytes} outside [{self.max_live_bytes}, {self.no_reuse_bytes}]"
+            )
 
     def _all_before(self, a: Buffer, b: Buffer) -> bool:
         if a.last >= len(self.steps):
@@ -164,15 +170,20 @@ class Plan:
 
     def arena_values(self) -> list[Buffer]:
         """Buffers of kind "arena", by offset."""
-        return sorted((b for b in self.buffers.values() if b.kind == "arena"), key=lambda b: (b.offset, b.value))
+        return sorted(
+            (b for b in self.buffers.values() if b.kind == "arena"), key=lambda b: (b.offset, b.value)
+        )
 
     def summary(self) -> str:
         """Human-readable report."""
         ratio = self.arena_bytes / self.max_live_bytes if self.max_live_bytes else 1.0
         waits = sum(len(s.waits) for s in self.steps)
-        return (f"plan {self.graph.name}: {len(self.steps)} steps on {self.num_streams} stream(s), {waits} waits; "
-                f"arena {self.arena_bytes} B (max-live bound {self.max_live_bytes} B, ratio {ratio:.3f}; "
-                f"no reuse {self.no_reuse_bytes} B)")
+        return (
+            f"plan {self.graph.name}: {len(self.steps)} steps on {self.num_streams} stream(s), "
+            f"{waits} waits; "
+            f"arena {self.arena_bytes} B (max-live bound {self.max_live_bytes} B, ratio {ratio:.3f}; "
+            f"no reuse {self.no_reuse_bytes} B)"
+        )
 
 
 # ------------------------------------------------------------------ cost model
@@ -202,7 +213,9 @@ def _is_alias(n: Node) -> bool:
 
 
 # ------------------------------------------------------------------ planning
-def plan(graph: Graph, *, max_streams: int = 2, alignment: int = 64, memory_slack: float | None = 0.1) -> Plan:
+def plan(
+    graph: Graph, *, max_streams: int = 2, alignment: int = 64, memory_slack: float | None = 0.1
+) -> Plan:
     """Plan ``graph`` (see the module docstring).
 
     ``memory_slack``: if the parallel-safe arena exceeds ``(1 + memory_slack)``
@@ -242,7 +255,9 @@ def plan(graph: Graph, *, max_streams: int = 2, alignment: int = 64, memory_slac
             cands = [pref, *[s for s in range(min(used + 1, max_streams)) if s != pref]]
         best, best_t, best_score = cands[0], 0.0, math.inf
         for s in cands:
-            ready = max([finish[d] + (0.0 if stream_of[d] == s else _WAIT_COST) for d in deps[i]], default=0.0)
+            ready = max(
+                [finish[d] + (0.0 if stream_of[d] == s else _WAIT_COST) for d in deps[i]], default=0.0
+            )
             t = max(free[s], ready) + cost
             # leaving the preferred stream costs a wait now or at the later join
             score = t + (0.0 if s == cands[0] else _WAIT_COST)
@@ -304,8 +319,12 @@ def plan(graph: Graph, *, max_streams: int = 2, alignment: int = 64, memory_slac
 
     # ---- phase 1: waits from data deps only; reuse only between happens-before-ordered roots
     waits, start_clock = _waits(deps, stream_of, position, used)
-    offsets = _assign(arena, size, _parallel_conflict(arena, uses, producer, to_end, stream_of, position,
-                                                      start_clock, used), producer)
+    offsets = _assign(
+        arena,
+        size,
+        _parallel_conflict(arena, uses, producer, to_end, stream_of, position, start_clock, used),
+        producer,
+    )
     arena_bytes = max((offsets[r] + size[r] for r in arena), default=0)
     if memory_slack is not None and used > 1 and arena_bytes > (1.0 + memory_slack) * peak:
         # ---- phase 2: reuse as in the serial issue order, made safe by extra waits
@@ -327,30 +346,49 @@ def plan(graph: Graph, *, max_streams: int = 2, alignment: int = 64, memory_slac
 
     joins = tuple(streams[s][-1] for s in range(1, used) if streams[s])
     recorded = {w for ws in waits for w in ws} | set(joins)
-    steps = [Step(i, order[i], stream_of[i], tuple(sorted(waits[i])), i in recorded, alias[i])
-             for i in range(n_steps)]
+    steps = [
+        Step(i, order[i], stream_of[i], tuple(sorted(waits[i])), i in recorded, alias[i])
+        for i in range(n_steps)
+    ]
 
     buffers: dict[str, Buffer] = {}
     for name, k in kind.items():
         r = root[name]
         nbytes = g.values[name].nbytes
         first = producer.get(name, -1)
-        last = n_steps if name in g.outputs else max(
-            [i for i, n in enumerate(order) if name in n.inputs], default=first)
+        last = (
+            n_steps
+            if name in g.outputs
+            else max([i for i, n in enumerate(order) if name in n.inputs], default=first)
+        )
         if k == "arena":
-            buffers[name] = Buffer(name, k, nbytes, size.get(name, 0), offsets.get(name, 0), name, first,
-                                   last_use[name])
+            buffers[name] = Buffer(
+                name, k, nbytes, size.get(name, 0), offsets.get(name, 0), name, first, last_use[name]
+            )
         else:
             off = offsets.get(r) if kind.get(r) == "arena" else None
             if k == "alias" and kind.get(r) == "arena" and g.values[r].nbytes == 0:
                 off = 0
             buffers[name] = Buffer(name, k, nbytes, 0, off, r, first, last)
-    return Plan(g, steps, streams, joins, buffers, arena_bytes, peak, sum(size.values()), alignment,
-                start_clock, position, {r: tuple(sorted(uses[r])) for r in arena})
+    return Plan(
+        g,
+        steps,
+        streams,
+        joins,
+        buffers,
+        arena_bytes,
+        peak,
+        sum(size.values()),
+        alignment,
+        start_clock,
+        position,
+        {r: tuple(sorted(uses[r])) for r in arena},
+    )
 
 
-def _waits(deps: list[list[int]], stream_of: list[int], position: list[int], used: int
-           ) -> tuple[list[list[int]], list[tuple[int, ...]]]:
+def _waits(
+    deps: list[list[int]], stream_of: list[int], position: list[int], used: int
+) -> tuple[list[list[int]], list[tuple[int, ...]]]:
     """Minimal cross-stream waits covering ``deps``, and each step's start vector clock."""
     n = len(deps)
     end_clock: list[tuple[int, ...]] = [()] * n
@@ -367,7 +405,7 @@ def _waits(deps: list[list[int]], stream_of: list[int], position: list[int], use
             if clock[t] >= position[d]:
                 continue
             waits[i].append(d)
-            clock = [max(a, b) for a, b in zip(clock, end_clock[d])]
+            clock = [max(a, b) for a, b in zip(clock, end_clock[d], strict=False)]
         start_clock[i] = tuple(clock)
         clock[s] = position[i]
         end_clock[i] = tuple(clock)
@@ -375,9 +413,16 @@ def _waits(deps: list[list[int]], stream_of: list[int], position: list[int], use
     return waits, start_clock
 
 
-def _parallel_conflict(arena: list[str], uses: dict[str, set[int]], producer: dict[str, int], to_end: set[str],
-                       stream_of: list[int], position: list[int], start_clock: list[tuple[int, ...]], used: int
-                       ) -> Callable[[str, str], bool]:
+def _parallel_conflict(
+    arena: list[str],
+    uses: dict[str, set[int]],
+    producer: dict[str, int],
+    to_end: set[str],
+    stream_of: list[int],
+    position: list[int],
+    start_clock: list[tuple[int, ...]],
+    used: int,
+) -> Callable[[str, str], bool]:
     """conflict(a, b): neither root's uses all happen before the other's producing step."""
     front: dict[str, list[int]] = {}
     for r in arena:
@@ -390,20 +435,24 @@ def _parallel_conflict(arena: list[str], uses: dict[str, set[int]], producer: di
         if a in to_end:
             return False
         clock = start_clock[producer[b]]
-        return all(x <= c for x, c in zip(front[a], clock))
+        return all(x <= c for x, c in zip(front[a], clock, strict=False))
 
     return lambda a, b: not (before(a, b) or before(b, a))
 
 
-def _assign(values: Sequence[str], size: dict[str, int], conflict: Callable[[str, str], bool],
-            producer: dict[str, int]) -> dict[str, int]:
+def _assign(
+    values: Sequence[str],
+    size: dict[str, int],
+    conflict: Callable[[str, str], bool],
+    producer: dict[str, int],
+) -> dict[str, int]:
     """Best-fit offsets; tries two greedy orders and keeps the smaller arena."""
     conf = conflict
     # conflict lists once (pairs), reused by both orders
     vals = list(values)
     neighbours: dict[str, list[str]] = {v: [] for v in vals}
     for i, a in enumerate(vals):
-        for b in vals[i + 1:]:
+        for b in vals[i + 1 :]:
             if conf(a, b):
                 neighbours[a].append(b)
                 neighbours[b].append(a)

@@ -154,8 +154,17 @@ def _gemm(a: Arr, b: Arr, c: Arr | None, alpha: float, beta: float, ta: int, tb:
 @_kernel("Gemm")
 def _gemm_k(node: Node, xs: list[Any]) -> list[Arr]:
     c = xs[2] if len(xs) > 2 else None
-    return [_gemm(xs[0], xs[1], c, float(get_attr(node, "alpha")), float(get_attr(node, "beta")),
-                  int(get_attr(node, "transA")), int(get_attr(node, "transB")))]
+    return [
+        _gemm(
+            xs[0],
+            xs[1],
+            c,
+            float(get_attr(node, "alpha")),
+            float(get_attr(node, "beta")),
+            int(get_attr(node, "transA")),
+            int(get_attr(node, "transB")),
+        )
+    ]
 
 
 def conv_nd(x: Arr, w: Arr, b: Arr | None, attrs: Mapping[str, Any]) -> Arr:
@@ -165,8 +174,9 @@ def conv_nd(x: Arr, w: Arr, b: Arr | None, attrs: Mapping[str, Any]) -> Arr:
     strides = _ints(attrs.get("strides")) or [1] * n_sp
     dil = _ints(attrs.get("dilations")) or [1] * n_sp
     group = int(attrs.get("group", 1) or 1)
-    pb, pe, out_sp = S.conv_geometry(x.shape[2:], kernel, strides, dil, _ints(attrs.get("pads")),
-                                     str(attrs.get("auto_pad", "NOTSET")))
+    pb, pe, out_sp = S.conv_geometry(
+        x.shape[2:], kernel, strides, dil, _ints(attrs.get("pads")), str(attrs.get("auto_pad", "NOTSET"))
+    )
     n, c = x.shape[:2]
     m = w.shape[0]
     cg, mg = c // group, m // group
@@ -175,14 +185,19 @@ def conv_nd(x: Arr, w: Arr, b: Arr | None, attrs: Mapping[str, Any]) -> Arr:
     if k == 1 and all(s == 1 for s in strides) and not any(pb) and not any(pe):
         cols = x.reshape(n, group, cg, p).transpose(1, 0, 3, 2).reshape(group, n * p, cg)
     else:
-        xp = np.pad(x, [(0, 0), (0, 0), *zip(pb, pe)]) if any(pb) or any(pe) else x
+        xp = np.pad(x, [(0, 0), (0, 0), *zip(pb, pe, strict=False)]) if any(pb) or any(pe) else x
         xp = np.ascontiguousarray(xp)
         st = xp.strides
         win = as_strided(
             xp,
             (n, group, cg, *out_sp, *kernel),
-            (st[0], st[1] * cg, st[1], *(st[2 + i] * strides[i] for i in range(n_sp)),
-             *(st[2 + i] * dil[i] for i in range(n_sp))),
+            (
+                st[0],
+                st[1] * cg,
+                st[1],
+                *(st[2 + i] * strides[i] for i in range(n_sp)),
+                *(st[2 + i] * dil[i] for i in range(n_sp)),
+            ),
             writeable=False,
         )
         # -> (group, n, *out, cg, *kernel) -> (group, n*p, cg*k)
@@ -216,9 +231,16 @@ def conv_transpose_nd(x: Arr, w: Arr, b: Arr | None, attrs: Mapping[str, Any]) -
     dil = _ints(attrs.get("dilations")) or [1] * n_sp
     adj = _ints(attrs.get("output_padding")) or [0] * n_sp
     group = int(attrs.get("group", 1) or 1)
-    pb, _pe, out_sp = S.conv_transpose_geometry(in_sp, kernel, strides, dil, _ints(attrs.get("pads")),
-                                                str(attrs.get("auto_pad", "NOTSET")), adj,
-                                                _ints(attrs.get("output_shape")))
+    pb, _pe, out_sp = S.conv_transpose_geometry(
+        in_sp,
+        kernel,
+        strides,
+        dil,
+        _ints(attrs.get("pads")),
+        str(attrs.get("auto_pad", "NOTSET")),
+        adj,
+        _ints(attrs.get("output_shape")),
+    )
     n, c = x.shape[:2]
     cg = c // group
     mg = w.shape[1]
@@ -233,8 +255,10 @@ def conv_transpose_nd(x: Arr, w: Arr, b: Arr | None, attrs: Mapping[str, Any]) -
     # move mg in front of the spatial axes: (g, n, mg, *in, *kernel)
     cols = np.moveaxis(cols, 2 + n_sp, 2)
     for kk in itertools.product(*(range(kd) for kd in kernel)):
-        dst = tuple(slice(kk[i] * dil[i], kk[i] * dil[i] + (in_sp[i] - 1) * strides[i] + 1, strides[i])
-                    for i in range(n_sp))
+        dst = tuple(
+            slice(kk[i] * dil[i], kk[i] * dil[i] + (in_sp[i] - 1) * strides[i] + 1, strides[i])
+            for i in range(n_sp)
+        )
         out[(slice(None), slice(None), slice(None), *dst)] += cols[(Ellipsis, *kk)]
     crop = tuple(slice(pb[i], pb[i] + out_sp[i]) for i in range(n_sp))
     y = out[(slice(None), slice(None), slice(None), *crop)]
@@ -304,7 +328,7 @@ def _lrn(node: Node, xs: list[Any]) -> list[Arr]:
     csum = np.cumsum(padded, axis=1, dtype=x.dtype)
     csum = np.concatenate([np.zeros_like(csum[:, :1]), csum], axis=1)
     c = x.shape[1]
-    win = csum[:, size: size + c] - csum[:, :c]
+    win = csum[:, size : size + c] - csum[:, :c]
     den = (np.asarray(bias, x.dtype) + np.asarray(alpha / size, x.dtype) * win) ** np.asarray(beta, x.dtype)
     return [np.asarray(x / den, x.dtype)]
 
@@ -330,8 +354,15 @@ def pool_nd(x: Arr, attrs: Mapping[str, Any], kind: str) -> Arr:
         raise ValueError("pooling needs kernel_shape")
     strides = _ints(attrs.get("strides")) or [1] * n_sp
     dil = _ints(attrs.get("dilations")) or [1] * n_sp
-    pb, pe, out_sp = S.pool_geometry(x.shape[2:], kernel, strides, dil, _ints(attrs.get("pads")),
-                                     str(attrs.get("auto_pad", "NOTSET")), int(attrs.get("ceil_mode", 0)))
+    pb, pe, out_sp = S.pool_geometry(
+        x.shape[2:],
+        kernel,
+        strides,
+        dil,
+        _ints(attrs.get("pads")),
+        str(attrs.get("auto_pad", "NOTSET")),
+        int(attrs.get("ceil_mode", 0)),
+    )
     # extra end padding so the last (ceil-mode) window is addressable
     need = [(out_sp[i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(n_sp)]
     extra = [max(0, need[i] - (x.shape[2 + i] + pb[i] + pe[i])) for i in range(n_sp)]
@@ -345,9 +376,14 @@ def pool_nd(x: Arr, attrs: Mapping[str, Any], kind: str) -> Arr:
     def windows(a: Arr) -> Arr:
         st = a.strides
         return as_strided(
-            a, (*a.shape[:2], *out_sp, *kernel),
-            (st[0], st[1], *(st[2 + i] * strides[i] for i in range(n_sp)),
-             *(st[2 + i] * dil[i] for i in range(n_sp))),
+            a,
+            (*a.shape[:2], *out_sp, *kernel),
+            (
+                st[0],
+                st[1],
+                *(st[2 + i] * strides[i] for i in range(n_sp)),
+                *(st[2 + i] * dil[i] for i in range(n_sp)),
+            ),
             writeable=False,
         )
 
@@ -360,8 +396,9 @@ def pool_nd(x: Arr, attrs: Mapping[str, Any], kind: str) -> Arr:
         cnt = np.ones((1, 1, *(x.shape[2 + i] + pb[i] + pe[i] for i in range(n_sp))), x.dtype)
         cnt = np.pad(cnt, [(0, 0), (0, 0), *((0, e) for e in extra)])
     else:
-        cnt = np.pad(np.ones(ones_shape, x.dtype), [(0, 0), (0, 0), *((pb[i], pe[i] + extra[i])
-                                                                     for i in range(n_sp))])
+        cnt = np.pad(
+            np.ones(ones_shape, x.dtype), [(0, 0), (0, 0), *((pb[i], pe[i] + extra[i]) for i in range(n_sp))]
+        )
     div = windows(np.ascontiguousarray(cnt)).sum(axis=axes, dtype=x.dtype)
     return np.ascontiguousarray(total / div, dtype=x.dtype)
 
@@ -395,7 +432,9 @@ def _flatten(node: Node, xs: list[Any]) -> list[Arr]:
 
 @_kernel("Reshape")
 def _reshape(node: Node, xs: list[Any]) -> list[Arr]:
-    return [xs[0].reshape(S.reshape_target(xs[0].shape, _ints(xs[1]) or [], int(get_attr(node, "allowzero"))))]
+    return [
+        xs[0].reshape(S.reshape_target(xs[0].shape, _ints(xs[1]) or [], int(get_attr(node, "allowzero"))))
+    ]
 
 
 @_kernel("Transpose")
@@ -430,11 +469,17 @@ def _split(node: Node, xs: list[Any]) -> list[Arr]:
     return [np.ascontiguousarray(p) for p in np.split(x, np.cumsum(sizes)[:-1], axis=axis)]
 
 
-def slice_array(x: Arr, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None,
-                steps: Sequence[int] | None) -> Arr:
+def slice_array(
+    x: Arr,
+    starts: Sequence[int],
+    ends: Sequence[int],
+    axes: Sequence[int] | None,
+    steps: Sequence[int] | None,
+) -> Arr:
     """ONNX Slice."""
-    idx = tuple(slice(s, e if e >= 0 else None, st) for s, e, st in S.slice_ranges(x.shape, starts, ends, axes,
-                                                                                   steps))
+    idx = tuple(
+        slice(s, e if e >= 0 else None, st) for s, e, st in S.slice_ranges(x.shape, starts, ends, axes, steps)
+    )
     return np.ascontiguousarray(x[idx])
 
 
@@ -496,14 +541,18 @@ def shape_slice(shape: Sequence[int], start: int, end: int | None) -> list[int]:
     r = len(shape)
     s = start + r if start < 0 else start
     e = r if end is None else (end + r if end < 0 else end)
-    return list(shape[min(max(s, 0), r): min(max(e, 0), r)])
+    return list(shape[min(max(s, 0), r) : min(max(e, 0), r)])
 
 
 @_kernel("Shape")
 def _shape(node: Node, xs: list[Any]) -> list[Arr]:
     end = get_attr(node, "end")
-    return [np.array(shape_slice(xs[0].shape, int(get_attr(node, "start")), None if end is None else int(end)),
-                     np.int64)]
+    return [
+        np.array(
+            shape_slice(xs[0].shape, int(get_attr(node, "start")), None if end is None else int(end)),
+            np.int64,
+        )
+    ]
 
 
 @_kernel("ConstantOfShape")
@@ -596,8 +645,9 @@ def evaluate_node(node: Node, inputs: Sequence[Arr | None]) -> list[Arr]:
     return out
 
 
-def run_reference(graph: Graph, feeds: Mapping[str, Any], *, outputs: Sequence[str] | None = None
-                  ) -> dict[str, Arr]:
+def run_reference(
+    graph: Graph, feeds: Mapping[str, Any], *, outputs: Sequence[str] | None = None
+) -> dict[str, Arr]:
     """Execute ``graph`` with numpy and return ``{output name: array}``.
 
     ``feeds`` maps every graph input name to an array of the declared shape;
@@ -633,7 +683,7 @@ def run_reference(graph: Graph, feeds: Mapping[str, Any], *, outputs: Sequence[s
     for i, n in enumerate(order):
         ins = [env[x] if x else None for x in n.inputs]
         outs = evaluate_node(n, ins)
-        for name, arr in zip(n.outputs, outs):
+        for name, arr in zip(n.outputs, outs, strict=False):
             if name:
                 env[name] = arr
         for x in n.inputs:

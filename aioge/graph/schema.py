@@ -43,7 +43,9 @@ __all__ = (
 
 _D = np.dtype
 FLOAT_TYPES = frozenset({_D("float16"), _D("float32"), _D("float64"), normalize_dtype("bfloat16")})
-INT_TYPES = frozenset(_D(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"))
+INT_TYPES = frozenset(
+    _D(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+)
 NUM_TYPES = FLOAT_TYPES | INT_TYPES
 ANY_TYPES = NUM_TYPES | {_D("bool")}
 IDX_TYPES = frozenset({_D("int32"), _D("int64")})
@@ -56,8 +58,26 @@ Rule = Callable[[Node, list[DT]], list[DT]]
 # Elementwise ops that keep shape (unary) or broadcast (binary) and that the
 # fuser may put into a _FusedElementwise program.
 ELEMENTWISE_UNARY = frozenset(
-    {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Reciprocal", "Erf",
-     "Gelu", "Softplus", "Elu", "Selu", "Sign", "Clip", "Shrink"}
+    {
+        "Relu",
+        "LeakyRelu",
+        "Sigmoid",
+        "Tanh",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Abs",
+        "Neg",
+        "Reciprocal",
+        "Erf",
+        "Gelu",
+        "Softplus",
+        "Elu",
+        "Selu",
+        "Sign",
+        "Clip",
+        "Shrink",
+    }
 )
 ELEMENTWISE_BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu"})
 # Ops whose output is a view of input 0 with another shape (no data movement).
@@ -106,8 +126,12 @@ def _same(node: Node, dts: list[DT], positions: Sequence[int]) -> DT:
     return seen
 
 
-def same(allowed: frozenset[np.dtype] = ANY_TYPES, tied: Sequence[int] | None = None,
-         out: str = "same", extra: dict[int, frozenset[np.dtype]] | None = None) -> Rule:
+def same(
+    allowed: frozenset[np.dtype] = ANY_TYPES,
+    tied: Sequence[int] | None = None,
+    out: str = "same",
+    extra: dict[int, frozenset[np.dtype]] | None = None,
+) -> Rule:
     """Rule: inputs at ``tied`` (default all) share one dtype from ``allowed``.
 
     ``out``: "same" -> every output has that dtype; "bool" -> bool outputs.
@@ -178,16 +202,36 @@ def _fused_ew_rule(node: Node, dts: list[DT]) -> list[DT]:
 _F, _N, _A = FLOAT_TYPES, NUM_TYPES, ANY_TYPES
 _I64 = frozenset({I64})
 
-_CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None, "pads": None,
-               "strides": None}
-_POOL_ATTRS = {"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None, "pads": None,
-               "strides": None}
+_CONV_ATTRS = {
+    "auto_pad": "NOTSET",
+    "dilations": None,
+    "group": 1,
+    "kernel_shape": None,
+    "pads": None,
+    "strides": None,
+}
+_POOL_ATTRS = {
+    "auto_pad": "NOTSET",
+    "ceil_mode": 0,
+    "dilations": None,
+    "kernel_shape": None,
+    "pads": None,
+    "strides": None,
+}
 _ACT_ATTRS = {"activation": "none", "alpha": 0.01, "min": 0.0, "max": 6.0}
 _REDUCE = {"keepdims": 1, "noop_with_empty_axes": 0}
 
 
-def _s(op: str, mn: int, mx: int | None, rule: Rule, attrs: dict[str, Any] | None = None,
-       mno: int = 1, mxo: int | None = 1, free: bool = False) -> OpSchema:
+def _s(
+    op: str,
+    mn: int,
+    mx: int | None,
+    rule: Rule,
+    attrs: dict[str, Any] | None = None,
+    mno: int = 1,
+    mxo: int | None = 1,
+    free: bool = False,
+) -> OpSchema:
     return OpSchema(op, mn, mx, mno, mxo, attrs or {}, rule, free)
 
 
@@ -195,8 +239,10 @@ SCHEMAS: dict[str, OpSchema] = {
     s.op_type: s
     for s in [
         # elementwise unary
-        *(_s(op, 1, 1, same(_F)) for op in ("Sqrt", "Exp", "Log", "Erf", "Reciprocal", "Sigmoid", "Tanh",
-                                             "Softplus")),
+        *(
+            _s(op, 1, 1, same(_F))
+            for op in ("Sqrt", "Exp", "Log", "Erf", "Reciprocal", "Sigmoid", "Tanh", "Softplus")
+        ),
         *(_s(op, 1, 1, same(_N)) for op in ("Abs", "Neg", "Sign", "Relu")),
         _s("LeakyRelu", 1, 1, same(_F), {"alpha": 0.01}),
         _s("Elu", 1, 1, same(_F), {"alpha": 1.0}),
@@ -246,8 +292,10 @@ SCHEMAS: dict[str, OpSchema] = {
         _s("Pad", 2, 4, same(_A, tied=[0, 2], extra={1: _I64, 3: IDX_TYPES}), {"mode": "constant"}),
         _s("Shape", 1, 1, _shape_rule, {"start": 0, "end": None}),
         _s("ConstantOfShape", 1, 1, _cos_rule, {"value": None}),
-        *(_s(op, 1, 2, same(_N, tied=[0], extra={1: _I64}), dict(_REDUCE))
-          for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")),
+        *(
+            _s(op, 1, 2, same(_N, tied=[0], extra={1: _I64}), dict(_REDUCE))
+            for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+        ),
         # host-only fused ops (see passes/fuse.py)
         _s("_FusedConv", 2, 3, same(_F), {**_CONV_ATTRS, **_ACT_ATTRS}),
         _s("_FusedMatMul", 2, 3, same(_N), {"trans_a": 0, "trans_b": 0, "scale": 1.0, **_ACT_ATTRS}),
@@ -260,7 +308,9 @@ def get_schema(op_type: str, node: Node | None = None) -> OpSchema:
     """The schema of ``op_type`` or :class:`UnknownOpError`."""
     s = SCHEMAS.get(op_type)
     if s is None:
-        raise UnknownOpError(f"unknown op type {op_type!r}", node=node.name if node else None, op_type=op_type)
+        raise UnknownOpError(
+            f"unknown op type {op_type!r}", node=node.name if node else None, op_type=op_type
+        )
     return s
 
 
@@ -285,8 +335,11 @@ def check_node_signature(node: Node) -> None:
             raise GraphError(f"required input {i} is missing", node=node.name, op_type=node.op_type)
     n_out = len(node.outputs)
     if n_out < s.min_outputs or (s.max_outputs is not None and n_out > s.max_outputs) or not node.outputs[0]:
-        raise GraphError(f"has {n_out} outputs, expected {s.min_outputs}..{s.max_outputs or 'N'}",
-                         node=node.name, op_type=node.op_type)
+        raise GraphError(
+            f"has {n_out} outputs, expected {s.min_outputs}..{s.max_outputs or 'N'}",
+            node=node.name,
+            op_type=node.op_type,
+        )
     if not s.free_attrs:
         unknown = sorted(set(node.attrs) - set(s.attrs))
         if unknown:

@@ -10,7 +10,6 @@ are an error.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,15 +20,43 @@ from aioge.graph.ir import Graph
 from aioge.graph.lower import ConstInput, lower
 from aioge.graph.reference import KERNELS, conv_nd, conv_transpose_nd, pool_nd
 
-ACL_TO_NP = {0: np.float32, 1: np.float16, 2: np.int8, 3: np.int32, 4: np.uint8, 6: np.int16, 7: np.uint16,
-             8: np.uint32, 9: np.int64, 10: np.uint64, 11: np.float64, 12: np.bool_}
+ACL_TO_NP = {
+    0: np.float32,
+    1: np.float16,
+    2: np.int8,
+    3: np.int32,
+    4: np.uint8,
+    6: np.int16,
+    7: np.uint16,
+    8: np.uint32,
+    9: np.int64,
+    10: np.uint64,
+    11: np.float64,
+    12: np.bool_,
+}
 
 _POOL = {"ksize", "strides", "padding_mode", "pads", "data_format", "global_pooling", "ceil_mode"}
 SPEC: dict[str, tuple[int, int, set[str]]] = {
-    **{op: (2, 2, set()) for op in ("Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum", "Equal", "Less",
-                                    "Greater")},
-    **{op: (1, 1, set()) for op in ("Sqrt", "Abs", "Neg", "Erf", "Reciprocal", "Relu", "Sigmoid", "Tanh", "Rsqrt",
-                                    "Gelu", "Identity")},
+    **{
+        op: (2, 2, set())
+        for op in ("Add", "Sub", "Mul", "Div", "Pow", "Maximum", "Minimum", "Equal", "Less", "Greater")
+    },
+    **{
+        op: (1, 1, set())
+        for op in (
+            "Sqrt",
+            "Abs",
+            "Neg",
+            "Erf",
+            "Reciprocal",
+            "Relu",
+            "Sigmoid",
+            "Tanh",
+            "Rsqrt",
+            "Gelu",
+            "Identity",
+        )
+    },
     "Exp": (1, 1, {"base", "scale", "shift"}),
     "Log": (1, 1, {"base", "scale", "shift"}),
     "Cast": (1, 1, {"dst_type"}),
@@ -41,8 +68,11 @@ SPEC: dict[str, tuple[int, int, set[str]]] = {
     "MatMulV2": (2, 4, {"transpose_x1", "transpose_x2", "offset_x"}),
     "BatchMatMulV2": (2, 4, {"adj_x1", "adj_x2", "offset_x"}),
     "Conv2D": (2, 4, {"strides", "pads", "dilations", "groups", "data_format", "offset_x"}),
-    "Conv2DTranspose": (3, 5, {"strides", "pads", "dilations", "groups", "data_format", "output_padding",
-                               "offset_x"}),
+    "Conv2DTranspose": (
+        3,
+        5,
+        {"strides", "pads", "dilations", "groups", "data_format", "output_padding", "offset_x"},
+    ),
     "BatchNorm": (3, 5, {"epsilon", "data_format", "is_training", "exponential_avg_factor"}),
     "LayerNorm": (3, 3, {"begin_norm_axis", "begin_params_axis", "epsilon"}),
     "SoftmaxV2": (1, 1, {"axes", "half_to_float"}),
@@ -63,11 +93,21 @@ SPEC: dict[str, tuple[int, int, set[str]]] = {
     "ReduceMinD": (1, 1, {"axes", "keep_dims"}),
 }
 REQUIRED = {
-    "Cast": {"dst_type"}, "TransposeD": {"perm"}, "Conv2D": {"strides", "pads"},
-    "Conv2DTranspose": {"strides", "pads"}, "MaxPoolV3": {"ksize", "strides"}, "AvgPoolV2": {"ksize", "strides"},
-    "ConcatD": {"concat_dim"}, "SplitD": {"split_dim", "num_split"}, "SplitV": {"num_split"},
-    "BroadcastToD": {"shape"}, "TileD": {"multiples"}, "ReduceSumD": {"axes"}, "ReduceMeanD": {"axes"},
-    "ReduceMaxD": {"axes"}, "ReduceMinD": {"axes"},
+    "Cast": {"dst_type"},
+    "TransposeD": {"perm"},
+    "Conv2D": {"strides", "pads"},
+    "Conv2DTranspose": {"strides", "pads"},
+    "MaxPoolV3": {"ksize", "strides"},
+    "AvgPoolV2": {"ksize", "strides"},
+    "ConcatD": {"concat_dim"},
+    "SplitD": {"split_dim", "num_split"},
+    "SplitV": {"num_split"},
+    "BroadcastToD": {"shape"},
+    "TileD": {"multiples"},
+    "ReduceSumD": {"axes"},
+    "ReduceMeanD": {"axes"},
+    "ReduceMaxD": {"axes"},
+    "ReduceMinD": {"axes"},
 }
 
 
@@ -79,26 +119,35 @@ def _onnx_pads(p4: list[int]) -> list[int]:
 def _pool(x: np.ndarray, a: Mapping[str, Any], kind: str) -> np.ndarray:
     assert a["data_format"] == "NCHW" and a["ksize"][:2] == [1, 1] and a["strides"][:2] == [1, 1]
     if a.get("global_pooling"):
-        return x.max(axis=(2, 3), keepdims=True) if kind == "max" else x.mean(axis=(2, 3), keepdims=True,
-                                                                             dtype=x.dtype)
+        return (
+            x.max(axis=(2, 3), keepdims=True)
+            if kind == "max"
+            else x.mean(axis=(2, 3), keepdims=True, dtype=x.dtype)
+        )
     assert a["padding_mode"] == "CALCULATED"
-    attrs = {"kernel_shape": a["ksize"][2:], "strides": a["strides"][2:], "pads": _onnx_pads(a["pads"]),
-             "ceil_mode": int(a.get("ceil_mode", False)), "count_include_pad": int(not a.get("exclusive", True))}
+    attrs = {
+        "kernel_shape": a["ksize"][2:],
+        "strides": a["strides"][2:],
+        "pads": _onnx_pads(a["pads"]),
+        "ceil_mode": int(a.get("ceil_mode", False)),
+        "count_include_pad": int(not a.get("exclusive", True)),
+    }
     return pool_nd(x, attrs, kind)
 
 
-def _strided_slice(x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, a: Mapping[str, Any]
-                   ) -> np.ndarray:
+def _strided_slice(
+    x: np.ndarray, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, a: Mapping[str, Any]
+) -> np.ndarray:
     assert not a.get("begin_mask") and not a.get("ellipsis_mask") and not a.get("new_axis_mask")
     assert not a.get("shrink_axis_mask")
     idx = []
-    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
+    for i, (b, e, s) in enumerate(zip(begin, end, strides, strict=False)):
         stop = None if a.get("end_mask", 0) >> i & 1 else int(e)
         idx.append(slice(int(b), stop, int(s)))
     return np.ascontiguousarray(x[tuple(idx)])
 
 
-def run_op(op: str, ins: list[Any], a: dict[str, Any], n_out: int) -> list[np.ndarray]:  # noqa: C901
+def run_op(op: str, ins: list[Any], a: dict[str, Any], n_out: int) -> list[np.ndarray]:
     if op.startswith("_"):
         from aioge.graph.ir import Node
 
@@ -108,18 +157,33 @@ def run_op(op: str, ins: list[Any], a: dict[str, Any], n_out: int) -> list[np.nd
     assert set(a) <= allowed, (op, set(a) - allowed)
     assert REQUIRED.get(op, set()) <= set(a), (op, REQUIRED[op] - set(a))
     x = ins[0]
-    bin_ops = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Maximum": np.maximum,
-               "Minimum": np.minimum, "Pow": np.power}
+    bin_ops = {
+        "Add": np.add,
+        "Sub": np.subtract,
+        "Mul": np.multiply,
+        "Maximum": np.maximum,
+        "Minimum": np.minimum,
+        "Pow": np.power,
+    }
     if op in bin_ops:
         return [np.asarray(bin_ops[op](x, ins[1].astype(x.dtype)), x.dtype)]
     if op == "Div":
         return [np.asarray(x / ins[1].astype(x.dtype), x.dtype)]
     if op in ("Equal", "Less", "Greater"):
         return [{"Equal": np.equal, "Less": np.less, "Greater": np.greater}[op](x, ins[1])]
-    un = {"Sqrt": np.sqrt, "Abs": np.abs, "Neg": np.negative, "Erf": erf, "Reciprocal": lambda v: 1 / v,
-          "Relu": lambda v: np.maximum(v, 0), "Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Tanh": np.tanh,
-          "Rsqrt": lambda v: 1 / np.sqrt(v), "Identity": lambda v: v,
-          "Gelu": lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))}
+    un = {
+        "Sqrt": np.sqrt,
+        "Abs": np.abs,
+        "Neg": np.negative,
+        "Erf": erf,
+        "Reciprocal": lambda v: 1 / v,
+        "Relu": lambda v: np.maximum(v, 0),
+        "Sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+        "Tanh": np.tanh,
+        "Rsqrt": lambda v: 1 / np.sqrt(v),
+        "Identity": lambda v: v,
+        "Gelu": lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3))),
+    }
     if op in un:
         return [np.asarray(un[op](x), x.dtype)]
     if op in ("Exp", "Log"):
@@ -150,14 +214,23 @@ def run_op(op: str, ins: list[Any], a: dict[str, Any], n_out: int) -> list[np.nd
     if op == "Conv2D":
         assert a["data_format"] == "NCHW" and a["strides"][:2] == [1, 1]
         dil = a.get("dilations", [1, 1, 1, 1])
-        attrs = {"strides": a["strides"][2:], "pads": _onnx_pads(a["pads"]), "dilations": dil[2:],
-                 "group": a.get("groups", 1)}
+        attrs = {
+            "strides": a["strides"][2:],
+            "pads": _onnx_pads(a["pads"]),
+            "dilations": dil[2:],
+            "group": a.get("groups", 1),
+        }
         return [conv_nd(x, ins[1], ins[2] if len(ins) > 2 else None, attrs)]
     if op == "Conv2DTranspose":
         size, x, w = ins[0], ins[1], ins[2]
         dil = a.get("dilations", [1, 1, 1, 1])
-        attrs = {"strides": a["strides"][2:], "pads": _onnx_pads(a["pads"]), "dilations": dil[2:],
-                 "group": a.get("groups", 1), "output_padding": a.get("output_padding", [0] * 4)[2:]}
+        attrs = {
+            "strides": a["strides"][2:],
+            "pads": _onnx_pads(a["pads"]),
+            "dilations": dil[2:],
+            "group": a.get("groups", 1),
+            "output_padding": a.get("output_padding", [0] * 4)[2:],
+        }
         y = conv_transpose_nd(x, w, ins[3] if len(ins) > 3 else None, attrs)
         assert tuple(y.shape) == tuple(int(d) for d in size), (y.shape, size)
         return [y]
@@ -228,12 +301,13 @@ def run_lowered(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.n
     with np.errstate(all="ignore"):
         for ln in lower(graph):
             for op in ln.ops:
-                ins = [i.value if isinstance(i, ConstInput) else (None if i is None else env[i]) for i in op.inputs]
+                ins = [
+                    i.value if isinstance(i, ConstInput) else (None if i is None else env[i])
+                    for i in op.inputs
+                ]
                 outs = run_op(op.op_type, ins, dict(op.attrs), len(op.outputs))
-                for name, arr in zip(op.outputs, outs):
+                for name, arr in zip(op.outputs, outs, strict=False):
                     want = ln.temps.get(name, (None, None))[0] or graph.values[name].shape
                     assert tuple(arr.shape) == tuple(want), (op.op_type, name, arr.shape, want)
                     env[name] = arr
     return {o: env[o] for o in graph.outputs}
-
-

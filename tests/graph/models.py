@@ -16,6 +16,7 @@ model with :func:`sample_inputs`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -56,10 +57,12 @@ class _Builder:
         w = self.weight("w", (cout, cin, k, k), cin * k * k)
         y = self.op("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
         r = self.rng
-        bn = [self.init("bn_s", r.uniform(0.5, 1.5, cout).astype(np.float32)),
-              self.init("bn_b", r.uniform(-0.2, 0.2, cout).astype(np.float32)),
-              self.init("bn_m", r.uniform(-0.2, 0.2, cout).astype(np.float32)),
-              self.init("bn_v", r.uniform(0.5, 1.5, cout).astype(np.float32))]
+        bn = [
+            self.init("bn_s", r.uniform(0.5, 1.5, cout).astype(np.float32)),
+            self.init("bn_b", r.uniform(-0.2, 0.2, cout).astype(np.float32)),
+            self.init("bn_m", r.uniform(-0.2, 0.2, cout).astype(np.float32)),
+            self.init("bn_v", r.uniform(0.5, 1.5, cout).astype(np.float32)),
+        ]
         y = self.op("BatchNormalization", [y, *bn], epsilon=1e-5)
         return self.op("Relu", [y]) if relu else y
 
@@ -67,22 +70,29 @@ class _Builder:
         outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs]
         g = helper.make_graph(self.nodes, self.name, inputs, outs, self.inits)
         ir = 8 if opset <= 18 else 9 if opset <= 20 else 10
-        return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir,
-                                 producer_name="aioge-tests")
+        return helper.make_model(
+            g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir, producer_name="aioge-tests"
+        )
 
 
 def _input(name: str, shape: tuple[int, ...]) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
 
 
-def mlp(*, batch: int = 64, sizes: tuple[int, ...] = (784, 1024, 1024, 10), seed: int = 0, opset: int = 17,
-        small: bool = False) -> onnx.ModelProto:
+def mlp(
+    *,
+    batch: int = 64,
+    sizes: tuple[int, ...] = (784, 1024, 1024, 10),
+    seed: int = 0,
+    opset: int = 17,
+    small: bool = False,
+) -> onnx.ModelProto:
     """MLP: alternating Gemm(transB) and MatMul+Add layers with Relu, then Softmax."""
     if small:
         batch, sizes = 4, (16, 32, 24, 5)
     b = _Builder("mlp", seed)
     x = "x"
-    for i, (cin, cout) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (cin, cout) in enumerate(itertools.pairwise(sizes)):
         if i % 2 == 0:
             w = b.weight("w", (cout, cin), cin)
             bias = b.init("b", (b.rng.standard_normal(cout) * 0.1).astype(np.float32))
@@ -97,8 +107,17 @@ def mlp(*, batch: int = 64, sizes: tuple[int, ...] = (784, 1024, 1024, 10), seed
     return b.model([_input("x", (batch, sizes[0]))], [y], opset)
 
 
-def residual_cnn(*, batch: int = 1, channels: int = 64, size: int = 56, blocks: int = 2, classes: int = 1000,
-                 seed: int = 0, opset: int = 17, small: bool = False) -> onnx.ModelProto:
+def residual_cnn(
+    *,
+    batch: int = 1,
+    channels: int = 64,
+    size: int = 56,
+    blocks: int = 2,
+    classes: int = 1000,
+    seed: int = 0,
+    opset: int = 17,
+    small: bool = False,
+) -> onnx.ModelProto:
     """ResNet-ish: stem to ``channels`` x ``size`` x ``size``, ``blocks`` basic blocks, a strided
     projection block, GlobalAveragePool and a Gemm classifier.  Input is 4*size square."""
     if small:
@@ -124,8 +143,17 @@ def residual_cnn(*, batch: int = 1, channels: int = 64, size: int = 56, blocks: 
     return b.model([_input("x", (batch, 3, 4 * size, 4 * size))], [y], opset)
 
 
-def inception(*, batch: int = 1, channels: int = 64, size: int = 28, modules: int = 2, classes: int = 100,
-              seed: int = 0, opset: int = 17, small: bool = False) -> onnx.ModelProto:
+def inception(
+    *,
+    batch: int = 1,
+    channels: int = 64,
+    size: int = 28,
+    modules: int = 2,
+    classes: int = 100,
+    seed: int = 0,
+    opset: int = 17,
+    small: bool = False,
+) -> onnx.ModelProto:
     """Inception-style branching: each module has 4 branches concatenated on channels."""
     if small:
         batch, channels, size, modules, classes = 1, 8, 8, 2, 10
@@ -149,8 +177,17 @@ def inception(*, batch: int = 1, channels: int = 64, size: int = 28, modules: in
     return b.model([_input("x", (batch, 3, size, size))], [y], opset)
 
 
-def attention(*, batch: int = 1, seq: int = 128, d_model: int = 256, heads: int = 4, ffn: int = 1024,
-              seed: int = 0, opset: int = 17, small: bool = False) -> onnx.ModelProto:
+def attention(
+    *,
+    batch: int = 1,
+    seq: int = 128,
+    d_model: int = 256,
+    heads: int = 4,
+    ffn: int = 1024,
+    seed: int = 0,
+    opset: int = 17,
+    small: bool = False,
+) -> onnx.ModelProto:
     """Pre-LN transformer encoder block (self-attention + erf-Gelu MLP), exporter-style shape logic."""
     if small:
         batch, seq, d_model, heads, ffn = 2, 8, 16, 2, 32
@@ -164,8 +201,10 @@ def attention(*, batch: int = 1, seq: int = 128, d_model: int = 256, heads: int 
 
     def linear(x: str, cin: int, cout: int) -> str:
         w = b.weight("w", (cin, cout), cin)
-        return b.op("Add", [b.op("MatMul", [x, w]), b.init("b", (b.rng.standard_normal(cout) * 0.02)
-                                                            .astype(np.float32))])
+        return b.op(
+            "Add",
+            [b.op("MatMul", [x, w]), b.init("b", (b.rng.standard_normal(cout) * 0.02).astype(np.float32))],
+        )
 
     i64 = lambda *v: b.init("c", np.array(v, np.int64))  # noqa: E731
     h = ln("x")
@@ -189,8 +228,13 @@ def attention(*, batch: int = 1, seq: int = 128, d_model: int = 256, heads: int 
     f = linear(ln(x1), d_model, ffn)
     # erf Gelu as exported by torch: x * 0.5 * (1 + erf(x / sqrt(2)))
     e = b.op("Erf", [b.op("Div", [f, b.init("sqrt2", np.array(np.sqrt(2.0), np.float32))])])
-    gl = b.op("Mul", [b.op("Mul", [f, b.op("Add", [e, b.init("one", np.array(1.0, np.float32))])]),
-                      b.init("half", np.array(0.5, np.float32))])
+    gl = b.op(
+        "Mul",
+        [
+            b.op("Mul", [f, b.op("Add", [e, b.init("one", np.array(1.0, np.float32))])]),
+            b.init("half", np.array(0.5, np.float32)),
+        ],
+    )
     y = b.op("Add", [x1, linear(gl, ffn, d_model)])
     return b.model([_input("x", (batch, seq, d_model))], [y], opset)
 

@@ -15,11 +15,20 @@ from aioge.graph.reference import run_reference
 
 RTOL, ATOL = 1e-4, 1e-5
 
-_NP_TO_ONNX = {np.dtype(k): v for k, v in {
-    np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.float64: TensorProto.DOUBLE,
-    np.int64: TensorProto.INT64, np.int32: TensorProto.INT32, np.int8: TensorProto.INT8,
-    np.uint8: TensorProto.UINT8, np.bool_: TensorProto.BOOL, np.int16: TensorProto.INT16,
-}.items()}
+_NP_TO_ONNX = {
+    np.dtype(k): v
+    for k, v in {
+        np.float32: TensorProto.FLOAT,
+        np.float16: TensorProto.FLOAT16,
+        np.float64: TensorProto.DOUBLE,
+        np.int64: TensorProto.INT64,
+        np.int32: TensorProto.INT32,
+        np.int8: TensorProto.INT8,
+        np.uint8: TensorProto.UINT8,
+        np.bool_: TensorProto.BOOL,
+        np.int16: TensorProto.INT16,
+    }.items()
+}
 
 
 def onnx_type(dtype: Any) -> int:
@@ -40,7 +49,7 @@ def make_model(
     out_dtype: Any = np.float32,
     input_dims: Mapping[str, Sequence[Any]] | None = None,
 ) -> onnx.ModelProto:
-    """A model with graph inputs typed like the sample ``inputs``; outputs typed ``out_dtype`` (or per name)."""
+    """A model whose inputs are typed like the samples ``inputs``; outputs ``out_dtype`` (or per name)."""
     ins = [vinfo(k, v.dtype, (input_dims or {}).get(k, v.shape)) for k, v in inputs.items()]
     if isinstance(outputs, Mapping):
         outs = [helper.make_tensor_value_info(k, onnx_type(dt), None) for k, dt in outputs.items()]
@@ -48,7 +57,19 @@ def make_model(
         outs = [helper.make_tensor_value_info(k, onnx_type(out_dtype), None) for k in outputs]
     inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in (initializers or {}).items()]
     graph = helper.make_graph(list(nodes), "test", ins, outs, inits)
-    ir = 10 if opset >= 21 else 8 if opset >= 15 else 7 if opset >= 13 else 6 if opset >= 12 else 5 if opset >= 11 else 4
+    ir = (
+        10
+        if opset >= 21
+        else 8
+        if opset >= 15
+        else 7
+        if opset >= 13
+        else 6
+        if opset >= 12
+        else 5
+        if opset >= 11
+        else 4
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
 
 
@@ -59,11 +80,16 @@ def run_ort(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str
     so.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, dict(feeds))))
+    return dict(zip(names, sess.run(names, dict(feeds)), strict=False))
 
 
-def assert_close(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], rtol: float = RTOL,
-                 atol: float = ATOL, what: str = "") -> None:
+def assert_close(
+    got: Mapping[str, np.ndarray],
+    want: Mapping[str, np.ndarray],
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    what: str = "",
+) -> None:
     assert set(got) == set(want), (set(got), set(want))
     for k in want:
         g, w = np.asarray(got[k]), np.asarray(want[k])
@@ -75,9 +101,15 @@ def assert_close(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], 
             np.testing.assert_array_equal(g, w, err_msg=f"{what}{k}")
 
 
-def check_against_ort(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *, levels: Sequence[int] = (0, 2),
-                      rtol: float = RTOL, atol: float = ATOL, input_shapes: Mapping[str, Any] | None = None
-                      ) -> dict[str, np.ndarray]:
+def check_against_ort(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    *,
+    levels: Sequence[int] = (0, 2),
+    rtol: float = RTOL,
+    atol: float = ATOL,
+    input_shapes: Mapping[str, Any] | None = None,
+) -> dict[str, np.ndarray]:
     """load_onnx -> optimize(level) -> run_reference == onnxruntime, for each level."""
     want = run_ort(model, feeds)
     g = load_onnx(model, input_shapes=input_shapes)
@@ -92,15 +124,25 @@ def check_against_ort(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *
     return want
 
 
-def one_op(op: str, inputs: Mapping[str, np.ndarray], attrs: Mapping[str, Any] | None = None, *,
-           initializers: Mapping[str, np.ndarray] | None = None, n_out: int = 1, opset: int = 17,
-           out_dtype: Any = np.float32, input_order: Sequence[str] | None = None) -> onnx.ModelProto:
-    """A model with a single node ``op`` reading inputs then initializers (or ``input_order``; "" = absent)."""
+def one_op(
+    op: str,
+    inputs: Mapping[str, np.ndarray],
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    initializers: Mapping[str, np.ndarray] | None = None,
+    n_out: int = 1,
+    opset: int = 17,
+    out_dtype: Any = np.float32,
+    input_order: Sequence[str] | None = None,
+) -> onnx.ModelProto:
+    """One node ``op`` reading the inputs, then the initializers (or ``input_order``; "" = absent)."""
     names = list(input_order) if input_order is not None else [*inputs, *(initializers or {})]
     outs = [f"y{i}" for i in range(n_out)]
     node = helper.make_node(op, names, outs, name="the_node", **dict(attrs or {}))
     return make_model([node], inputs, outs, initializers, opset, out_dtype=out_dtype)
 
 
-def rand(*shape: int, seed: int = 0, dtype: Any = np.float32, low: float = -2.0, high: float = 2.0) -> np.ndarray:
+def rand(
+    *shape: int, seed: int = 0, dtype: Any = np.float32, low: float = -2.0, high: float = 2.0
+) -> np.ndarray:
     return np.random.default_rng(seed).uniform(low, high, shape).astype(dtype)

@@ -50,7 +50,7 @@ def execute(plan: Plan, feeds: Mapping[str, np.ndarray], seed: int = 0) -> dict[
         if root.kind == "constant":
             return g.constants[b.root].reshape(v.shape)
         assert root.offset is not None
-        raw = arena[root.offset: root.offset + v.nbytes]
+        raw = arena[root.offset : root.offset + v.nbytes]
         return raw.view(v.dtype).reshape(v.shape)
 
     for i in random_issue_order(plan, seed):
@@ -60,7 +60,7 @@ def execute(plan: Plan, feeds: Mapping[str, np.ndarray], seed: int = 0) -> dict[
         n = step.node
         ins = [view(x).copy() if x else None for x in n.inputs]
         outs = evaluate_node(n, ins)
-        for name, arr in zip(n.outputs, outs):
+        for name, arr in zip(n.outputs, outs, strict=False):
             if name:
                 view(name)[...] = arr
     return {o: view(o).copy() for o in g.outputs}

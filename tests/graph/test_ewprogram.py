@@ -45,9 +45,14 @@ def test_run_program_broadcasts_registers() -> None:
 
 @pytest.mark.parametrize(
     ("prog", "match"),
-    [([], "empty"), ([("Nope", (0,), ())], "unknown opcode"), ([("Add", (0,), ())], "needs 2 srcs"),
-     ([("Relu", (1,), ())], "before it is written"), ([("LeakyRelu", (0,), ())], "1 params"),
-     ([("Relu", (0,))], "not \\(opcode")],
+    [
+        ([], "empty"),
+        ([("Nope", (0,), ())], "unknown opcode"),
+        ([("Add", (0,), ())], "needs 2 srcs"),
+        ([("Relu", (1,), ())], "before it is written"),
+        ([("LeakyRelu", (0,), ())], "1 params"),
+        ([("Relu", (0,))], "not \\(opcode"),
+    ],
 )
 def test_validate_program_errors(prog: list, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -57,7 +62,11 @@ def test_validate_program_errors(prog: list, match: str) -> None:
 def test_encode_program_layout() -> None:
     prog = [("Add", (0, 1), ()), ("Selu", (2,), (1.5, 2.0)), ("Clip", (3,), (-math.inf, 6.0))]
     codes, params = encode_program(prog)
-    assert codes.tolist() == [[OPCODES["Add"], 0, 1, 0], [OPCODES["Selu"], 2, -1, 2], [OPCODES["Clip"], 3, -1, 2]]
+    assert codes.tolist() == [
+        [OPCODES["Add"], 0, 1, 0],
+        [OPCODES["Selu"], 2, -1, 2],
+        [OPCODES["Clip"], 3, -1, 2],
+    ]
     assert params.tolist() == [[0.0, 0.0], [1.5, 2.0], [-math.inf, 6.0]]
 
 
@@ -66,6 +75,8 @@ def test_activations() -> None:
     assert apply_activation(y, {"activation": "none"}) is y
     np.testing.assert_array_equal(apply_activation(y, {"activation": "Relu"}), [0, 0.5, 8])
     np.testing.assert_allclose(apply_activation(y, {"activation": "LeakyRelu", "alpha": 0.5}), [-1, 0.5, 8])
-    np.testing.assert_array_equal(apply_activation(y, {"activation": "Clip", "min": 0.0, "max": 6.0}), [0, 0.5, 6])
+    np.testing.assert_array_equal(
+        apply_activation(y, {"activation": "Clip", "min": 0.0, "max": 6.0}), [0, 0.5, 6]
+    )
     with pytest.raises(ValueError):
         apply_activation(y, {"activation": "Swish"})

@@ -9,8 +9,14 @@ from aioge.graph import DynamicShapeError, Graph, GraphTypeError, ShapeInference
 from aioge.graph.passes import infer_shapes
 
 
-def _one(op: str, shapes: list[tuple[int, ...]], attrs: dict | None = None, consts: dict | None = None,
-         dtype: str = "float32", n_out: int = 1) -> list[tuple[int, ...]]:
+def _one(
+    op: str,
+    shapes: list[tuple[int, ...]],
+    attrs: dict | None = None,
+    consts: dict | None = None,
+    dtype: str = "float32",
+    n_out: int = 1,
+) -> list[tuple[int, ...]]:
     g = Graph()
     ins = [g.input(f"x{i}", s, dtype).name for i, s in enumerate(shapes)]
     for k, v in (consts or {}).items():
@@ -29,11 +35,28 @@ def _one(op: str, shapes: list[tuple[int, ...]], attrs: dict | None = None, cons
         ("MatMul", [(5, 2, 3), (3, 7)], {}, {}, [(5, 2, 7)]),
         ("MatMul", [(3,), (2, 3, 4)], {}, {}, [(2, 4)]),
         ("Gemm", [(4, 3), (5, 4)], {"transA": 1, "transB": 1}, {}, [(3, 5)]),
-        ("Conv", [(1, 4, 9, 9), (6, 2, 3, 3)], {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}, {},
-         [(1, 6, 5, 5)]),
+        (
+            "Conv",
+            [(1, 4, 9, 9), (6, 2, 3, 3)],
+            {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]},
+            {},
+            [(1, 6, 5, 5)],
+        ),
         ("Conv", [(1, 3, 7), (2, 3, 3)], {"auto_pad": "SAME_UPPER", "strides": [2]}, {}, [(1, 2, 4)]),
-        ("ConvTranspose", [(1, 4, 5, 5), (4, 3, 3, 3)], {"strides": [2, 2], "group": 2}, {}, [(1, 6, 11, 11)]),
-        ("MaxPool", [(1, 2, 8, 8)], {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, {}, [(1, 2, 4, 4)]),
+        (
+            "ConvTranspose",
+            [(1, 4, 5, 5), (4, 3, 3, 3)],
+            {"strides": [2, 2], "group": 2},
+            {},
+            [(1, 6, 11, 11)],
+        ),
+        (
+            "MaxPool",
+            [(1, 2, 8, 8)],
+            {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+            {},
+            [(1, 2, 4, 4)],
+        ),
         ("GlobalAveragePool", [(2, 3, 5, 7)], {}, {}, [(2, 3, 1, 1)]),
         ("Flatten", [(2, 3, 4)], {"axis": 2}, {}, [(6, 4)]),
         ("Flatten", [(2, 3, 4)], {"axis": 0}, {}, [(1, 24)]),
@@ -43,9 +66,18 @@ def _one(op: str, shapes: list[tuple[int, ...]], attrs: dict | None = None, cons
         ("Unsqueeze", [(3,)], {}, {"a": np.array([0, -1], np.int64)}, [(1, 3, 1)]),
         ("Concat", [(2, 3), (2, 5)], {"axis": -1}, {}, [(2, 8)]),
         ("Split", [(7, 2)], {"axis": 0}, {}, [(3, 2), (3, 2), (1, 2)]),
-        ("Slice", [(10, 5)], {}, {"s": np.array([-1, 1], np.int64), "e": np.array([-11, 100], np.int64),
-                                  "a": np.array([0, 1], np.int64), "st": np.array([-3, 2], np.int64)},
-         [(4, 2)]),
+        (
+            "Slice",
+            [(10, 5)],
+            {},
+            {
+                "s": np.array([-1, 1], np.int64),
+                "e": np.array([-11, 100], np.int64),
+                "a": np.array([0, 1], np.int64),
+                "st": np.array([-3, 2], np.int64),
+            },
+            [(4, 2)],
+        ),
         ("Gather", [(5, 6)], {"axis": 1}, {"i": np.zeros((2, 3), np.int64)}, [(5, 2, 3)]),
         ("Expand", [(3, 1)], {}, {"s": np.array([2, 1, 4], np.int64)}, [(2, 3, 4)]),
         ("Tile", [(2, 3)], {}, {"r": np.array([2, 1], np.int64)}, [(4, 3)]),
@@ -119,7 +151,7 @@ def test_runtime_shape_input_is_a_dynamic_shape_error() -> None:
     x = g.input("x", (2, 3))
     s = g.input("s", (2,), "int64")
     g.output(g.add_node("Reshape", [x, s], name="dyn"))
-    with pytest.raises(DynamicShapeError, match="dyn.*compile-time constant"):
+    with pytest.raises(DynamicShapeError, match=r"dyn.*compile-time constant"):
         infer_shapes(g)
 
 
@@ -127,7 +159,7 @@ def test_inference_type_error() -> None:
     g = Graph()
     x = g.input("x", (2, 3))
     g.output(g.add_node("Reshape", [x, g.constant(np.array([3, 2], np.float32))], name="r"))
-    with pytest.raises(GraphTypeError, match="'r'"):
+    with pytest.raises(GraphTypeError, match=r"'r'"):
         infer_shapes(g)
 
 
@@ -137,7 +169,7 @@ def test_declared_shape_conflict() -> None:
     n = g.add_node("Relu", [x], name="relu")
     g.values[n.output].shape = (3, 2)
     g.output(n)
-    with pytest.raises(ShapeInferenceError, match="declared"):
+    with pytest.raises(ShapeInferenceError, match=r"declared"):
         infer_shapes(g)
 
 

@@ -6,15 +6,21 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from cann_emulator import SPEC, run_lowered
+
 from aioge.graph import ConstInput, Graph, LoweringError, lower, lower_node, optimize
 from aioge.graph.lower import acl_dtype
 from aioge.graph.passes import infer_shapes
 
 
-def lowered(op: str, shapes: list[tuple[int, ...]], attrs: dict | None = None, consts: dict | None = None,
-            dtype: str = "float32", n_out: int = 1):  # noqa: ANN201
+def lowered(
+    op: str,
+    shapes: list[tuple[int, ...]],
+    attrs: dict | None = None,
+    consts: dict | None = None,
+    dtype: str = "float32",
+    n_out: int = 1,
+):
     g = Graph()
     ins = [g.input(f"x{i}", s, dtype).name for i, s in enumerate(shapes)]
     for k, v in (consts or {}).items():
@@ -28,47 +34,82 @@ def lowered(op: str, shapes: list[tuple[int, ...]], attrs: dict | None = None, c
     return g, lower_node(g, g.node("n"))
 
 
-def single(op: str, shapes: list, attrs: dict | None = None, consts: dict | None = None, **kw: Any):  # noqa: ANN201
+def single(op: str, shapes: list, attrs: dict | None = None, consts: dict | None = None, **kw: Any):
     _, ln = lowered(op, shapes, attrs, consts, **kw)
     assert len(ln.ops) == 1, [o.op_type for o in ln.ops]
     return ln.ops[0]
 
 
 def test_conv2d_attrs() -> None:
-    op = single("Conv", [(1, 4, 9, 9)], {"strides": [2, 1], "pads": [1, 2, 3, 4], "dilations": [1, 2], "group": 2},
-                {"w": np.ones((6, 2, 3, 3), np.float32), "b": np.zeros(6, np.float32)})
+    op = single(
+        "Conv",
+        [(1, 4, 9, 9)],
+        {"strides": [2, 1], "pads": [1, 2, 3, 4], "dilations": [1, 2], "group": 2},
+        {"w": np.ones((6, 2, 3, 3), np.float32), "b": np.zeros(6, np.float32)},
+    )
     assert op.op_type == "Conv2D"
     assert op.inputs[:3] == ("x0", "w", "b") and op.inputs[3] is None
-    assert op.attrs == {"strides": [1, 1, 2, 1], "pads": [1, 3, 2, 4], "dilations": [1, 1, 1, 2], "groups": 2,
-                        "data_format": "NCHW", "offset_x": 0}
-    op = single("Conv", [(1, 1, 5, 5)], {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
-                {"w": np.ones((1, 1, 2, 2), np.float32)})
+    assert op.attrs == {
+        "strides": [1, 1, 2, 1],
+        "pads": [1, 3, 2, 4],
+        "dilations": [1, 1, 1, 2],
+        "groups": 2,
+        "data_format": "NCHW",
+        "offset_x": 0,
+    }
+    op = single(
+        "Conv",
+        [(1, 1, 5, 5)],
+        {"auto_pad": "SAME_UPPER", "strides": [2, 2]},
+        {"w": np.ones((1, 1, 2, 2), np.float32)},
+    )
     assert op.attrs["pads"] == [0, 1, 0, 1] and op.inputs[2] is None
 
 
 def test_pooling_attrs() -> None:
-    op = single("MaxPool", [(1, 2, 8, 8)], {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 0],
-                                           "ceil_mode": 1})
+    op = single(
+        "MaxPool",
+        [(1, 2, 8, 8)],
+        {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 0], "ceil_mode": 1},
+    )
     assert op.op_type == "MaxPoolV3"
-    assert op.attrs == {"ksize": [1, 1, 3, 2], "strides": [1, 1, 2, 2], "padding_mode": "CALCULATED",
-                        "pads": [1, 1, 0, 0], "data_format": "NCHW", "global_pooling": False, "ceil_mode": True}
+    assert op.attrs == {
+        "ksize": [1, 1, 3, 2],
+        "strides": [1, 1, 2, 2],
+        "padding_mode": "CALCULATED",
+        "pads": [1, 1, 0, 0],
+        "data_format": "NCHW",
+        "global_pooling": False,
+        "ceil_mode": True,
+    }
     op = single("AveragePool", [(1, 2, 8, 8)], {"kernel_shape": [2, 2], "count_include_pad": 1})
     assert op.op_type == "AvgPoolV2" and op.attrs["exclusive"] is False and op.attrs["ceil_mode"] is False
     op = single("GlobalAveragePool", [(1, 2, 5, 7)])
-    assert op.op_type == "AvgPoolV2" and op.attrs["global_pooling"] is True and op.attrs["ksize"] == [1, 1, 5, 7]
+    assert (
+        op.op_type == "AvgPoolV2" and op.attrs["global_pooling"] is True and op.attrs["ksize"] == [1, 1, 5, 7]
+    )
     assert op.attrs["padding_mode"] == "VALID"
     assert single("GlobalMaxPool", [(1, 2, 5, 7)]).op_type == "MaxPoolV3"
 
 
 def test_norms_softmax_reduce() -> None:
-    _, ln = lowered("BatchNormalization", [(2, 3, 4, 4)], {"epsilon": 1e-3},
-                    {k: np.ones(3, np.float32) for k in "sbmv"})
+    _, ln = lowered(
+        "BatchNormalization", [(2, 3, 4, 4)], {"epsilon": 1e-3}, {k: np.ones(3, np.float32) for k in "sbmv"}
+    )
     (bn,) = ln.ops
     assert bn.op_type == "BatchNorm" and len(bn.outputs) == 6 and len(ln.temps) == 5
     assert bn.attrs == {"epsilon": 1e-3, "data_format": "NCHW", "is_training": False}
-    op = single("LayerNormalization", [(2, 5, 8)], {"axis": -1, "epsilon": 1e-6},
-                {"g": np.ones(8, np.float32), "b": np.zeros(8, np.float32)})
-    assert op.op_type == "LayerNorm" and op.attrs == {"begin_norm_axis": 2, "begin_params_axis": 2, "epsilon": 1e-6}
+    op = single(
+        "LayerNormalization",
+        [(2, 5, 8)],
+        {"axis": -1, "epsilon": 1e-6},
+        {"g": np.ones(8, np.float32), "b": np.zeros(8, np.float32)},
+    )
+    assert op.op_type == "LayerNorm" and op.attrs == {
+        "begin_norm_axis": 2,
+        "begin_params_axis": 2,
+        "epsilon": 1e-6,
+    }
     assert len(op.outputs) == 3
     op = single("Softmax", [(2, 5, 8)], {"axis": 1})
     assert (op.op_type, op.attrs) == ("SoftmaxV2", {"axes": [1], "half_to_float": False})
@@ -88,8 +129,17 @@ def test_data_movement_ops() -> None:
     assert single("Split", [(6, 2)], {}, n_out=3).op_type == "SplitD"
     op = single("Split", [(6, 2)], {}, {"s": np.array([1, 5], np.int64)}, n_out=2)
     assert op.op_type == "SplitV" and op.inputs[1].value.tolist() == [1, 5] and op.attrs == {"num_split": 2}
-    op = single("Slice", [(5, 6)], {}, {"s": np.array([4, 1], np.int64), "e": np.array([-100, 5], np.int64),
-                                        "a": np.array([0, 1], np.int64), "st": np.array([-2, 2], np.int64)})
+    op = single(
+        "Slice",
+        [(5, 6)],
+        {},
+        {
+            "s": np.array([4, 1], np.int64),
+            "e": np.array([-100, 5], np.int64),
+            "a": np.array([0, 1], np.int64),
+            "st": np.array([-2, 2], np.int64),
+        },
+    )
     assert op.op_type == "StridedSlice" and op.attrs["end_mask"] == 1
     assert [i.value.tolist() for i in op.inputs[1:]] == [[4, 1], [0, 5], [-2, 2]]
     op = single("Gather", [(5, 6)], {"axis": 1}, {"i": np.array([-1, 2], np.int64)})
@@ -128,12 +178,20 @@ def test_matmul_gemm_variants() -> None:
     assert single("MatMul", [(2, 3), (3, 4)]).op_type == "MatMulV2"
     op = single("MatMul", [(5, 2, 3), (3, 4)])
     assert op.op_type == "BatchMatMulV2" and op.attrs == {"adj_x1": False, "adj_x2": False, "offset_x": 0}
-    op = single("Gemm", [(3, 2)], {"transA": 1, "transB": 1}, {"b": np.ones((4, 3), np.float32),
-                                                              "c": np.ones(4, np.float32)})
+    op = single(
+        "Gemm",
+        [(3, 2)],
+        {"transA": 1, "transB": 1},
+        {"b": np.ones((4, 3), np.float32), "c": np.ones(4, np.float32)},
+    )
     assert op.op_type == "MatMulV2" and op.inputs[2] == "c"
     assert op.attrs == {"transpose_x1": True, "transpose_x2": True, "offset_x": 0}
-    _, ln = lowered("Gemm", [(2, 3)], {"alpha": 2.0, "beta": 0.5}, {"b": np.ones((3, 4), np.float32),
-                                                                  "c": np.ones((2, 4), np.float32)})
+    _, ln = lowered(
+        "Gemm",
+        [(2, 3)],
+        {"alpha": 2.0, "beta": 0.5},
+        {"b": np.ones((3, 4), np.float32), "c": np.ones((2, 4), np.float32)},
+    )
     assert [o.op_type for o in ln.ops] == ["MatMulV2", "Mul", "Mul", "Add"]
     _, ln = lowered("MatMul", [(3,), (3, 4)])
     assert [o.op_type for o in ln.ops] == ["Reshape", "MatMulV2", "Reshape"]
@@ -153,6 +211,7 @@ def test_fused_ops_lower_to_themselves() -> None:
 
 def test_every_emitted_op_type_is_known() -> None:
     import models
+
     from aioge.graph import load_onnx
 
     for fn in models.MODELS.values():
@@ -177,13 +236,19 @@ def test_decompositions_match_reference() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
     for op, attrs, consts in [
-        ("Softplus", {}, {}), ("Elu", {"alpha": 0.5}, {}), ("Selu", {}, {}), ("Shrink", {"lambd": 0.3}, {}),
-        ("LeakyRelu", {"alpha": 0.1}, {}), ("Sign", {}, {}), ("LRN", {"size": 3}, {}),
+        ("Softplus", {}, {}),
+        ("Elu", {"alpha": 0.5}, {}),
+        ("Selu", {}, {}),
+        ("Shrink", {"lambd": 0.3}, {}),
+        ("LeakyRelu", {"alpha": 0.1}, {}),
+        ("Sign", {}, {}),
+        ("LRN", {"size": 3}, {}),
         ("PRelu", {}, {"s": rng.standard_normal((3, 1, 1)).astype(np.float32)}),
         ("InstanceNormalization", {}, {"s": np.ones(3, np.float32), "b": np.zeros(3, np.float32)}),
         ("Mean", {}, {"m": np.ones(5, np.float32)}),
         ("Pad", {}, {"p": np.array([0, -1, 1, 0, 0, 1, -2, 2], np.int64)}),
     ]:
         g, _ = lowered(op, [x.shape], attrs, consts)
-        np.testing.assert_allclose(run_lowered(g, {"x0": x})["n"], run_reference(g, {"x0": x})["n"], rtol=1e-5,
-                                   atol=1e-6, err_msg=op)
+        np.testing.assert_allclose(
+            run_lowered(g, {"x0": x})["n"], run_reference(g, {"x0": x})["n"], rtol=1e-5, atol=1e-6, err_msg=op
+        )

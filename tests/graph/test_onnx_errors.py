@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, external_data_helper, helper, numpy_helper
-
 from onnx_util import check_against_ort, make_model, rand, run_ort
+
 from aioge.errors import AioGeError
 from aioge.graph import (
     DynamicShapeError,
@@ -26,8 +26,10 @@ from aioge.graph.reference import run_reference
 
 
 def small_model() -> onnx.ModelProto:
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
-             helper.make_node("Relu", ["h"], ["y"], name="act")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+        helper.make_node("Relu", ["h"], ["y"], name="act"),
+    ]
     return make_model(nodes, {"x": rand(2, 3)}, ["y"], {"w": rand(3, 4, seed=1)})
 
 
@@ -52,7 +54,7 @@ def test_every_truncation_is_a_typed_error() -> None:
 
 
 def test_garbage_bytes() -> None:
-    with pytest.raises(MalformedModelError, match="decode|no graph"):
+    with pytest.raises(MalformedModelError, match=r"decode|no graph"):
         load_onnx(b"\xff\xfe not a protobuf \x00\x01" * 7)
 
 
@@ -65,7 +67,7 @@ def test_wrong_attribute_type_names_node() -> None:
 
 def test_unknown_attribute() -> None:
     node = helper.make_node("Relu", ["x"], ["y"], name="r", alpha=1.0)
-    with pytest.raises(MalformedModelError, match="'r'.*unknown attribute 'alpha'"):
+    with pytest.raises(MalformedModelError, match=r"'r'.*unknown attribute 'alpha'"):
         load_onnx(make_model([node], {"x": rand(2)}, ["y"]))
 
 
@@ -77,10 +79,12 @@ def test_missing_initializer_names_node() -> None:
 
 
 def test_cycle() -> None:
-    nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="first"),
-             helper.make_node("Relu", ["a"], ["b"], name="second"),
-             helper.make_node("Identity", ["a"], ["y"], name="out")]
-    with pytest.raises(MalformedModelError, match="cycle.*(first|second)"):
+    nodes = [
+        helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+        helper.make_node("Relu", ["a"], ["b"], name="second"),
+        helper.make_node("Identity", ["a"], ["y"], name="out"),
+    ]
+    with pytest.raises(MalformedModelError, match=r"cycle.*(first|second)"):
         load_onnx(make_model(nodes, {"x": rand(2)}, ["y"]))
 
 
@@ -91,11 +95,11 @@ def test_wrong_input_types_and_shapes() -> None:
         load_onnx(m)
     node = helper.make_node("MatMul", ["x", "w"], ["y"], name="bad_mm")
     m = make_model([node], {"x": rand(2, 3)}, ["y"], {"w": rand(4, 5)})
-    with pytest.raises(MalformedModelError, match="bad_mm.*inner dimensions"):
+    with pytest.raises(MalformedModelError, match=r"bad_mm.*inner dimensions"):
         load_onnx(m)
     node = helper.make_node("Reshape", ["x", "s"], ["y"], name="float_shape")
     m = make_model([node], {"x": rand(2, 3)}, ["y"], {"s": np.array([3, 2], np.float32)})
-    with pytest.raises(MalformedModelError, match="float_shape"):
+    with pytest.raises(MalformedModelError, match=r"float_shape"):
         load_onnx(m)
 
 
@@ -103,26 +107,31 @@ def test_initializer_payload_size_mismatch() -> None:
     m = small_model()
     t = m.graph.initializer[0]
     t.raw_data = t.raw_data[:-4]
-    with pytest.raises(MalformedModelError, match="initializer 'w'"):
+    with pytest.raises(MalformedModelError, match=r"initializer 'w'"):
         load_onnx(m)
 
 
 def test_duplicate_and_missing_outputs() -> None:
-    nodes = [helper.make_node("Relu", ["x"], ["y"], name="a"), helper.make_node("Neg", ["x"], ["y"], name="b")]
-    with pytest.raises(MalformedModelError, match="already defined"):
+    nodes = [
+        helper.make_node("Relu", ["x"], ["y"], name="a"),
+        helper.make_node("Neg", ["x"], ["y"], name="b"),
+    ]
+    with pytest.raises(MalformedModelError, match=r"already defined"):
         load_onnx(make_model(nodes, {"x": rand(2)}, ["y"]))
     nodes = [helper.make_node("Relu", ["x"], ["h"], name="a")]
-    with pytest.raises(MalformedModelError, match="graph output 'y'"):
+    with pytest.raises(MalformedModelError, match=r"graph output 'y'"):
         load_onnx(make_model(nodes, {"x": rand(2)}, ["y"]))
 
 
 def test_unsupported_ops_are_all_listed() -> None:
-    nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"),
-             helper.make_node("Resize", ["a", "", "sc"], ["b"], name="resize_1"),
-             helper.make_node("NonZero", ["b"], ["c"], name="nz"),
-             helper.make_node("Resize", ["a", "", "sc"], ["d"], name="resize_2"),
-             helper.make_node("FusedGemm", ["a", "a"], ["e"], name="ms", domain="com.microsoft"),
-             helper.make_node("Add", ["b", "d"], ["y"], name="join")]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="ok"),
+        helper.make_node("Resize", ["a", "", "sc"], ["b"], name="resize_1"),
+        helper.make_node("NonZero", ["b"], ["c"], name="nz"),
+        helper.make_node("Resize", ["a", "", "sc"], ["d"], name="resize_2"),
+        helper.make_node("FusedGemm", ["a", "a"], ["e"], name="ms", domain="com.microsoft"),
+        helper.make_node("Add", ["b", "d"], ["y"], name="join"),
+    ]
     m = make_model(nodes, {"x": rand(1, 1, 2, 2)}, ["y"], {"sc": np.ones(4, np.float32)})
     m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     with pytest.raises(UnsupportedOpError) as e:
@@ -135,17 +144,19 @@ def test_unsupported_ops_are_all_listed() -> None:
 
 
 def test_unsupported_features_of_supported_ops() -> None:
-    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], name="mp"),
-             helper.make_node("Gelu", ["x"], ["g"], name="gelu_too_early")]
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], name="mp"),
+        helper.make_node("Gelu", ["x"], ["g"], name="gelu_too_early"),
+    ]
     m = make_model(nodes, {"x": rand(1, 1, 4, 4)}, {"y": np.float32, "idx": np.int64, "g": np.float32})
-    with pytest.raises(UnsupportedOpError, match="Indices") as e:
+    with pytest.raises(UnsupportedOpError, match=r"Indices") as e:
         load_onnx(m)
     assert {n for _, n, _ in e.value.unsupported} == {"mp", "gelu_too_early"}
     assert "not defined in opset 17" in str(e.value)
     bn = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], training_mode=1, name="bn")
     c = np.ones(1, np.float32)
     m = make_model([bn], {"x": rand(1, 1, 2, 2)}, ["y"], {"s": c, "b": c, "m": c, "v": c}, opset=15)
-    with pytest.raises(UnsupportedOpError, match="bn.*training"):
+    with pytest.raises(UnsupportedOpError, match=r"bn.*training"):
         load_onnx(m)
 
 
@@ -153,31 +164,31 @@ def test_unsupported_features_of_supported_ops() -> None:
 def test_unsupported_opset(opset: int) -> None:
     m = small_model()
     m.opset_import[0].version = opset
-    with pytest.raises(UnsupportedOpsetError, match=f"opset {opset}"):
+    with pytest.raises(UnsupportedOpsetError, match=rf"opset {opset}"):
         load_onnx(m)
     del m.opset_import[:]
-    with pytest.raises(MalformedModelError, match="opset"):
+    with pytest.raises(MalformedModelError, match=r"opset"):
         load_onnx(m)
 
 
 def test_symbolic_dims_need_input_shapes() -> None:
-    nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("Reshape", ["r", "s"], ["y"])]
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Reshape", ["r", "s"], ["y"])]
     x = rand(2, 3, 4)
-    m = make_model(nodes, {"x": x}, ["y"], {"s": np.array([0, -1], np.int64)},
-                   input_dims={"x": ["batch", 3, "width"]})
+    m = make_model(
+        nodes, {"x": x}, ["y"], {"s": np.array([0, -1], np.int64)}, input_dims={"x": ["batch", 3, "width"]}
+    )
     with pytest.raises(DynamicShapeError, match=r"'x'.*batch.*input_shapes") as e:
         load_onnx(m)
     assert not isinstance(e.value, OnnxImportError)
     g = load_onnx(m, input_shapes={"x": (2, 3, 4)})
     assert g.values["y"].shape == (2, 12)
     check_against_ort(m, {"x": x}, input_shapes={"x": (2, 3, 4)})
-    with pytest.raises(OnnxImportError, match="contradicts"):
+    with pytest.raises(OnnxImportError, match=r"contradicts"):
         load_onnx(m, input_shapes={"x": (2, 5, 4)})
-    with pytest.raises(OnnxImportError, match="not graph inputs"):
+    with pytest.raises(OnnxImportError, match=r"not graph inputs"):
         load_onnx(m, input_shapes={"x": (2, 3, 4), "z": (1,)})
     m2 = make_model(nodes, {"x": x}, ["y"], {"s": np.array([0, -1], np.int64)}, input_dims={"x": None})
-    with pytest.raises(DynamicShapeError, match="no shape"):
+    with pytest.raises(DynamicShapeError, match=r"no shape"):
         load_onnx(m2)
 
 
@@ -188,8 +199,15 @@ def test_missing_onnx_package_mentions_the_extra(monkeypatch: pytest.MonkeyPatch
 
 
 # ---------------------------------------------------------------- external data
-def _external_model(tmp: str, location: str, *, offset: int = 0, length: int | None = None,
-                    write: bytes | None = None, write_to: str | None = None) -> onnx.ModelProto:
+def _external_model(
+    tmp: str,
+    location: str,
+    *,
+    offset: int = 0,
+    length: int | None = None,
+    write: bytes | None = None,
+    write_to: str | None = None,
+) -> onnx.ModelProto:
     w = rand(3, 4, seed=1)
     t = numpy_helper.from_array(w, "w")
     external_data_helper.set_external_data(t, location, offset=offset or None, length=length)
@@ -202,8 +220,13 @@ def _external_model(tmp: str, location: str, *, offset: int = 0, length: int | N
         with open(target, "wb") as f:
             f.write(b"\0" * offset + payload)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
-    graph = helper.make_graph(nodes, "ext", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [t])
+    graph = helper.make_graph(
+        nodes,
+        "ext",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [t],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -222,7 +245,7 @@ def test_external_data_inside_the_directory_loads(tmp_path: os.PathLike) -> None
     np.testing.assert_allclose(run_reference(g, {"x": x})["y"], x @ rand(3, 4, seed=1), rtol=1e-6)
     g2 = load_onnx(m.SerializeToString(), base_dir=tmp)
     assert np.array_equal(g2.constants["w"], g.constants["w"])
-    with pytest.raises(ExternalDataError, match="base_dir"):
+    with pytest.raises(ExternalDataError, match=r"base_dir"):
         load_onnx(m)
 
 
@@ -231,8 +254,9 @@ def test_external_data_written_by_onnx_loads(tmp_path: os.PathLike) -> None:
     feeds = {"x": rand(2, 3)}
     want = run_ort(m, feeds)["y"]
     path = os.path.join(str(tmp_path), "m.onnx")
-    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="w.data",
-                    size_threshold=0)
+    onnx.save_model(
+        m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="w.data", size_threshold=0
+    )
     assert os.path.exists(os.path.join(str(tmp_path), "w.data"))
     np.testing.assert_allclose(run_reference(load_onnx(path), feeds)["y"], want, rtol=1e-5)
 
@@ -241,18 +265,18 @@ def test_external_data_escaping_paths_are_refused(tmp_path: os.PathLike) -> None
     root = os.path.join(str(tmp_path), "model_dir")
     os.makedirs(root)
     m = _external_model(root, "../outside.bin")
-    with pytest.raises(ExternalDataError, match="escapes"):
+    with pytest.raises(ExternalDataError, match=r"escapes"):
         load_onnx(_save(m, os.path.join(root, "a.onnx")))
     outside = os.path.join(str(tmp_path), "secret.bin")
     m = _external_model(root, outside, write_to=outside)
-    with pytest.raises(ExternalDataError, match="absolute"):
+    with pytest.raises(ExternalDataError, match=r"absolute"):
         load_onnx(_save(m, os.path.join(root, "b.onnx")))
     os.symlink(outside, os.path.join(root, "link.bin"))
     m = _external_model(root, "link.bin", write_to=outside)
-    with pytest.raises(ExternalDataError, match="escapes"):
+    with pytest.raises(ExternalDataError, match=r"escapes"):
         load_onnx(_save(m, os.path.join(root, "c.onnx")))
     m = _external_model(root, "sub/../../outside2.bin", write_to=os.path.join(str(tmp_path), "outside2.bin"))
-    with pytest.raises(ExternalDataError, match="escapes"):
+    with pytest.raises(ExternalDataError, match=r"escapes"):
         load_onnx(_save(m, os.path.join(root, "d.onnx")))
 
 
@@ -260,14 +284,14 @@ def test_external_data_missing_and_size_mismatch(tmp_path: os.PathLike) -> None:
     tmp = str(tmp_path)
     m = _external_model(tmp, "w.bin")
     os.remove(os.path.join(tmp, "w.bin"))
-    with pytest.raises(ExternalDataError, match="does not exist"):
+    with pytest.raises(ExternalDataError, match=r"does not exist"):
         load_onnx(_save(m, os.path.join(tmp, "a.onnx")))
     m = _external_model(tmp, "w2.bin", length=40)
-    with pytest.raises(ExternalDataError, match="length 40 does not match"):
+    with pytest.raises(ExternalDataError, match=r"length 40 does not match"):
         load_onnx(_save(m, os.path.join(tmp, "b.onnx")))
     m = _external_model(tmp, "w3.bin", write=b"\0" * 20)
-    with pytest.raises(ExternalDataError, match="has 20 bytes.*needs 48"):
+    with pytest.raises(ExternalDataError, match=r"has 20 bytes.*needs 48"):
         load_onnx(_save(m, os.path.join(tmp, "c.onnx")))
     m = _external_model(tmp, "w4.bin", offset=8, write=b"\0" * 44)
-    with pytest.raises(ExternalDataError, match="at offset 8"):
+    with pytest.raises(ExternalDataError, match=r"at offset 8"):
         load_onnx(_save(m, os.path.join(tmp, "d.onnx")))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import helper
-
 from onnx_util import check_against_ort, make_model, one_op, rand
+
 from aioge.graph import load_onnx
 
 X = rand(2, 1, 3, 1)
@@ -62,10 +62,19 @@ def test_clip_attrs_then_inputs(opset: int) -> None:
         m = one_op("Clip", {"x": x}, {"min": -0.5, "max": 0.25}, opset=opset)
         m2 = one_op("Clip", {"x": x}, {"max": 0.25}, opset=opset)
     else:
-        m = one_op("Clip", {"x": x}, initializers={"lo": np.array(-0.5, np.float32),
-                                                   "hi": np.array(0.25, np.float32)}, opset=opset)
-        m2 = one_op("Clip", {"x": x}, initializers={"hi": np.array(0.25, np.float32)},
-                    input_order=["x", "", "hi"], opset=opset)
+        m = one_op(
+            "Clip",
+            {"x": x},
+            initializers={"lo": np.array(-0.5, np.float32), "hi": np.array(0.25, np.float32)},
+            opset=opset,
+        )
+        m2 = one_op(
+            "Clip",
+            {"x": x},
+            initializers={"hi": np.array(0.25, np.float32)},
+            input_order=["x", "", "hi"],
+            opset=opset,
+        )
     check_against_ort(m, {"x": x})
     check_against_ort(m2, {"x": x})
 
@@ -76,11 +85,17 @@ def test_pad_attrs_then_inputs(opset: int) -> None:
     if opset < 11:
         m = one_op("Pad", {"x": x}, {"pads": [1, 0, 0, 2], "value": 1.5}, opset=opset)
     else:
-        m = one_op("Pad", {"x": x}, initializers={"p": np.array([1, 0, 0, 2], np.int64),
-                                                  "v": np.array(1.5, np.float32)}, opset=opset)
+        m = one_op(
+            "Pad",
+            {"x": x},
+            initializers={"p": np.array([1, 0, 0, 2], np.int64), "v": np.array(1.5, np.float32)},
+            opset=opset,
+        )
     check_against_ort(m, {"x": x})
     if opset < 11:
-        check_against_ort(one_op("Pad", {"x": x}, {"pads": [1, 1, 1, 1], "mode": "edge"}, opset=opset), {"x": x})
+        check_against_ort(
+            one_op("Pad", {"x": x}, {"pads": [1, 1, 1, 1], "mode": "edge"}, opset=opset), {"x": x}
+        )
 
 
 @pytest.mark.parametrize("opset", [9, 10, 13])
@@ -89,8 +104,12 @@ def test_slice_attrs_then_inputs(opset: int) -> None:
     if opset < 10:
         m = one_op("Slice", {"x": x}, {"starts": [1, -4], "ends": [4, 100], "axes": [0, 1]}, opset=opset)
     else:
-        m = one_op("Slice", {"x": x}, initializers={"s": np.array([1, -4], np.int64),
-                                                    "e": np.array([4, 100], np.int64)}, opset=opset)
+        m = one_op(
+            "Slice",
+            {"x": x},
+            initializers={"s": np.array([1, -4], np.int64), "e": np.array([4, 100], np.int64)},
+            opset=opset,
+        )
     check_against_ort(m, {"x": x})
 
 
@@ -108,7 +127,9 @@ def test_split_versions(opset: int, n: int) -> None:
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize(("opset", "axis"), [(11, None), (11, 1), (11, 2), (11, 0), (12, -1), (13, 1), (13, None)])
+@pytest.mark.parametrize(
+    ("opset", "axis"), [(11, None), (11, 1), (11, 2), (11, 0), (12, -1), (13, 1), (13, None)]
+)
 def test_softmax_semantics_change_at_13(op: str, opset: int, axis: int | None) -> None:
     x = rand(2, 3, 4)
     attrs = {} if axis is None else {"axis": axis}
@@ -133,11 +154,13 @@ def test_dropout_versions(opset: int) -> None:
 @pytest.mark.parametrize("opset", [9, 13, 17, 21])
 def test_mixed_model_across_opsets(opset: int) -> None:
     x = rand(2, 3, 4, 4)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Flatten", ["p"], ["f"]),
-             helper.make_node("Gemm", ["f", "fw", "fb"], ["g"], transB=1),
-             helper.make_node("Softmax", ["g"], ["y0"])]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["g"], transB=1),
+        helper.make_node("Softmax", ["g"], ["y0"]),
+    ]
     inits = {"w": rand(4, 3, 3, 3, seed=1), "fw": rand(5, 16, seed=2), "fb": rand(5, seed=3)}
     check_against_ort(make_model(nodes, {"x": x}, ["y0"], inits, opset), {"x": x}, levels=(0, 1, 2))

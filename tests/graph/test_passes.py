@@ -108,10 +108,18 @@ def test_fold_constants_folds_constant_subgraphs_and_shapes() -> None:
 def test_fold_constants_does_not_blow_up_small_constants() -> None:
     g = Graph()
     x = g.input("x", (1,))
-    big = g.add_node("ConstantOfShape", [g.constant(np.array([2048, 1024], np.int64))],
-                     {"value": np.array([1.0], np.float32)}, name="big")
-    small = g.add_node("ConstantOfShape", [g.constant(np.array([3], np.int64))],
-                       {"value": np.array([1.0], np.float32)}, name="small")
+    big = g.add_node(
+        "ConstantOfShape",
+        [g.constant(np.array([2048, 1024], np.int64))],
+        {"value": np.array([1.0], np.float32)},
+        name="big",
+    )
+    small = g.add_node(
+        "ConstantOfShape",
+        [g.constant(np.array([3], np.int64))],
+        {"value": np.array([1.0], np.float32)},
+        name="small",
+    )
     y = g.add_node("Add", [big, x], name="y")
     z = g.add_node("Add", [small, x], name="z")
     g.output(y, z)
@@ -136,8 +144,9 @@ def test_dce_removes_dead_nodes_constants_and_optional_outputs() -> None:
     x = g.input("x", (2, 4))
     unused_in = g.input("unused", (1,))
     dead = g.add_node("Exp", [g.add_node("Neg", [x])], name="dead")
-    ln = g.add_node("LayerNormalization", [x, g.constant(np.ones(4, np.float32), name="gamma")],
-                    num_outputs=3, name="ln")
+    ln = g.add_node(
+        "LayerNormalization", [x, g.constant(np.ones(4, np.float32), name="gamma")], num_outputs=3, name="ln"
+    )
     dr = g.add_node("Dropout", [ln.outputs[0]], num_outputs=2, name="dr")
     g.constant(np.zeros(3, np.float32), name="orphan")
     g.output(dr.outputs[0])
@@ -197,9 +206,18 @@ def _conv_bn_graph(bias: bool = True, act: str | None = "Relu") -> Graph:
     if bias:
         ins.append(g.constant(rand(4), name="b"))
     c = g.add_node("Conv", ins, {"pads": [1, 1, 1, 1]}, name="conv")
-    bn = g.add_node("BatchNormalization",
-                    [c, g.constant(rand(4) + 2), g.constant(rand(4)), g.constant(rand(4)),
-                     g.constant(np.abs(rand(4)) + 0.5)], {"epsilon": 1e-3}, name="bn")
+    bn = g.add_node(
+        "BatchNormalization",
+        [
+            c,
+            g.constant(rand(4) + 2),
+            g.constant(rand(4)),
+            g.constant(rand(4)),
+            g.constant(np.abs(rand(4)) + 0.5),
+        ],
+        {"epsilon": 1e-3},
+        name="bn",
+    )
     y = g.add_node(act, [bn], name="y") if act else bn
     g.output(y)
     return infer_shapes(g)
@@ -278,8 +296,12 @@ def test_matmul_scale_bias_activation_fusion() -> None:
 def test_gemm_fusion_folds_alpha_beta_and_transposes() -> None:
     g = Graph()
     x = g.input("x", (6, 3))
-    gm = g.add_node("Gemm", [x, g.constant(rand(4, 6)), g.constant(rand(1, 4))],
-                    {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0}, name="gemm")
+    gm = g.add_node(
+        "Gemm",
+        [x, g.constant(rand(4, 6)), g.constant(rand(1, 4))],
+        {"transA": 1, "transB": 1, "alpha": 0.5, "beta": 2.0},
+        name="gemm",
+    )
     y = g.add_node("Clip", [gm, g.constant(np.float32(0)), g.constant(np.float32(6))], name="y")
     g.output(y)
     g = infer_shapes(g)
@@ -331,8 +353,14 @@ def test_elementwise_chain_fusion_and_program_format() -> None:
     assert n.outputs == ["y"]
     assert n.inputs[:2] == ["x", "s"] and len(n.inputs) == 3  # x, s, the 0.5 constant (x deduplicated)
     prog = n.attrs["program"]
-    assert prog == [("Mul", (0, 1), ()), ("Add", (3, 2), ()), ("Erf", (4,), ()), ("LeakyRelu", (5,), (0.3,)),
-                    ("Clip", (6,), (-0.5, math.inf)), ("Mul", (7, 0), ())]
+    assert prog == [
+        ("Mul", (0, 1), ()),
+        ("Add", (3, 2), ()),
+        ("Erf", (4,), ()),
+        ("LeakyRelu", (5,), (0.3,)),
+        ("Clip", (6,), (-0.5, math.inf)),
+        ("Mul", (7, 0), ()),
+    ]
     codes, params = encode_program(prog)
     assert codes.shape == (6, 4) and codes.dtype == np.int32 and params.shape == (6, 2)
     assert codes[0].tolist() == [OPCODES["Mul"], 0, 1, 0]

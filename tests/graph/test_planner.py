@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
+import models
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import models
 from plan_sim import execute, random_issue_order
+
 from aioge.graph import Graph, PlanError, load_onnx, optimize, plan
 from aioge.graph.passes import infer_shapes
 from aioge.graph.reference import run_reference
@@ -24,7 +26,9 @@ def random_dags(draw: st.DrawFn) -> Graph:
         lengths[name] = g.values[name].shape[0]
     names = list(lengths)
     for i in range(draw(st.integers(1, 24))):
-        kind = draw(st.sampled_from(["unary", "unary", "binary", "binary", "concat", "slice", "split", "alias"]))
+        kind = draw(
+            st.sampled_from(["unary", "unary", "binary", "binary", "concat", "slice", "split", "alias"])
+        )
         a = draw(st.sampled_from(names))
         la = lengths[a]
         if kind == "binary":
@@ -57,20 +61,26 @@ def random_dags(draw: st.DrawFn) -> Graph:
     return infer_shapes(g)
 
 
-def _check_serial_disjoint(p) -> None:  # noqa: ANN001
+def _check_serial_disjoint(p) -> None:
     """Values live at the same step (issue order) never share arena bytes — checked from scratch."""
     arena = [b for b in p.buffers.values() if b.kind == "arena" and b.size]
     for t in range(len(p.steps) + 1):
         live = sorted((b.offset, b.offset + b.size, b.value) for b in arena if b.first <= t <= b.last)
-        for (lo1, hi1, v1), (lo2, hi2, v2) in zip(live, live[1:]):
+        for (lo1, hi1, v1), (lo2, hi2, v2) in itertools.pairwise(live):
             assert hi1 <= lo2, f"step {t}: {v1} [{lo1},{hi1}) overlaps {v2} [{lo2},{hi2})"
 
 
-@given(g=random_dags(), streams=st.integers(1, 3), alignment=st.sampled_from([1, 16, 64]),
-       slack=st.sampled_from([None, 0.0, 0.1]), seed=st.integers(0, 10**6))
+@given(
+    g=random_dags(),
+    streams=st.integers(1, 3),
+    alignment=st.sampled_from([1, 16, 64]),
+    slack=st.sampled_from([None, 0.0, 0.1]),
+    seed=st.integers(0, 10**6),
+)
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_plan_invariants_on_random_dags(g: Graph, streams: int, alignment: int, slack: float | None,
-                                        seed: int) -> None:
+def test_plan_invariants_on_random_dags(
+    g: Graph, streams: int, alignment: int, slack: float | None, seed: int
+) -> None:
     p = plan(g, max_streams=streams, alignment=alignment, memory_slack=slack)
     p.verify()
     _check_serial_disjoint(p)
@@ -125,7 +135,9 @@ def test_single_stream_has_no_waits_and_plans_are_deterministic() -> None:
     p1 = plan(g, max_streams=1)
     assert p1.num_streams == 1 and not any(s.waits for s in p1.steps) and p1.joins == ()
     a, b = plan(g), plan(g)
-    assert [(s.node.name, s.stream, s.waits) for s in a.steps] == [(s.node.name, s.stream, s.waits) for s in b.steps]
+    assert [(s.node.name, s.stream, s.waits) for s in a.steps] == [
+        (s.node.name, s.stream, s.waits) for s in b.steps
+    ]
     assert {k: v.offset for k, v in a.buffers.items()} == {k: v.offset for k, v in b.buffers.items()}
 
 

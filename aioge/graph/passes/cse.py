@@ -60,7 +60,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         if orig is None:
             index[key] = n
             continue
-        pairs = [(d, o) for d, o in zip(n.outputs, orig.outputs) if d]
+        pairs = [(d, o) for d, o in zip(n.outputs, orig.outputs, strict=False) if d]
         if any(d in outputs for d, _ in pairs):
             if any(o in outputs for _, o in pairs) or any(not o for _, o in pairs):
                 continue

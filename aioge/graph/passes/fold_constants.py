@@ -31,8 +31,11 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
         if n.op_type == "Shape":
             end = get_attr(n, "end")
             shape = g.values[n.inputs[0]].shape or ()
-            outs = [np.array(shape_slice(shape, int(get_attr(n, "start")), None if end is None else int(end)),
-                             np.int64)]
+            outs = [
+                np.array(
+                    shape_slice(shape, int(get_attr(n, "start")), None if end is None else int(end)), np.int64
+                )
+            ]
         elif all(i in g.constants for i in n.inputs if i) and n.inputs:
             out_elems = sum(math.prod(g.values[o].shape or ()) for o in n.outputs if o)
             in_elems = sum(g.constants[i].size for i in n.inputs if i)
@@ -41,7 +44,7 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
             outs = evaluate_node(n, [g.constants[i] if i else None for i in n.inputs])
         else:
             continue
-        for name, arr in zip(n.outputs, outs):
+        for name, arr in zip(n.outputs, outs, strict=False):
             if name:
                 g.set_constant(name, np.asarray(arr, dtype=g.values[name].dtype))
         folded.append(n)

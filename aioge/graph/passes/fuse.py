@@ -75,7 +75,9 @@ from ._util import require_shapes, scalar_constant, single_consumer
 __all__ = ("fuse", "fold_conv_batchnorm", "fuse_bias_activation", "fuse_elementwise")
 
 
-def fuse(graph: Graph, *, conv_bn: bool = True, bias_activation: bool = True, elementwise: bool = True) -> Graph:
+def fuse(
+    graph: Graph, *, conv_bn: bool = True, bias_activation: bool = True, elementwise: bool = True
+) -> Graph:
     """Apply the enabled fusions (see the module docstring); returns a new graph."""
     g = graph
     if conv_bn:
@@ -185,8 +187,9 @@ def fuse_bias_activation(graph: Graph) -> Graph:
         dtype = g.values[out].dtype
         if dtype not in FLOAT_TYPES or len(shape) < 2:
             continue
-        if n.op_type == "MatMul" and (len(g.values[n.inputs[0]].shape or ()) < 2
-                                      or len(g.values[n.inputs[1]].shape or ()) < 2):
+        if n.op_type == "MatMul" and (
+            len(g.values[n.inputs[0]].shape or ()) < 2 or len(g.values[n.inputs[1]].shape or ()) < 2
+        ):
             continue
         is_conv = n.op_type == "Conv"
         channels = shape[1] if is_conv else shape[-1]
@@ -206,7 +209,9 @@ def fuse_bias_activation(graph: Graph) -> Graph:
         scale = float(get_attr(n, "alpha")) if n.op_type == "Gemm" else 1.0
         mul = single_consumer(g, consumers, tail)
         if not is_conv and mul is not None and mul.op_type in ("Mul", "Div") and bias is None:
-            other = mul.inputs[1] if mul.inputs[0] == tail else (mul.inputs[0] if mul.op_type == "Mul" else "")
+            other = (
+                mul.inputs[1] if mul.inputs[0] == tail else (mul.inputs[0] if mul.op_type == "Mul" else "")
+            )
             c = scalar_constant(g, other) if other else None
             if c is not None and c != 0.0 and g.values[mul.outputs[0]].shape == shape:
                 scale = scale * c if mul.op_type == "Mul" else scale / c
@@ -265,7 +270,7 @@ def _gemm_c(g: Graph, n: Node, channels: int) -> np.ndarray | None:
     arr = g.constants[c]
     m = (g.values[n.outputs[0]].shape or (0, 0))[0]
     full = (1,) * (2 - arr.ndim) + tuple(arr.shape) if arr.ndim <= 2 else None
-    if full is None or full[0] != 1 and m != 1:
+    if full is None or (full[0] != 1 and m != 1):
         return None
     vec = arr.reshape(-1)
     if vec.size not in (1, channels):
@@ -303,6 +308,64 @@ def _ew_step(g: Graph, n: Node) -> tuple[str, list[str], tuple[float, ...]] | No
     return op, [n.inputs[0]], params
 
 
+class _EwTree:
+    """One fusable tree: its member nodes, external inputs and register program."""
+
+    def __init__(
+        self,
+        g: Graph,
+        steps: dict[int, tuple[str, list[str], tuple[float, ...]]],
+        producers: dict[str, Node],
+        consumers: dict[str, list[Node]],
+        taken: set[int],
+        root: Node,
+    ) -> None:
+        self.g, self.steps, self.producers, self.consumers = g, steps, producers, consumers
+        self.dtype = g.values[root.outputs[0]].dtype
+        self.members: set[int] = set()
+        self.inputs: list[str] = []
+        self.program: list[Step] = []
+        self._absorb(root, taken)
+
+    def _absorb(self, n: Node, taken: set[int]) -> None:
+        self.members.add(id(n))
+        for name in self.steps[id(n)][1]:
+            p = self.producers.get(name)
+            if (
+                p is not None
+                and id(p) in self.steps
+                and id(p) not in taken
+                and id(p) not in self.members
+                and self.g.values[name].dtype == self.dtype
+                and single_consumer(self.g, self.consumers, name) is n
+            ):
+                self._absorb(p, taken)
+
+    def _emit(self, n: Node) -> int:
+        """Append ``n``'s step after its operands'; srcs are -1-input or step numbers for now."""
+        op, ins, params = self.steps[id(n)]
+        srcs = []
+        for name in ins:
+            p = self.producers.get(name)
+            if p is not None and id(p) in self.members:
+                srcs.append(self._emit(p))
+            else:
+                if name not in self.inputs:
+                    self.inputs.append(name)
+                srcs.append(-1 - self.inputs.index(name))
+        self.program.append((op, tuple(srcs), params))
+        return len(self.program) - 1
+
+    def node(self, root: Node) -> Node:
+        self._emit(root)
+        k = len(self.inputs)
+        program = [
+            (op, tuple(-1 - s if s < 0 else k + s for s in srcs), params) for op, srcs, params in self.program
+        ]
+        name = self.g.fresh_name(f"{root.name}/fused_ew")
+        return Node("_FusedElementwise", list(self.inputs), [root.outputs[0]], {"program": program}, name)
+
+
 def fuse_elementwise(graph: Graph) -> Graph:
     """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes."""
     require_shapes(graph, "fuse_elementwise")
@@ -310,53 +373,18 @@ def fuse_elementwise(graph: Graph) -> Graph:
     consumers = g.consumers()
     producers = g.producers()
     steps = {id(n): s for n in g.nodes if (s := _ew_step(g, n)) is not None}
-    grouped: set[int] = set()
+    taken: set[int] = set()
     replace: dict[int, Node] = {}
     dead: set[int] = set()
     for root in reversed(g.topological_order()):
-        if id(root) not in steps or id(root) in grouped:
+        if id(root) not in steps or id(root) in taken:
             continue
-        dtype = g.values[root.outputs[0]].dtype
-        members: set[int] = set()
-
-        def absorb(n: Node) -> None:
-            members.add(id(n))
-            for name in steps[id(n)][1]:
-                p = producers.get(name)
-                if (p is not None and id(p) in steps and id(p) not in grouped and id(p) not in members
-                        and g.values[name].dtype == dtype and single_consumer(g, consumers, name) is n):
-                    absorb(p)
-
-        absorb(root)
-        if len(members) < 2:
+        tree = _EwTree(g, steps, producers, consumers, taken, root)
+        if len(tree.members) < 2:
             continue
-        grouped |= members
-        inputs: list[str] = []
-        program: list[Step] = []
-
-        def emit(n: Node) -> int:
-            op, ins, params = steps[id(n)]
-            srcs = []
-            for name in ins:
-                p = producers.get(name)
-                if p is not None and id(p) in members:
-                    srcs.append(emit(p))
-                else:
-                    if name not in inputs:
-                        inputs.append(name)
-                    srcs.append(-1 - inputs.index(name))  # input placeholder, fixed below
-            program.append((op, tuple(srcs), params))
-            return len(program) - 1  # step placeholder
-
-        emit(root)
-        k = len(inputs)
-        fixed: list[Step] = []
-        for op, srcs, params in program:
-            fixed.append((op, tuple(-1 - s if s < 0 else k + s for s in srcs), params))
-        fused = Node("_FusedElementwise", inputs, [root.outputs[0]], {"program": fixed},
-                     g.fresh_name(f"{root.name}/fused_ew"))
-        replace[id(root)] = fused
-        dead |= members - {id(root)}
+        taken |= tree.members
+        replace[id(root)] = tree.node(root)
+        dead |= tree.members - {id(root)}
     g.nodes = [replace.get(id(n), n) for n in g.nodes if id(n) not in dead]
     g.prune_values()
     return g

@@ -16,7 +16,7 @@ shape-determining input is not a compile-time value.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,8 +59,10 @@ class _Ctx:
         v = self._values[i] if i < len(self._values) else None
         if v is None:
             raise DynamicShapeError(
-                f"input {i} ({what}, {self.node.input(i)!r}) must be a compile-time constant for static shapes",
-                node=self.node.name, op_type=self.node.op_type,
+                f"input {i} ({what}, {self.node.input(i)!r}) must be a compile-time constant "
+                "for static shapes",
+                node=self.node.name,
+                op_type=self.node.op_type,
             )
         return v
 
@@ -121,8 +123,22 @@ def _dropout(c: _Ctx) -> list[Shape]:
     return [c.shape(0)] * len(c.node.outputs)
 
 
-@_shape_fn("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Less", "Greater", "Where",
-           "_FusedElementwise")
+@_shape_fn(
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Max",
+    "Min",
+    "Sum",
+    "Mean",
+    "Equal",
+    "Less",
+    "Greater",
+    "Where",
+    "_FusedElementwise",
+)
 def _broadcast(c: _Ctx) -> list[Shape]:
     shapes = [c.shape(i) for i in range(len(c.node.inputs))]
     try:
@@ -226,8 +242,14 @@ def _conv(c: _Ctx) -> list[Shape]:
     if c.has(2) and c.shape(2) != (w[0],):
         raise c.error(f"bias shape {c.shape(2)} must be ({w[0]},)")
     try:
-        _, _, out = S.conv_geometry(x[2:], kernel, _ints_attr(c.attr("strides")), _ints_attr(c.attr("dilations")),
-                                    _ints_attr(c.attr("pads")), str(c.attr("auto_pad")))
+        _, _, out = S.conv_geometry(
+            x[2:],
+            kernel,
+            _ints_attr(c.attr("strides")),
+            _ints_attr(c.attr("dilations")),
+            _ints_attr(c.attr("pads")),
+            str(c.attr("auto_pad")),
+        )
     except ValueError as e:
         raise _wrap(c, e) from None
     return [(x[0], w[0], *out)]
@@ -241,9 +263,15 @@ def _conv_t(c: _Ctx) -> list[Shape]:
         raise c.error(f"bias shape {c.shape(2)} must be ({m},)")
     try:
         _, _, out = S.conv_transpose_geometry(
-            x[2:], kernel, _ints_attr(c.attr("strides")), _ints_attr(c.attr("dilations")),
-            _ints_attr(c.attr("pads")), str(c.attr("auto_pad")), _ints_attr(c.attr("output_padding")),
-            _ints_attr(c.attr("output_shape")))
+            x[2:],
+            kernel,
+            _ints_attr(c.attr("strides")),
+            _ints_attr(c.attr("dilations")),
+            _ints_attr(c.attr("pads")),
+            str(c.attr("auto_pad")),
+            _ints_attr(c.attr("output_padding")),
+            _ints_attr(c.attr("output_shape")),
+        )
     except ValueError as e:
         raise _wrap(c, e) from None
     return [(x[0], m, *out)]
@@ -258,8 +286,15 @@ def _pool(c: _Ctx) -> list[Shape]:
     if c.node.op_type == "MaxPool" and int(c.attr("storage_order")):
         raise c.error("storage_order=1 is not supported")
     try:
-        _, _, out = S.pool_geometry(x[2:], kernel, _ints_attr(c.attr("strides")), _ints_attr(c.attr("dilations")),
-                                    _ints_attr(c.attr("pads")), str(c.attr("auto_pad")), int(c.attr("ceil_mode")))
+        _, _, out = S.pool_geometry(
+            x[2:],
+            kernel,
+            _ints_attr(c.attr("strides")),
+            _ints_attr(c.attr("dilations")),
+            _ints_attr(c.attr("pads")),
+            str(c.attr("auto_pad")),
+            int(c.attr("ceil_mode")),
+        )
     except ValueError as e:
         raise _wrap(c, e) from None
     return [(x[0], x[1], *out)]
@@ -355,7 +390,9 @@ def _concat(c: _Ctx) -> list[Shape]:
     except ValueError as e:
         raise _wrap(c, e) from None
     for i, s in enumerate(shapes):
-        if len(s) != len(shapes[0]) or any(a != b for j, (a, b) in enumerate(zip(s, shapes[0])) if j != axis):
+        if len(s) != len(shapes[0]) or any(
+            a != b for j, (a, b) in enumerate(zip(s, shapes[0], strict=False)) if j != axis
+        ):
             raise c.error(f"input {i} of shape {s} does not concatenate with {shapes[0]} on axis {axis}")
     out = list(shapes[0])
     out[axis] = sum(s[axis] for s in shapes)
@@ -370,15 +407,16 @@ def _split(c: _Ctx) -> list[Shape]:
         sizes = S.split_sizes(x[axis], len(c.node.outputs), c.opt_ints(1, "split"))
     except ValueError as e:
         raise _wrap(c, e) from None
-    return [(*x[:axis], s, *x[axis + 1:]) for s in sizes]
+    return [(*x[:axis], s, *x[axis + 1 :]) for s in sizes]
 
 
 @_shape_fn("Slice")
 def _slice(c: _Ctx) -> list[Shape]:
     x = c.shape(0)
     try:
-        rng = S.slice_ranges(x, c.ints(1, "starts"), c.ints(2, "ends"), c.opt_ints(3, "axes"),
-                             c.opt_ints(4, "steps"))
+        rng = S.slice_ranges(
+            x, c.ints(1, "starts"), c.ints(2, "ends"), c.opt_ints(3, "axes"), c.opt_ints(4, "steps")
+        )
     except ValueError as e:
         raise _wrap(c, e) from None
     return [tuple(S.range_len(*r) for r in rng)]
@@ -391,7 +429,7 @@ def _gather(c: _Ctx) -> list[Shape]:
         a = S.normalize_axis(int(c.attr("axis")), len(x))
     except ValueError as e:
         raise _wrap(c, e) from None
-    return [(*x[:a], *idx, *x[a + 1:])]
+    return [(*x[:a], *idx, *x[a + 1 :])]
 
 
 @_shape_fn("Expand")
@@ -407,7 +445,7 @@ def _tile(c: _Ctx) -> list[Shape]:
     x, reps = c.shape(0), c.ints(1, "repeats")
     if len(reps) != len(x) or any(r < 0 for r in reps):
         raise c.error(f"repeats {reps} do not fit rank {len(x)}")
-    return [tuple(d * r for d, r in zip(x, reps))]
+    return [tuple(d * r for d, r in zip(x, reps, strict=False))]
 
 
 @_shape_fn("Pad")
@@ -422,10 +460,12 @@ def _pad(c: _Ctx) -> list[Shape]:
         pairs = S.pad_pairs(len(x), c.ints(1, "pads"), c.opt_ints(3, "axes"))
     except ValueError as e:
         raise _wrap(c, e) from None
-    out = tuple(d + b + e for d, (b, e) in zip(x, pairs))
+    out = tuple(d + b + e for d, (b, e) in zip(x, pairs, strict=False))
     if any(d < 0 for d in out):
         raise c.error(f"negative pads crop {x} below zero")
-    if mode == "reflect" and any(max(b, e) >= d and (b > 0 or e > 0) for d, (b, e) in zip(x, pairs)):
+    if mode == "reflect" and any(
+        max(b, e) >= d and (b > 0 or e > 0) for d, (b, e) in zip(x, pairs, strict=False)
+    ):
         raise c.error("reflect pads must be smaller than the padded dimension")
     return [out]
 
@@ -473,8 +513,11 @@ def _infer_node(node: Node, shapes: list[Shape | None], values: list[np.ndarray 
             raise
         raise ShapeInferenceError(str(e), node=node.name, op_type=node.op_type) from e
     if len(out) != len(node.outputs):
-        raise ShapeInferenceError(f"produces {len(out)} outputs, node declares {len(node.outputs)}",
-                                  node=node.name, op_type=node.op_type)
+        raise ShapeInferenceError(
+            f"produces {len(out)} outputs, node declares {len(node.outputs)}",
+            node=node.name,
+            op_type=node.op_type,
+        )
     return [tuple(int(d) for d in s) for s in out]
 
 
@@ -495,8 +538,9 @@ def _propagate(graph: Graph, node: Node, known: dict[str, np.ndarray]) -> None:
         s = graph.values[node.inputs[0]].shape
         if s is not None:
             end = get_attr(node, "end")
-            known[node.outputs[0]] = np.array(shape_slice(s, int(get_attr(node, "start")),
-                                                          None if end is None else int(end)), np.int64)
+            known[node.outputs[0]] = np.array(
+                shape_slice(s, int(get_attr(node, "start")), None if end is None else int(end)), np.int64
+            )
         return
     if not all(x in known for x in node.inputs if x):
         return
@@ -505,7 +549,7 @@ def _propagate(graph: Graph, node: Node, known: dict[str, np.ndarray]) -> None:
     if any(known[x].size > 4 * MAX_PROPAGATED_ELEMENTS for x in node.inputs if x):
         return
     res = evaluate_node(node, [known[x] if x else None for x in node.inputs])
-    for name, arr in zip(node.outputs, res):
+    for name, arr in zip(node.outputs, res, strict=False):
         if name:
             known[name] = arr
 
@@ -526,22 +570,29 @@ def infer_shapes(graph: Graph) -> Graph:
     for node in order:
         check_node_signature(node)
         ins = [g.values[x] if x else None for x in node.inputs]
-        for x, v in zip(node.inputs, ins):
+        for x, v in zip(node.inputs, ins, strict=False):
             if v is not None and not v.known:
-                raise GraphError(f"input {x!r} has no shape (not produced before this node?)",
-                                 node=node.name, op_type=node.op_type)
+                raise GraphError(
+                    f"input {x!r} has no shape (not produced before this node?)",
+                    node=node.name,
+                    op_type=node.op_type,
+                )
         dtypes = check_node_dtypes(node, [v.dtype if v else None for v in ins])
-        shapes = _infer_node(node, [v.shape if v else None for v in ins],
-                             [known.get(x) if x else None for x in node.inputs])
-        for o, s, dt in zip(node.outputs, shapes, dtypes):
+        shapes = _infer_node(
+            node, [v.shape if v else None for v in ins], [known.get(x) if x else None for x in node.inputs]
+        )
+        for o, s, dt in zip(node.outputs, shapes, dtypes, strict=False):
             if not o:
                 continue
             v = g.values[o]
             if v.shape is not None and tuple(v.shape) != s:
-                raise ShapeInferenceError(f"output {o!r} was declared {v.shape}, inferred {s}",
-                                          node=node.name, op_type=node.op_type)
+                raise ShapeInferenceError(
+                    f"output {o!r} was declared {v.shape}, inferred {s}", node=node.name, op_type=node.op_type
+                )
             if dt is None:
-                raise ShapeInferenceError(f"cannot infer the dtype of {o!r}", node=node.name, op_type=node.op_type)
+                raise ShapeInferenceError(
+                    f"cannot infer the dtype of {o!r}", node=node.name, op_type=node.op_type
+                )
             v.shape, v.dtype = s, normalize_dtype(dt)
         _propagate(g, node, known)
     g.nodes = order
@@ -549,5 +600,3 @@ def infer_shapes(graph: Graph) -> Graph:
         if not g.values[o].known:
             raise ShapeInferenceError(f"graph output {o!r} has no inferred shape")
     return g
-
-
