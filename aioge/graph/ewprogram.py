@@ -78,9 +78,9 @@ def gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     """ONNX Gelu (exact erf form, or the tanh approximation)."""
     if approximate == "tanh":
         c = np.asarray(math.sqrt(2.0 / math.pi), x.dtype)
-        return (0.5 * x * (1.0 + np.tanh(c * (x + np.asarray(0.044715, x.dtype) * x * x * x)))).astype(
-            x.dtype
-        )
+        return np.asarray(
+            0.5 * x * (1.0 + np.tanh(c * (x + np.asarray(0.044715, x.dtype) * x * x * x)))
+        ).astype(x.dtype)
     x64 = x.astype(np.float64)
     return (0.5 * x64 * (1.0 + erf(x64 / math.sqrt(2.0)))).astype(x.dtype)
 
@@ -112,7 +112,7 @@ def _clip_int(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
     info = np.iinfo(x.dtype)
     lo_i = info.min if lo == -math.inf else int(lo)
     hi_i = info.max if hi == math.inf else int(hi)
-    return np.minimum(np.maximum(x, x.dtype.type(lo_i)), x.dtype.type(hi_i))
+    return np.asarray(np.minimum(np.maximum(x, x.dtype.type(lo_i)), x.dtype.type(hi_i)))
 
 
 def _shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
@@ -123,15 +123,15 @@ def _shrink(x: np.ndarray, bias: float = 0.0, lambd: float = 0.5) -> np.ndarray:
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     one = _c(1, x)
-    return one / (one + np.exp(-x))
+    return np.asarray(one / (one + np.exp(-x)))
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
-    return np.logaddexp(np.zeros((), x.dtype), x)
+    return np.asarray(np.logaddexp(np.zeros((), x.dtype), x))
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, np.zeros((), x.dtype))
+    return np.asarray(np.maximum(x, np.zeros((), x.dtype)))
 
 
 #: unary opcodes -> (function, number of params)
@@ -164,7 +164,7 @@ def _prelu(x: np.ndarray, slope: np.ndarray) -> np.ndarray:
 
 def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
-        return np.power(a, b.astype(a.dtype, copy=False))
+        return np.asarray(np.power(a, b.astype(a.dtype, copy=False)))
     return np.power(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
 
 
@@ -173,8 +173,8 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         q = a // b
         # ONNX integer division truncates toward zero
         fix = (a % b != 0) & ((a < 0) != (b < 0))
-        return (q + fix).astype(a.dtype)
-    return a / b
+        return np.asarray((q + fix).astype(a.dtype))
+    return np.asarray(a / b)
 
 
 #: binary opcodes -> function (srcs are (a, b); PRelu is (x, slope))

@@ -52,9 +52,11 @@ def normalize_dtype(dtype: Any) -> np.dtype:
     if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        bf16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+        return bf16
     try:
-        return np.dtype(dtype)
+        dt: np.dtype = np.dtype(dtype)
+        return dt
     except TypeError as e:
         raise GraphError(f"not a dtype: {dtype!r}") from e
 

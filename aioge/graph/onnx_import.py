@@ -207,7 +207,7 @@ def load_onnx(
 
 
 def _read(onnx: Any, model: Any, base_dir: Any) -> tuple[Any, str | None]:
-    from google.protobuf.message import DecodeError
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
     base = os.fspath(base_dir) if base_dir is not None else None
     if isinstance(model, onnx.ModelProto):
@@ -536,12 +536,12 @@ def _constant(
         raise _Unsupported("string constants")
     if k == "sparse_value":
         raise _Unsupported("sparse constants")
-    arr = {
-        "value_float": lambda: np.array(v, np.float32),
-        "value_floats": lambda: np.array(v, np.float32),
-        "value_int": lambda: np.array(v, np.int64),
-        "value_ints": lambda: np.array(v, np.int64),
-    }.get(k, lambda: np.asarray(v))()
+    if k in ("value_float", "value_floats"):
+        arr = np.array(v, np.float32)
+    elif k in ("value_int", "value_ints"):
+        arr = np.array(v, np.int64)
+    else:
+        arr = np.asarray(v)
     if len(outs) != 1:
         raise MalformedModelError("Constant has one output", node=name, op_type=op)
     if outs[0] in im.g.values:

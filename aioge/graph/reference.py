@@ -57,7 +57,8 @@ _UNARY_PARAMS: dict[str, Callable[[Node], tuple[float, ...]]] = {
 
 @_kernel(*(op for op in UNARY if op not in ("Clip", "Gelu", "GeluTanh")))
 def _unary(node: Node, xs: list[Any]) -> list[Arr]:
-    params = _UNARY_PARAMS.get(node.op_type, lambda n: ())(node)
+    get = _UNARY_PARAMS.get(node.op_type)
+    params = get(node) if get is not None else ()
     return [apply_unary(node.op_type, xs[0], params)]
 
 
@@ -520,7 +521,7 @@ def pad_array(x: Arr, pairs: Sequence[tuple[int, int]], mode: str, value: Any) -
     if mode == "constant":
         y = np.pad(x, pos, mode="constant", constant_values=np.asarray(value, x.dtype).item())
     elif mode in ("reflect", "edge", "wrap"):
-        y = np.pad(x, pos, mode=mode)
+        y = np.pad(x, pos, mode=mode)  # type: ignore[call-overload]
     else:
         raise ValueError(f"unknown Pad mode {mode!r}")
     crop = tuple(slice(-min(b, 0), y.shape[i] + min(e, 0)) for i, (b, e) in enumerate(pairs))

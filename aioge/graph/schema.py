@@ -42,15 +42,17 @@ __all__ = (
 )
 
 _D = np.dtype
-FLOAT_TYPES = frozenset({_D("float16"), _D("float32"), _D("float64"), normalize_dtype("bfloat16")})
-INT_TYPES = frozenset(
+BOOL: np.dtype = _D("bool")
+I64: np.dtype = _D("int64")
+FLOAT_TYPES: frozenset[np.dtype] = frozenset(
+    {_D("float16"), _D("float32"), _D("float64"), normalize_dtype("bfloat16")}
+)
+INT_TYPES: frozenset[np.dtype] = frozenset(
     _D(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 )
-NUM_TYPES = FLOAT_TYPES | INT_TYPES
-ANY_TYPES = NUM_TYPES | {_D("bool")}
-IDX_TYPES = frozenset({_D("int32"), _D("int64")})
-BOOL = _D("bool")
-I64 = _D("int64")
+NUM_TYPES: frozenset[np.dtype] = FLOAT_TYPES | INT_TYPES
+ANY_TYPES: frozenset[np.dtype] = NUM_TYPES | {BOOL}
+IDX_TYPES: frozenset[np.dtype] = frozenset({_D("int32"), I64})
 
 DT = np.dtype | None
 Rule = Callable[[Node, list[DT]], list[DT]]
@@ -200,7 +202,7 @@ def _fused_ew_rule(node: Node, dts: list[DT]) -> list[DT]:
 
 
 _F, _N, _A = FLOAT_TYPES, NUM_TYPES, ANY_TYPES
-_I64 = frozenset({I64})
+_I64: frozenset[np.dtype] = frozenset({I64})
 
 _CONV_ATTRS = {
     "auto_pad": "NOTSET",

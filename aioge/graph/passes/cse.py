@@ -53,22 +53,22 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         g.replace_uses(name, orig)
     # nodes
     index: dict[tuple[Any, ...], Node] = {}
-    dead = []
+    dead: list[Node] = []
     for n in g.topological_order():
         key = _node_key(n)
-        orig = index.get(key)
-        if orig is None:
+        first = index.get(key)
+        if first is None:
             index[key] = n
             continue
-        pairs = [(d, o) for d, o in zip(n.outputs, orig.outputs, strict=False) if d]
+        pairs = [(d, o) for d, o in zip(n.outputs, first.outputs, strict=False) if d]
         if any(d in outputs for d, _ in pairs):
             if any(o in outputs for _, o in pairs) or any(not o for _, o in pairs):
                 continue
-            # keep the duplicate (it writes a graph output) and drop the original instead
+            # keep the duplicate (it writes a graph output) and drop the firstinal instead
             for d, o in pairs:
                 _redirect(g, o, d)
             index[key] = n
-            dead.append(orig)
+            dead.append(first)
             continue
         if any(not o for _, o in pairs):
             continue

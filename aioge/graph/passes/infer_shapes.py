@@ -570,8 +570,8 @@ def infer_shapes(graph: Graph) -> Graph:
     for node in order:
         check_node_signature(node)
         ins = [g.values[x] if x else None for x in node.inputs]
-        for x, v in zip(node.inputs, ins, strict=False):
-            if v is not None and not v.known:
+        for x, vin in zip(node.inputs, ins, strict=False):
+            if vin is not None and not vin.known:
                 raise GraphError(
                     f"input {x!r} has no shape (not produced before this node?)",
                     node=node.name,
