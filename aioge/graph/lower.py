@@ -15,8 +15,12 @@ Attr Python types map to ``aclopSetAttr*``: ``bool`` -> Bool (uint8),
 ``int`` -> Int, ``float`` -> Float, ``str`` -> String, ``list[int]`` ->
 ListInt (int64), ``list[float]`` -> ListFloat.  ``LoweredOp.alias`` marks an op
 that need not launch: its single output is a view of input 0 with another
-shape (Reshape/Identity; ORT does the same).  Ops whose type starts with ``_``
-are aioge's fused host ops and lower to themselves.
+shape (Reshape/Identity; ORT does the same).  An alias op's output is either a
+node-local temporary or the output of a Reshape-like IR node, which the
+planner also makes a view; a real op never ends in a view of a graph value:
+it writes the graph value directly, with ``LoweredOp.shapes`` giving the
+descriptor shape it uses.  Ops whose type starts with ``_`` are aioge's fused
+host ops and lower to themselves.
 
 Table (ONNX/IR op -> CANN ops):
 
@@ -40,7 +44,7 @@ Cast                   ``Cast`` dst_type = aclDataType number
 Not                    ``Equal(x, false)``
 Equal Less Greater     same name
 Where                  ``Select(condition, x1, x2)`` (``BroadcastToD`` first where shapes differ)
-Identity Dropout       ``Identity`` (alias); a used Dropout mask is ``Fill(dims, true)``
+Identity Dropout       ``Identity`` (alias; a copy when Dropout's mask is used: ``Fill(dims, true)``)
 Reshape Flatten        ``Reshape(x, shape)`` (alias), shape = the static output shape
 Squeeze Unsqueeze
 Transpose              ``TransposeD`` perm
@@ -83,7 +87,7 @@ Shape                  ``Identity`` of a const input (normally folded away)
 ConstantOfShape        ``Fill(dims, value)`` (const inputs, as ORT)
 ReduceSum/Mean/Max/Min ``ReduceSumD`` / ``ReduceMeanD`` / ``ReduceMaxD`` / ``ReduceMinD``
                        axes, keep_dims (ReduceMeanD: noop_with_empty_axes=false);
-                       a no-op reduction is ``Identity``
+                       a no-op reduction is an ``Identity`` copy
 _FusedConv ...         themselves (host-only op types)
 =====================  ==================================================================
 
@@ -130,15 +134,43 @@ class LoweredOp:
     outputs: tuple[str, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
     alias: bool = False
+    #: descriptor shapes that differ from the named value's own shape (same elements, contiguous),
+    #: e.g. a 1-D Conv writing its (N, C, 1, W) result straight into the (N, C, W) output
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class LoweredNode:
-    """The CANN ops of one IR node and the temporaries they exchange (name -> (shape, dtype))."""
+    """The CANN ops of one IR node and the temporaries they exchange (name -> (shape, dtype)).
+
+    Temporaries are node-local: an executor allocates them per node (see
+    :meth:`scratch`) and may reuse that scratch for the next node.
+    """
 
     node: Node
     ops: tuple[LoweredOp, ...]
     temps: dict[str, tuple[tuple[int, ...], np.dtype]]
+
+    def scratch(self, alignment: int = 64) -> tuple[int, dict[str, int], dict[str, str]]:
+        """Scratch layout: (total bytes, temp -> byte offset, alias temp -> the name it views).
+
+        Outputs of alias ops (Reshape/Identity views) take no bytes; they view
+        their input (a temporary or a graph value).
+        """
+        views: dict[str, str] = {}
+        for op in self.ops:
+            if op.alias and op.outputs[0] in self.temps:
+                src = op.inputs[0]
+                assert isinstance(src, str)
+                views[op.outputs[0]] = views.get(src, src)
+        offsets: dict[str, int] = {}
+        total = 0
+        for name, (shape, dtype) in self.temps.items():
+            if name in views:
+                continue
+            offsets[name] = total
+            total += -(-math.prod(shape) * dtype.itemsize // alignment) * alignment
+        return total, offsets, views
 
 
 _ACL_DT = {
@@ -262,7 +294,7 @@ def _chain(L: _L, cann: str, div_by_n: bool = False) -> None:
     ins, out = L.node.inputs, L.node.outputs[0]
     shape, dt = L.shape(out), L.dtype(out)
     if len(ins) == 1 and not div_by_n:
-        L.op("Identity", [ins[0]], [out], alias=True)
+        L.op("Identity", [ins[0]], [out])  # a copy: the plan gives this output its own buffer
         return
     acc = ins[0]
     for i, x in enumerate(ins[1:]):
@@ -390,8 +422,10 @@ def _where(L: _L) -> None:
 
 
 def _identity(L: _L) -> None:
-    L.op("Identity", [L.node.inputs[0]], [L.node.outputs[0]], alias=True)
-    if len(L.node.outputs) > 1 and L.node.outputs[1]:
+    with_mask = len(L.node.outputs) > 1 and bool(L.node.outputs[1])
+    # the planner makes a single-output Identity/Dropout a view; with a mask it is a copy
+    L.op("Identity", [L.node.inputs[0]], [L.node.outputs[0]], alias=not with_mask)
+    if with_mask:
         mask = L.node.outputs[1]
         L.op("Fill", [ConstInput(np.array(L.shape(mask), np.int64)), ConstInput(np.array(True))], [mask])
 
@@ -880,7 +914,7 @@ def _reduce(L: _L) -> None:
         raise L.fail("reduction axes must be a constant")
     axes = reduce_axes(L.node, [None, ax_val], len(L.shape(x)))
     if axes is None:
-        L.op("Identity", [x], [out], alias=True)
+        L.op("Identity", [x], [out])  # a copy: the plan gives this output its own buffer
         return
     keep = bool(int(L.attr("keepdims")))
     cann = {
@@ -994,7 +1028,34 @@ def lower_node(graph: Graph, node: Node) -> LoweredNode:
         raise
     except ValueError as e:
         raise L.fail(str(e)) from e
+    _write_outputs_directly(L)
     return LoweredNode(node, tuple(L.ops), L.temps)
+
+
+def _write_outputs_directly(L: _L) -> None:
+    """Replace ``op -> tmp; Reshape(tmp) -> graph value`` by ``op -> graph value`` with a shape override."""
+    for k, view in enumerate(list(L.ops)):
+        if not view.alias or view.outputs[0] in L.temps or view.inputs[0] not in L.temps:
+            continue
+        tmp, out = view.inputs[0], view.outputs[0]
+        readers = [op for op in L.ops if tmp in op.inputs]
+        producers = [i for i, op in enumerate(L.ops) if tmp in op.outputs]
+        if len(readers) != 1 or len(producers) != 1:
+            continue
+        i = producers[0]
+        prod = L.ops[i]
+        shapes = {**prod.shapes, out: L.temps[tmp][0]}
+        L.ops[i] = LoweredOp(
+            prod.op_type,
+            prod.inputs,
+            tuple(out if o == tmp else o for o in prod.outputs),
+            prod.attrs,
+            prod.alias,
+            shapes,
+        )
+        L.ops[k] = None  # type: ignore[call-overload]
+        del L.temps[tmp]
+    L.ops[:] = [op for op in L.ops if op is not None]
 
 
 def lower(graph: Graph) -> list[LoweredNode]:

@@ -19,6 +19,7 @@ from aioge.graph.ewprogram import erf
 from aioge.graph.ir import Graph
 from aioge.graph.lower import ConstInput, lower
 from aioge.graph.reference import KERNELS, conv_nd, conv_transpose_nd, pool_nd
+from aioge.graph.schema import ALIAS_OPS
 
 ACL_TO_NP = {
     0: np.float32,
@@ -307,7 +308,11 @@ def run_lowered(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.n
                 ]
                 outs = run_op(op.op_type, ins, dict(op.attrs), len(op.outputs))
                 for name, arr in zip(op.outputs, outs, strict=False):
-                    want = ln.temps.get(name, (None, None))[0] or graph.values[name].shape
+                    own = ln.temps.get(name, (None, None))[0] or graph.values[name].shape
+                    want = op.shapes.get(name, own)
                     assert tuple(arr.shape) == tuple(want), (op.op_type, name, arr.shape, want)
-                    env[name] = arr
+                    # a real op never leaves a view of a graph value behind
+                    is_view = ln.node.op_type in ALIAS_OPS and len([o for o in ln.node.outputs if o]) == 1
+                    assert not op.alias or name in ln.temps or is_view, (op, ln.node)
+                    env[name] = arr.reshape(own)
     return {o: env[o] for o in graph.outputs}

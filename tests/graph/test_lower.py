@@ -194,7 +194,8 @@ def test_matmul_gemm_variants() -> None:
     )
     assert [o.op_type for o in ln.ops] == ["MatMulV2", "Mul", "Mul", "Add"]
     _, ln = lowered("MatMul", [(3,), (3, 4)])
-    assert [o.op_type for o in ln.ops] == ["Reshape", "MatMulV2", "Reshape"]
+    assert [o.op_type for o in ln.ops] == ["Reshape", "MatMulV2"]
+    assert ln.ops[1].outputs == ("n",) and ln.ops[1].shapes == {"n": (1, 4)}
 
 
 def test_fused_ops_lower_to_themselves() -> None:
@@ -252,3 +253,13 @@ def test_decompositions_match_reference() -> None:
         np.testing.assert_allclose(
             run_lowered(g, {"x0": x})["n"], run_reference(g, {"x0": x})["n"], rtol=1e-5, atol=1e-6, err_msg=op
         )
+
+
+def test_scratch_layout_of_decompositions() -> None:
+    _, ln = lowered("MatMul", [(3,), (3, 4)])
+    total, offsets, views = ln.scratch()
+    assert total == 0 and not offsets and views == {"n/t0": "x0"}  # the MatMulV2 writes "n" directly
+    _, ln = lowered("Softplus", [(2, 3)])
+    total, offsets, views = ln.scratch(alignment=64)
+    assert len(offsets) == 4 and total == 4 * 64 and not views
+    assert sorted(offsets.values()) == [0, 64, 128, 192]

@@ -271,7 +271,12 @@ def test_conv_bias_activation_fusion(act: str, attrs: dict, consts: list, want: 
     node = f.nodes[0]
     assert node.outputs == ["y"] and len(node.inputs) == 3
     assert f.constants[node.inputs[2]].shape == (5,)
-    assert node.attrs["strides"] == [2, 2]
+    assert node.attrs["strides"] == [2, 2] and node.attrs["pads"] == [0, 0, 0, 0]
+    assert (
+        node.attrs["kernel_shape"] == [3, 3]
+        and node.attrs["dilations"] == [1, 1]
+        and node.attrs["group"] == 1
+    )
     for k, v in want.items():
         assert node.attrs[k] == v
     same_outputs(g, f, {"x": rand(1, 3, 6, 6)})
@@ -412,3 +417,15 @@ def test_passes_do_not_mutate_their_input() -> None:
     for p in (simplify, fold_constants, eliminate_dead_code, eliminate_common_subexpressions, fuse):
         p(g)
     assert str(g) == before
+
+
+def test_fused_conv_resolves_auto_pad() -> None:
+    g = Graph()
+    x = g.input("x", (1, 2, 7, 7))
+    c = g.add_node("Conv", [x, g.constant(rand(3, 2, 3, 3))], {"auto_pad": "SAME_UPPER", "strides": [2, 2]})
+    g.output(g.add_node("Relu", [c], name="y"))
+    g = infer_shapes(g)
+    f = fuse_bias_activation(g)
+    (n,) = f.nodes
+    assert "auto_pad" not in n.attrs and n.attrs["pads"] == [1, 1, 1, 1]
+    same_outputs(g, f, {"x": rand(1, 2, 7, 7)})

@@ -13,9 +13,11 @@ Three rewrites, applied in this order by :func:`fuse`:
    followed by ``Mul``/``Div`` by a scalar constant], optionally followed by
    an ``Add`` of a constant bias, optionally followed by an activation, becomes
 
-   * ``_FusedConv(X, W, B?)`` — all Conv attrs (``auto_pad``, ``dilations``,
-     ``group``, ``kernel_shape``, ``pads``, ``strides``) plus the activation
-     attrs below; ``B`` has shape ``(M,)``;
+   * ``_FusedConv(X, W, B?)`` — ONNX Conv semantics with every geometry attr
+     explicit: ``kernel_shape``, ``strides``, ``dilations`` (one int per
+     spatial dim), ``pads`` (ONNX order: all begins, then all ends; any
+     ``auto_pad`` is resolved), ``group``; plus the activation attrs below;
+     ``B`` has shape ``(M,)``;
    * ``_FusedMatMul(A, B, bias?)`` — ``Y = act(scale * (op(A) @ op(B)) + bias)``
      with numpy matmul broadcasting over leading dims; attrs ``trans_a`` and
      ``trans_b`` (0/1: ``op`` swaps the last two axes), ``scale`` (float:
@@ -240,7 +242,7 @@ def fuse_bias_activation(graph: Graph) -> Graph:
             g.set_constant(b_name, np.asarray(bias, dtype))
             ins.append(b_name)
         if is_conv:
-            attrs = {k: v for k, v in n.attrs.items()}
+            attrs = _explicit_conv_attrs(g, n)
             fused_op = "_FusedConv"
         else:
             fused_op = "_FusedMatMul"
@@ -261,6 +263,26 @@ def fuse_bias_activation(graph: Graph) -> Graph:
     g.nodes = [m for m in g.nodes if all(m is not d for d in dead)]
     g.prune_values()
     return g
+
+
+def _explicit_conv_attrs(g: Graph, n: Node) -> dict[str, Any]:
+    """Conv attrs with auto_pad resolved and defaults spelled out (simpler for a C kernel)."""
+    x = g.values[n.inputs[0]].shape or ()
+    w = g.values[n.inputs[1]].shape or ()
+    n_sp = len(x) - 2
+    kernel = [int(k) for k in (get_attr(n, "kernel_shape") or w[2:])]
+    strides = [int(s) for s in (get_attr(n, "strides") or [1] * n_sp)]
+    dilations = [int(d) for d in (get_attr(n, "dilations") or [1] * n_sp)]
+    pb, pe, _ = S.conv_geometry(
+        x[2:], kernel, strides, dilations, get_attr(n, "pads"), str(get_attr(n, "auto_pad"))
+    )
+    return {
+        "kernel_shape": kernel,
+        "strides": strides,
+        "dilations": dilations,
+        "pads": [*pb, *pe],
+        "group": int(get_attr(n, "group") or 1),
+    }
 
 
 def _gemm_c(g: Graph, n: Node, channels: int) -> np.ndarray | None:
