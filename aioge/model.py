@@ -30,6 +30,7 @@ import anyio
 import numpy as np
 
 from . import _native, dtypes
+from ._launch import Attr as _Attr
 from ._launch import Const, launch
 from ._native import ffi, lib
 from ._resources import Resource
@@ -47,6 +48,25 @@ __all__ = ("CompiledGraph", "compile_graph")
 ARENA, INPUT, OUTPUT, CONST, ABSENT = 0, 1, 2, 3, 4
 _ALIGN = 64
 _NCHW_OPS = frozenset({"Conv2D", "Conv2DTranspose", "MaxPoolV3", "AvgPoolV2", "BatchNorm", "LRN", "_FusedConv"})
+
+
+def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Attrs of aioge's fused ops in the form the host kernels take.
+
+    ``_FusedElementwise``'s ``program`` (a list of ``(opcode, srcs, params)``
+    steps) becomes ``ops`` (ListString), ``srcs`` and ``params`` (two per step).
+    """
+    if op_type != "_FusedElementwise" or "program" not in attrs:
+        return dict(attrs)
+    out = {k: v for k, v in attrs.items() if k != "program"}
+    ops, srcs, params = [], [], []
+    for opcode, regs, ps in attrs["program"]:
+        ops.append(str(opcode))
+        srcs += [int(regs[0]), int(regs[1]) if len(regs) > 1 else -1]
+        ps = [float(p) for p in ps] + [0.0, 0.0]
+        params += ps[:2]
+    out.update(ops=_Attr("ListString", ops), srcs=_Attr("ListInt", srcs), params=_Attr("ListFloat", params))
+    return out
 
 
 def _aligned(n: int) -> int:
@@ -210,7 +230,7 @@ class _Build:
                         continue
                     op_type, ins, attrs = "Identity", [src], {}  # the view must land in a placed value
                 else:
-                    op_type, ins, attrs = op.op_type, list(op.inputs), dict(op.attrs)
+                    op_type, ins, attrs = op.op_type, list(op.inputs), host_attrs(op.op_type, op.attrs)
                 r_ins: list[tuple[Any, int, int]] = []
                 for x in ins:
                     if x is None:
@@ -482,7 +502,7 @@ class CompiledGraph(Resource):
                 if op.op_type in _NCHW_OPS:
                     fmts = [0 if isinstance(a, Tensor) and a.ndim == 4 else 2 for a in args] + \
                            [0 if t.ndim == 4 else 2 for t in outs]  # fmt: skip
-                launch(s0, op.op_type, args, outs, op.attrs, fmts)
+                launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts)
         result: dict[str, Tensor] = {}
         for n in b.outputs:
             t = vals[n]
