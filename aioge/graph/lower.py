@@ -15,12 +15,15 @@ Attr Python types map to ``aclopSetAttr*``: ``bool`` -> Bool (uint8),
 ``int`` -> Int, ``float`` -> Float, ``str`` -> String, ``list[int]`` ->
 ListInt (int64), ``list[float]`` -> ListFloat.  ``LoweredOp.alias`` marks an op
 that need not launch: its single output is a view of input 0 with another
-shape (Reshape/Identity; ORT does the same).  An alias op's output is either a
-node-local temporary or the output of a Reshape-like IR node, which the
-planner also makes a view; a real op never ends in a view of a graph value:
-it writes the graph value directly, with ``LoweredOp.shapes`` giving the
-descriptor shape it uses.  Ops whose type starts with ``_`` are aioge's fused
-host ops and lower to themselves.
+shape (Reshape/Identity; ORT does the same).  An alias op whose output is a
+graph value that the plan gave its own buffer (e.g. the trailing reshape of a
+1-D Conv lowered through ``Conv2D``) must be executed as a copy.  With
+``direct_outputs=True`` such trailing views are removed instead: the real op
+writes the graph value directly and ``LoweredOp.shapes`` gives the descriptor
+shape it must be described with; then alias ops only ever produce node-local
+temporaries or outputs of Reshape-like IR nodes (which the planner also makes
+views).  Ops whose type starts with ``_`` are aioge's fused host ops and lower
+to themselves.
 
 Table (ONNX/IR op -> CANN ops):
 
@@ -1011,8 +1014,11 @@ _RULES = {
 }
 
 
-def lower_node(graph: Graph, node: Node) -> LoweredNode:
+def lower_node(graph: Graph, node: Node, *, direct_outputs: bool = False) -> LoweredNode:
     """The CANN ops implementing ``node`` (the graph must be shape-inferred).
+
+    ``direct_outputs``: let real ops write graph values with a descriptor shape
+    override (``LoweredOp.shapes``) instead of ending in a view (see the module docstring).
 
     Raises:
         LoweringError: naming the node, for attrs without a CANN mapping.
@@ -1028,7 +1034,8 @@ def lower_node(graph: Graph, node: Node) -> LoweredNode:
         raise
     except ValueError as e:
         raise L.fail(str(e)) from e
-    _write_outputs_directly(L)
+    if direct_outputs:
+        _write_outputs_directly(L)
     return LoweredNode(node, tuple(L.ops), L.temps)
 
 
@@ -1058,6 +1065,6 @@ def _write_outputs_directly(L: _L) -> None:
     L.ops[:] = [op for op in L.ops if op is not None]
 
 
-def lower(graph: Graph) -> list[LoweredNode]:
+def lower(graph: Graph, *, direct_outputs: bool = False) -> list[LoweredNode]:
     """Lower every node, in topological order."""
-    return [lower_node(graph, n) for n in graph.topological_order()]
+    return [lower_node(graph, n, direct_outputs=direct_outputs) for n in graph.topological_order()]
