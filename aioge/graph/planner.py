@@ -1,7 +1,7 @@
 """Execution planner: order, streams and events, and a buffer arena.
 
-``plan(graph, *, max_streams=2, alignment=64) -> Plan`` for a shape-inferred
-graph (run :func:`~aioge.graph.passes.optimize` first).
+``plan(graph, *, max_streams=2, alignment=64, memory_slack=0.1) -> Plan`` for
+a shape-inferred graph (run :func:`~aioge.graph.passes.optimize` first).
 
 **Order.**  ``Plan.steps`` lists one :class:`Step` per node in a deterministic
 topological order: the *issue order*.  An executor issues steps in this order,
@@ -41,7 +41,12 @@ step reading it or an alias of it) *happens before* the other's producing
 step under the stream order and waits — so reuse is safe for the parallel
 schedule, not just for the issue order.  Graph outputs stay live to the end.
 Offsets are assigned greedily (largest first, and definition order; the
-smaller result wins) into the best-fitting gap.
+smaller result wins) into the best-fitting gap.  If branches running in
+parallel make that arena more than ``1 + memory_slack`` times the bound below,
+offsets are re-assigned as for the serial issue order and the reuse is made
+safe with extra waits (a step waits for the other stream's last readers of
+the bytes it overwrites): memory wins over overlap.  :meth:`Plan.verify`
+checks all of this.
 
 ``Plan.arena_bytes`` is the peak (arena size), ``Plan.max_live_bytes`` the
 lower bound ``max over steps of the aligned bytes live at that step`` in issue
