@@ -227,3 +227,29 @@ def test_random_issue_order_respects_streams_and_waits() -> None:
         pos = {i: k for k, i in enumerate(order)}
         for s in p.steps:
             assert all(pos[w] < pos[s.index] for w in s.waits)
+
+
+def test_memory_slack_trades_overlap_for_memory_with_extra_waits() -> None:
+    g = Graph("two_chains")
+    x = g.input("x", (128, 128))
+    w = g.constant(np.eye(128, dtype=np.float32) * 0.5)
+    ends = []
+    for b in "ab":
+        cur = x
+        for i in range(4):
+            cur = g.add_node("MatMul", [cur, w], name=f"{b}{i}")
+        ends.append(cur)
+    g.output(g.add_node("Add", ends, name="join"))
+    g = optimize(g, level=0)
+    free = plan(g, memory_slack=None)
+    tight = plan(g, memory_slack=0.1)
+    for p in (free, tight):
+        p.verify()
+        assert p.num_streams == 2
+    assert free.arena_bytes > 1.1 * free.max_live_bytes  # two chains in parallel hold more
+    assert tight.arena_bytes <= 1.1 * tight.max_live_bytes
+    assert sum(map(len, (s.waits for s in tight.steps))) > sum(map(len, (s.waits for s in free.steps)))
+    feeds = {"x": np.random.default_rng(0).standard_normal((128, 128)).astype(np.float32)}
+    want = run_reference(g, feeds)["join"]
+    for seed in range(5):
+        np.testing.assert_array_equal(execute(tight, feeds, seed)["join"], want)
