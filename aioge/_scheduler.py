@@ -64,11 +64,15 @@ class Completion:
     until it has; other awaiters are unaffected.
     """
 
-    __slots__ = ("_done", "_error", "_waiters", "device_ms", "event", "keep", "lane", "seq", "start", "what")
+    __slots__ = ("_done", "_error", "_waiters", "deps", "device_ms", "event", "keep", "lane", "seq", "start", "what")
 
-    def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int, start: Any = None) -> None:
+    def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int, start: Any = None,
+                 deps: list[Completion] | None = None) -> None:  # fmt: skip
         self.lane = lane
         self.event = event
+        #: launches of other streams this one joined (device-side waits): their
+        #: errors become this launch's error
+        self.deps = deps
         #: timing streams: the event recorded just before the launch
         self.start = start
         #: device time of the launch in ms (timing streams, once done), else None
@@ -174,10 +178,11 @@ class Lane:
         self._fd_ok = _native.has_host_hooks and hasattr(os, "eventfd")
 
     # ---- launching side ----
-    def submit(self, event: Any, keep: Any, what: str, start: Any = None) -> Completion:
+    def submit(self, event: Any, keep: Any, what: str, start: Any = None,
+               deps: list[Completion] | None = None) -> Completion:  # fmt: skip
         with self.lock:
             self.launched = n = self.launched + 1
-            comp = Completion(self, event, keep, what, n, start)
+            comp = Completion(self, event, keep, what, n, start, deps)
             self.pending.append(comp)
             if self._idle:
                 self._cv.notify()
@@ -324,6 +329,15 @@ class Lane:
         by_loop: dict[_Poster, list[Any]] = {}
         released = []
         for comp, rc, msg in batch:
+            if comp.deps:
+                # the device waited for them, so they are done: settle them (lock
+                # order is always joining lane -> joined lane) and inherit an error
+                for d in comp.deps:
+                    if not d._done:
+                        d.lane.poll()
+                    if not rc and d._error is not None:
+                        rc, msg = d._error
+                comp.deps = None
             if rc:
                 comp._error = (rc, msg)
                 self.failed += 1

@@ -90,7 +90,8 @@ class Device(Resource):
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
         self._default_stream: Stream | None = None
-        self._models: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
+        # compiled graphs live until closed or until the device closes (as GE graphs live in their session)
+        self._models: set[CompiledGraph] = set()
         self._compiling: dict[Any, Any] = {}
         from ._launch import LaunchCache
 

@@ -406,12 +406,46 @@ class CompiledGraph(Resource):
         s0 = stream if stream is not None else self.device.default_stream
         await s0.drain()
         ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(np.asarray(feeds[n])) for n in self.inputs]
-        outs, comps = self._run_per_op(s0, ins) if self.mode == "per_op" else self._run_sunk(s0, ins)
+        outs, comps = self.launch(ins, stream=s0)
         with anyio.fail_after(timeout) if timeout is not None else _nullcontext():
             await wait_all(comps)  # every segment's error, not only the last stream's
             if as_tensors:
                 return dict(outs)
             return {name: await t.numpy() for name, t in outs.items()}
+
+    def launch(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None = None, *, stream: Stream | None = None
+    ) -> tuple[dict[str, Tensor], list[Completion]]:
+        """Enqueue one execution and return at once (GE's ExecuteGraphWithStreamAsync).
+
+        ``inputs`` are device tensors in graph input order; ``outputs``
+        optional tensors to write into (else allocated).  Returns the output
+        tensors and the launch completions (await them, or the stream).
+        """
+        self._check_open()
+        s0 = stream if stream is not None else self.device.default_stream
+        if len(inputs) != len(self.inputs):
+            raise ValueError(f"{self.graph.name}: {len(inputs)} inputs given, the model takes {len(self.inputs)}")
+        for t, (name, (shape, dt)) in zip(inputs, self.inputs.items()):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{self.graph.name}: input {name!r} must be a Tensor")
+            if t.shape != shape or t.dtype != dt:
+                raise ValueError(f"{self.graph.name}: input {name!r} is {t.shape} {t.dtype}, the model takes {shape} {dt}")
+        if outputs is not None:
+            if len(outputs) != len(self.outputs):
+                raise ValueError(f"{self.graph.name}: {len(outputs)} outputs given, the model has {len(self.outputs)}")
+            for t, (name, (shape, dt)) in zip(outputs, self.outputs.items()):
+                if not isinstance(t, Tensor) or t.shape != shape or t.dtype != dt:
+                    raise ValueError(f"{self.graph.name}: output {name!r} must be a Tensor {shape} {dt}")
+        if self.mode == "per_op":
+            outs, comps = self._run_per_op(s0, list(inputs))
+            if outputs is not None:  # copy into the caller's tensors, in stream order
+                for y, (name, t) in zip(outputs, list(outs.items())):
+                    launch(s0, "Identity", [t], [y])
+                    outs[name] = y
+                comps = [y.launch for y in outputs if y.launch is not None]
+            return outs, comps
+        return self._run_sunk(s0, list(inputs), outputs)
 
     def _lease_arena(self) -> _ArenaLease:
         size = self._build.total_arena
@@ -421,11 +455,16 @@ class CompiledGraph(Resource):
             mem = DeviceMemory(self.device, max(size, 1), self.device.default_stream)
         return _ArenaLease(mem, self._arenas)
 
-    def _run_sunk(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
+    def _run_sunk(
+        self, s0: Stream, ins: list[Tensor], given: Sequence[Tensor] | None = None
+    ) -> tuple[dict[str, Tensor], list[Completion]]:
         b = self._build
         streams = [s0, *self._aux]
         lease = self._lease_arena()
-        outs = {n: Tensor._empty(s0, shape, dt) for n, (shape, dt) in self.outputs.items()}
+        if given is not None:
+            outs = dict(zip(self.outputs, given))
+        else:
+            outs = {n: Tensor._empty(s0, shape, dt) for n, (shape, dt) in self.outputs.items()}
         in_mems = [t._memory() for t in ins] + [w._memory() for w in self._weights]
         out_mems = [t._memory() for t in outs.values()]
         in_ptrs = ffi.new("void *[]", [m.ptr for m in in_mems])
@@ -454,7 +493,8 @@ class CompiledGraph(Resource):
             s0._enter()
             for c in comps.values():
                 s0._wait_for(c)
-            join = s0._record(keep, f"{self.graph.name}:join")
+            others = [c for c in comps.values() if c.lane is not s0._lane]
+            join = s0._record(keep, f"{self.graph.name}:join", deps=others or None)
             for m in out_mems:
                 s0._note_write(m, join)
             for m in in_mems:

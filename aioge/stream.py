@@ -136,13 +136,13 @@ class Stream(Resource):
         _native.check(lib.aclrtRecordEvent(ev, self._handle), "aclrtRecordEvent")
         return ev
 
-    def _record(self, keep: Any, what: str, start: Any = None) -> Completion:
+    def _record(self, keep: Any, what: str, start: Any = None, deps: list[Completion] | None = None) -> Completion:
         ev = self._new_event()
         rc = lib.aclrtRecordEvent(ev, self._handle)
         if rc:
             lib.aclrtDestroyEvent(ev)
             _native.check(rc, "aclrtRecordEvent")
-        return self._lane.submit(ev, keep, what, start)
+        return self._lane.submit(ev, keep, what, start, deps)
 
     def _wait_for(self, comp: Completion | None) -> None:
         """Make this stream wait (on the device) for a launch of another stream."""
