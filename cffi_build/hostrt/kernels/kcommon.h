@@ -121,6 +121,11 @@ void k_parallel_memcpy(void *dst, const void *src, size_t n);
 /* Fill `n` elements of size `esz` with the bytes at `val`. */
 void k_fill(void *dst, const void *val, size_t esz, int64_t n);
 
+/* GEMMs with m*n*k below this run single-threaded inside OpenBLAS, so the
+ * kernels may run several of them at once on the pool (blas.c). */
+#define K_GEMM_SMALL 200000.0
+bool hrt_blas_loaded(void);
+
 /* A scratch buffer from malloc; NULL sets the task failure text. */
 void *k_scratch(const hrt_kernel *k, size_t bytes);
 
