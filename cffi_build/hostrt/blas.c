@@ -53,6 +53,8 @@ aclError aiogeHostSetBlasLibrary(const char *path) {
 
 const char *aiogeHostBlasInfo(void) { return blas_info; }
 
+bool hrt_blas_loaded(void) { return p_sgemm != NULL; }
+
 void hrt_blas_set_threads(int n) {
     if (p_set_threads) p_set_threads(n);
 }

@@ -10,74 +10,66 @@
 
 typedef void (*k_bin_fn)(const void *a, int64_t sa, const void *b, int64_t sb, void *o, int64_t n);
 
-#define ID(x) (x)
-#define F16LD(x) hrt_f16_to_f32(x)
-#define F16ST(x) hrt_f32_to_f16(x)
-#define BF16LD(x) hrt_bf16_to_f32(x)
-#define BF16ST(x) hrt_f32_to_bf16(x)
-
-#define DEF_BIN(NAME, T, OT, CT, LD, ST, EXPR)                                                          \
+#define DEF_BIN(NAME, T, OT, EXPR)                                                                      \
     static void NAME(const void *pa, int64_t sa, const void *pb, int64_t sb, void *po, int64_t n) {     \
         const T *a = pa, *b = pb;                                                                       \
         OT *o = po;                                                                                     \
         if (sa && sb) {                                                                                 \
             for (int64_t i = 0; i < n; i++) {                                                           \
-                CT x = LD(a[i]), y = LD(b[i]);                                                          \
-                o[i] = ST(EXPR);                                                                        \
+                T x = a[i], y = b[i];                                                                   \
+                o[i] = (OT)(EXPR);                                                                      \
             }                                                                                           \
         } else if (sa) {                                                                                \
-            CT y = LD(b[0]);                                                                            \
+            T y = b[0];                                                                                 \
             for (int64_t i = 0; i < n; i++) {                                                           \
-                CT x = LD(a[i]);                                                                        \
-                o[i] = ST(EXPR);                                                                        \
+                T x = a[i];                                                                             \
+                o[i] = (OT)(EXPR);                                                                      \
             }                                                                                           \
         } else if (sb) {                                                                                \
-            CT x = LD(a[0]);                                                                            \
+            T x = a[0];                                                                                 \
             for (int64_t i = 0; i < n; i++) {                                                           \
-                CT y = LD(b[i]);                                                                        \
-                o[i] = ST(EXPR);                                                                        \
+                T y = b[i];                                                                             \
+                o[i] = (OT)(EXPR);                                                                      \
             }                                                                                           \
         } else {                                                                                        \
-            CT x = LD(a[0]), y = LD(b[0]);                                                              \
-            OT r = ST(EXPR);                                                                            \
+            T x = a[0], y = b[0];                                                                       \
+            OT r = (OT)(EXPR);                                                                          \
             for (int64_t i = 0; i < n; i++) o[i] = r;                                                   \
         }                                                                                               \
     }
 
-/* One op over the float types (f32, f16, bf16, f64). */
-#define DEF_BIN_FLOATS(OP, EXPR)                                          \
-    DEF_BIN(OP##_f32, float, float, float, ID, ID, EXPR)                  \
-    DEF_BIN(OP##_f64, double, double, double, ID, ID, EXPR)               \
-    DEF_BIN(OP##_f16, uint16_t, uint16_t, float, F16LD, F16ST, EXPR)      \
-    DEF_BIN(OP##_bf16, uint16_t, uint16_t, float, BF16LD, BF16ST, EXPR)
+/* float32 and float64; float16/bfloat16 run the float32 loop on widened
+ * blocks (bin_call) and round once. */
+#define DEF_BIN_FLOATS(OP, EXPR)                 \
+    DEF_BIN(OP##_f32, float, float, EXPR)        \
+    DEF_BIN(OP##_f64, double, double, EXPR)
 
-#define DEF_BIN_INTS(OP, EXPR) DEF_BIN_SINTS(OP, EXPR) DEF_BIN(OP##_u8, uint8_t, uint8_t, uint8_t, ID, ID, EXPR)
-#define DEF_BIN_SINTS(OP, EXPR)                                           \
-    DEF_BIN(OP##_i8, int8_t, int8_t, int8_t, ID, ID, EXPR)                \
-    DEF_BIN(OP##_i16, int16_t, int16_t, int16_t, ID, ID, EXPR)            \
-    DEF_BIN(OP##_i32, int32_t, int32_t, int32_t, ID, ID, EXPR)            \
-    DEF_BIN(OP##_i64, int64_t, int64_t, int64_t, ID, ID, EXPR)
+#define DEF_BIN_INTS(OP, EXPR) DEF_BIN_SINTS(OP, EXPR) DEF_BIN(OP##_u8, uint8_t, uint8_t, EXPR)
+#define DEF_BIN_SINTS(OP, EXPR)                  \
+    DEF_BIN(OP##_i8, int8_t, int8_t, EXPR)       \
+    DEF_BIN(OP##_i16, int16_t, int16_t, EXPR)    \
+    DEF_BIN(OP##_i32, int32_t, int32_t, EXPR)    \
+    DEF_BIN(OP##_i64, int64_t, int64_t, EXPR)
 
 /* comparisons: bool (uint8) out */
-#define DEF_CMP(OP, EXPR)                                                          \
-    DEF_BIN(OP##_f32, float, uint8_t, float, ID, ID, EXPR)                         \
-    DEF_BIN(OP##_f64, double, uint8_t, double, ID, ID, EXPR)                       \
-    DEF_BIN(OP##_f16, uint16_t, uint8_t, float, F16LD, ID, EXPR)                   \
-    DEF_BIN(OP##_bf16, uint16_t, uint8_t, float, BF16LD, ID, EXPR)                 \
-    DEF_BIN(OP##_i8, int8_t, uint8_t, int8_t, ID, ID, EXPR)                        \
-    DEF_BIN(OP##_u8, uint8_t, uint8_t, uint8_t, ID, ID, EXPR)                      \
-    DEF_BIN(OP##_i16, int16_t, uint8_t, int16_t, ID, ID, EXPR)                     \
-    DEF_BIN(OP##_i32, int32_t, uint8_t, int32_t, ID, ID, EXPR)                     \
-    DEF_BIN(OP##_i64, int64_t, uint8_t, int64_t, ID, ID, EXPR)                     \
-    DEF_BIN(OP##_bool, uint8_t, uint8_t, uint8_t, ID, ID, EXPR)
+#define DEF_CMP(OP, EXPR)                              \
+    DEF_BIN(OP##_f32, float, uint8_t, EXPR)            \
+    DEF_BIN(OP##_f64, double, uint8_t, EXPR)           \
+    DEF_BIN(OP##_i8, int8_t, uint8_t, EXPR)            \
+    DEF_BIN(OP##_u8, uint8_t, uint8_t, EXPR)           \
+    DEF_BIN(OP##_i16, int16_t, uint8_t, EXPR)          \
+    DEF_BIN(OP##_i32, int32_t, uint8_t, EXPR)          \
+    DEF_BIN(OP##_i64, int64_t, uint8_t, EXPR)          \
+    DEF_BIN(OP##_bool, uint8_t, uint8_t, EXPR)
 
-#define FLOAT_FNS(OP) [K_F32] = OP##_f32, [K_F64] = OP##_f64, [K_F16] = OP##_f16, [K_BF16] = OP##_bf16
+/* half types use the f32 loop: the table entry for K_F16/K_BF16 is it */
+#define FLOAT_FNS(OP) [K_F32] = OP##_f32, [K_F64] = OP##_f64, [K_F16] = OP##_f32, [K_BF16] = OP##_f32
 #define INT_FNS(OP) [K_I8] = OP##_i8, [K_U8] = OP##_u8, [K_I16] = OP##_i16, [K_I32] = OP##_i32, [K_I64] = OP##_i64
 #define CMP_FNS(OP) FLOAT_FNS(OP), INT_FNS(OP), [K_BOOL] = OP##_bool
 
-/* NaN-propagating max/min, as numpy.maximum/minimum */
-#define MAXE ((x != x) ? x : (x > y ? x : y))
-#define MINE ((x != x) ? x : (x < y ? x : y))
+/* integer max/min (floats use the NaN-propagating k_maxf/k_minf) */
+#define IMAX (x > y ? x : y)
+#define IMIN (x < y ? x : y)
 /* integer division truncates (C, ONNX); x/0 -> 0; MIN/-1 wraps */
 #define IDIV (y == 0 ? 0 : (y == -1 ? -x : x / y))
 
@@ -89,15 +81,20 @@ DEF_BIN_FLOATS(mul, x * y)
 DEF_BIN_INTS(mul, x * y)
 DEF_BIN_FLOATS(div, x / y)
 DEF_BIN_SINTS(div, IDIV)
-DEF_BIN(div_u8, uint8_t, uint8_t, uint8_t, ID, ID, (y == 0 ? 0 : x / y))
-DEF_BIN_FLOATS(max, MAXE)
-DEF_BIN_INTS(max, MAXE)
-DEF_BIN_FLOATS(min, MINE)
-DEF_BIN_INTS(min, MINE)
-DEF_BIN(pow_f32, float, float, float, ID, ID, powf(x, y))
-DEF_BIN(pow_f64, double, double, double, ID, ID, pow(x, y))
-DEF_BIN(pow_f16, uint16_t, uint16_t, float, F16LD, F16ST, powf(x, y))
-DEF_BIN(pow_bf16, uint16_t, uint16_t, float, BF16LD, BF16ST, powf(x, y))
+DEF_BIN(div_u8, uint8_t, uint8_t, (y == 0 ? 0 : x / y))
+DEF_BIN(max_f32, float, float, k_maxf(x, y))
+DEF_BIN(max_f64, double, double, k_maxd(x, y))
+DEF_BIN_INTS(max, IMAX)
+DEF_BIN(min_f32, float, float, k_minf(x, y))
+DEF_BIN(min_f64, double, double, k_mind(x, y))
+DEF_BIN_INTS(min, IMIN)
+DEF_BIN(pow_f32, float, float, powf(x, y))
+DEF_BIN(pow_f64, double, double, pow(x, y))
+DEF_BIN(sqdiff_f32, float, float, (x - y) * (x - y))
+DEF_BIN(sqdiff_f64, double, double, (x - y) * (x - y))
+DEF_BIN_INTS(sqdiff, (x - y) * (x - y))
+DEF_BIN(land_bool, uint8_t, uint8_t, (x != 0) & (y != 0))
+DEF_BIN(lor_bool, uint8_t, uint8_t, (x != 0) | (y != 0))
 DEF_CMP(eq, x == y)
 DEF_CMP(lt, x < y)
 DEF_CMP(gt, x > y)
@@ -117,7 +114,7 @@ DEF_CMP(ne, x != y)
         }                                                                                        \
         return r;                                                                                \
     }                                                                                            \
-    DEF_BIN(NAME, T, T, T, ID, ID, NAME##_scalar(x, y))
+    DEF_BIN(NAME, T, T, NAME##_scalar(x, y))
 DEF_IPOW(pow_i8, int8_t)
 DEF_IPOW(pow_u8, uint8_t)
 DEF_IPOW(pow_i16, int16_t)
@@ -140,6 +137,9 @@ static const bin_op BIN_OPS[] = {
     {"Maximum", {FLOAT_FNS(max), INT_FNS(max)}, false},
     {"Minimum", {FLOAT_FNS(min), INT_FNS(min)}, false},
     {"Pow", {FLOAT_FNS(pow), INT_FNS(pow)}, false},
+    {"SquaredDifference", {FLOAT_FNS(sqdiff), INT_FNS(sqdiff)}, false},
+    {"LogicalAnd", {[K_BOOL] = land_bool}, false},
+    {"LogicalOr", {[K_BOOL] = lor_bool}, false},
     {"Equal", {CMP_FNS(eq)}, true},
     {"NotEqual", {CMP_FNS(ne)}, true},
     {"Less", {CMP_FNS(lt)}, true},
@@ -152,6 +152,8 @@ typedef struct {
     k_bcast plan;
     k_bin_fn fn;
     size_t isz, osz;
+    aclDataType half;   /* ACL_FLOAT16/ACL_BF16: widen blocks; else ACL_DT_UNDEFINED */
+    bool bool_out;
 } bin_plan;
 
 typedef struct {
@@ -160,12 +162,34 @@ typedef struct {
     char *o;
 } bin_exec;
 
+/* One run of the inner loop; half types go through float32 blocks. */
+static void bin_call(const bin_plan *p, const char *a, int64_t sa, const char *b, int64_t sb, char *o, int64_t n) {
+    if (p->half == ACL_DT_UNDEFINED) {
+        p->fn(a, sa, b, sb, o, n);
+        return;
+    }
+    float fa[K_BLOCK], fb[K_BLOCK], fo[K_BLOCK];
+    if (!sa) k_to_f32(a, p->half, fa, 1);
+    if (!sb) k_to_f32(b, p->half, fb, 1);
+    for (int64_t i = 0; i < n; i += K_BLOCK) {
+        int64_t m = n - i < K_BLOCK ? n - i : K_BLOCK;
+        if (sa) k_to_f32(a + 2 * i, p->half, fa, m);
+        if (sb) k_to_f32(b + 2 * i, p->half, fb, m);
+        if (p->bool_out) {
+            p->fn(fa, sa, fb, sb, o + i, m);
+        } else {
+            p->fn(fa, sa, fb, sb, fo, m);
+            k_from_f32(fo, p->half, o + 2 * i, m);
+        }
+    }
+}
+
 /* single merged dim: chunks of the flat range */
 static void bin_flat(void *vp, int64_t b, int64_t e) {
     bin_exec *x = vp;
     const k_bcast *pl = &x->p->plan;
     int64_t sa = pl->strides[0][0], sb = pl->strides[1][0];
-    x->p->fn(x->a + (size_t)(b * sa) * x->p->isz, sa, x->b + (size_t)(b * sb) * x->p->isz, sb,
+    bin_call(x->p, x->a + (size_t)(b * sa) * x->p->isz, sa, x->b + (size_t)(b * sb) * x->p->isz, sb,
              x->o + (size_t)b * x->p->osz, e - b);
 }
 
@@ -178,7 +202,7 @@ static void bin_rows(void *vp, int64_t b, int64_t e) {
     for (int64_t r = b; r < e; r++) {
         int64_t off[3];
         k_bcast_offsets(pl, r, off);
-        x->p->fn(x->a + (size_t)off[0] * x->p->isz, sa, x->b + (size_t)off[1] * x->p->isz, sb,
+        bin_call(x->p, x->a + (size_t)off[0] * x->p->isz, sa, x->b + (size_t)off[1] * x->p->isz, sb,
                  x->o + (size_t)(r * inner) * x->p->osz, inner);
     }
 }
@@ -209,8 +233,7 @@ static aclError bin_compile(hrt_kernel *k, const aclopAttr *attrs) {
                          k->op_name, hrt_dtype_name(a->dtype), hrt_dtype_name(b->dtype));
     int di = k_index(a->dtype);
     if (di < 0 || !op->fns[di])
-        return hrt_error(ACL_ERROR_UNSUPPORTED_DATA_TYPE, "aclopCompileAndExecute", "%s: data type %s is not supported",
-                         k->op_name, hrt_dtype_name(a->dtype));
+        return k_unsupported(k, "x1", a->dtype);
     aclDataType want = op->bool_out ? ACL_BOOL : a->dtype;
     if (y->dtype != want)
         return hrt_error(ACL_ERROR_UNSUPPORTED_DATA_TYPE, "aclopCompileAndExecute", "%s: output must be %s, got %s", k->op_name,
@@ -231,6 +254,8 @@ static aclError bin_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (!p) return hrt_error(ACL_ERROR_BAD_ALLOC, "aclopCompileAndExecute", "out of host memory");
     k_bcast_plan(&p->plan, ins, 2, dims, nd);
     p->fn = op->fns[di];
+    p->half = k_is_half(a->dtype) ? a->dtype : ACL_DT_UNDEFINED;
+    p->bool_out = op->bool_out;
     p->isz = hrt_dtype_size(a->dtype);
     p->osz = hrt_dtype_size(y->dtype);
     k->plan = p;
@@ -248,6 +273,9 @@ HRT_OP(div, "Div", bin_compile)
 HRT_OP(maximum, "Maximum", bin_compile)
 HRT_OP(minimum, "Minimum", bin_compile)
 HRT_OP(pow, "Pow", bin_compile)
+HRT_OP(sqdiff, "SquaredDifference", bin_compile)
+HRT_OP(land, "LogicalAnd", bin_compile)
+HRT_OP(lor, "LogicalOr", bin_compile)
 HRT_OP(equal, "Equal", bin_compile)
 HRT_OP(notequal, "NotEqual", bin_compile)
 HRT_OP(less, "Less", bin_compile)

@@ -1,12 +1,16 @@
 /* Shared pieces of the kernels: a dense dtype index, numpy broadcasting
- * plans, and chunked parallel loops over an output. */
+ * plans, float16/bfloat16 block conversion, axis/attr helpers, and chunked
+ * parallel loops over an output. */
 #ifndef AIOGE_HRT_KCOMMON_H
 #define AIOGE_HRT_KCOMMON_H
 
 #include "../hrt.h"
+#include "kmath.h"
 
 #include <math.h>
 #include <stdlib.h>
+
+#define K_API "aclopCompileAndExecute"
 
 /* Dense index of the dtypes kernels implement. */
 enum { K_F32, K_F16, K_BF16, K_F64, K_I8, K_U8, K_I16, K_I32, K_I64, K_BOOL, K_NTYPES };
@@ -30,9 +34,20 @@ static inline int k_index(aclDataType dt) {
 static inline bool k_is_float(aclDataType dt) {
     return dt == ACL_FLOAT || dt == ACL_FLOAT16 || dt == ACL_BF16 || dt == ACL_DOUBLE;
 }
+static inline bool k_is_half(aclDataType dt) { return dt == ACL_FLOAT16 || dt == ACL_BF16; }
 
 /* Elements per parallel chunk for cheap elementwise work (~50-100 us). */
 #define K_GRAIN (1 << 16)
+/* Elements per float32 scratch block when widening float16/bfloat16. */
+#define K_BLOCK 512
+
+/* float16/bfloat16 <-> float32 for a run of elements (F16C when available).
+ * k_to_f32 also accepts ACL_FLOAT (a copy) and ACL_DOUBLE (rounded). */
+void k_to_f32(const void *src, aclDataType dt, float *dst, int64_t n);
+void k_from_f32(const float *src, aclDataType dt, void *dst, int64_t n);
+/* Load one element of any kernel dtype as double / store from double. */
+double k_load_d(const void *p, aclDataType dt, int64_t i);
+void k_store_d(void *p, aclDataType dt, int64_t i, double v);
 
 /* A broadcast plan: the output index space with up to 3 inputs, dims of
  * size 1 dropped and neighbours with the same broadcast pattern merged. */
@@ -48,6 +63,9 @@ typedef struct {
 bool k_broadcast_shape(const hrt_tensor *const *ins, int n, int64_t *out, int *out_ndim);
 /* Build the plan for inputs broadcast to `out_dims`. */
 void k_bcast_plan(k_bcast *p, const hrt_tensor *const *ins, int n, const int64_t *out_dims, int out_ndim);
+/* Same, from raw shapes (dims[j], nd[j]). */
+void k_bcast_plan_dims(k_bcast *p, const int64_t *const *dims, const int *nd, int n, const int64_t *out_dims,
+                       int out_ndim);
 /* Offsets of inputs for the flat output index `i` of the plan's outer space
  * (all dims but the last). */
 static inline void k_bcast_offsets(const k_bcast *p, int64_t outer, int64_t *off) {
@@ -67,5 +85,48 @@ static inline void k_strides(const int64_t *dims, int ndim, int64_t *strides) {
         s *= dims[i];
     }
 }
+
+static inline int64_t k_prod(const int64_t *dims, int from, int to) {
+    int64_t p = 1;
+    for (int i = from; i < to; i++) p *= dims[i];
+    return p;
+}
+
+/* ------------------------------------------------------- compile helpers */
+/* Normalise axis into [0, ndim) (numpy rules); error names the op and what. */
+aclError k_norm_axis(const hrt_kernel *k, int64_t axis, int ndim, const char *what, int *out);
+/* Read a list of axes from attr `name` (input < 0) or from const/host input
+ * `input`; normalise, reject duplicates; sets a bitmask of reduced dims.
+ * `present` (optional) tells whether the list was given at all. */
+aclError k_get_axes(const hrt_kernel *k, const aclopAttr *attrs, const char *name, int input, bool required,
+                    int ndim, unsigned *mask, int *count, bool *present);
+/* Require an output dtype. */
+aclError k_expect_out_dtype(const hrt_kernel *k, int j, aclDataType want);
+/* Require every present input in [from, to) to have dtype `dt`. */
+aclError k_expect_same_dtype(const hrt_kernel *k, int from, int to, aclDataType dt);
+/* Error: unsupported (op, dtype). */
+aclError k_unsupported(const hrt_kernel *k, const char *what, aclDataType dt);
+/* A ListInt attr with exactly n values (n < 0: any); copies into out. */
+aclError k_attr_ints(const hrt_kernel *k, const aclopAttr *a, const char *name, bool required, int n,
+                     const int64_t *def, int64_t *out, int max, int *got);
+/* The spatial layout of a 4-D tensor: 0 NCHW, 1 NHWC.  The desc format wins
+ * when it is NCHW/NHWC; with ND the data_format attr (or `def`) decides; an
+ * explicit attr that contradicts the desc is ACL_ERROR_FORMAT_NOT_MATCH. */
+aclError k_layout(const hrt_kernel *k, const aclopAttr *a, const hrt_tensor *t, const char *def, int *nhwc);
+
+/* ------------------------------------------------------- shared kernels */
+/* Copy kernel (input 0 -> output 0, same byte size): Identity, Reshape, ... */
+aclError k_copy_run(const hrt_kernel *k, void *const *in, void *const *out);
+void k_parallel_memcpy(void *dst, const void *src, size_t n);
+/* Fill `n` elements of size `esz` with the bytes at `val`. */
+void k_fill(void *dst, const void *val, size_t esz, int64_t n);
+
+/* GEMMs with m*n*k below this run single-threaded inside OpenBLAS, so the
+ * kernels may run several of them at once on the pool (blas.c). */
+#define K_GEMM_SMALL 200000.0
+bool hrt_blas_loaded(void);
+
+/* A scratch buffer from malloc; NULL sets the task failure text. */
+void *k_scratch(const hrt_kernel *k, size_t bytes);
 
 #endif

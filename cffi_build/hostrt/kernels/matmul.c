@@ -44,23 +44,45 @@ static void narrow(const float *src, uint16_t *dst, int64_t n, bool bf) {
         for (int64_t i = 0; i < n; i++) dst[i] = hrt_f32_to_f16(src[i]);
 }
 
+typedef struct {
+    const void *p, *a, *b;
+    void *c;
+    float beta;
+    bool dbl;
+} mm_batch_ctx;
+
 #define MM_RUN(NAME, T, GEMM)                                                                              \
-    static aclError NAME(const mm_plan *p, const T *a, const T *b, const T *bias, T *c) {                 \
+    static void NAME##_batches(void *vp, int64_t b0, int64_t b1) {                                        \
+        const mm_batch_ctx *x = vp;                                                                        \
+        const mm_plan *p = x->p;                                                                           \
+        const T *a = x->a, *b = x->b;                                                                      \
+        T *c = x->c;                                                                                       \
         int64_t lda = p->ta ? p->m : p->k, ldb = p->tb ? p->k : p->n;                                      \
         int64_t asz = p->m * p->k, bsz = p->k * p->n, csz = p->m * p->n;                                   \
+        for (int64_t bi = b0; bi < b1; bi++) {                                                             \
+            int64_t oa, ob;                                                                                \
+            batch_offsets(p, bi, &oa, &ob);                                                                \
+            GEMM(p->ta, p->tb, p->m, p->n, p->k, 1, a + oa * asz, lda, b + ob * bsz, ldb, (T)x->beta,      \
+                 c + bi * csz, p->n);                                                                      \
+        }                                                                                                  \
+    }                                                                                                      \
+    static aclError NAME(const mm_plan *p, const T *a, const T *b, const T *bias, T *c) {                 \
+        int64_t lda = p->ta ? p->m : p->k, ldb = p->tb ? p->k : p->n;                                      \
         int64_t rows = p->fold ? p->m * p->nbatch : p->m;                                                  \
         T beta = 0;                                                                                        \
         if (bias) {                                                                                        \
             for (int64_t r = 0; r < p->m * p->nbatch; r++) memcpy(c + r * p->n, bias, sizeof(T) * (size_t)p->n); \
             beta = 1;                                                                                      \
         }                                                                                                  \
-        if (p->fold) return GEMM(false, p->tb, rows, p->n, p->k, 1, a, lda, b, ldb, beta, c, p->n);       \
-        for (int64_t bi = 0; bi < p->nbatch; bi++) {                                                       \
-            int64_t oa, ob;                                                                                \
-            batch_offsets(p, bi, &oa, &ob);                                                                \
-            aclError rc = GEMM(p->ta, p->tb, p->m, p->n, p->k, 1, a + oa * asz, lda, b + ob * bsz, ldb,    \
-                               beta, c + bi * csz, p->n);                                                  \
-            if (rc) return rc;                                                                             \
+        if (p->fold || p->nbatch == 1) return GEMM(p->fold ? false : p->ta, p->tb, rows, p->n, p->k, 1, a, lda, \
+                                                   b, ldb, beta, c, p->n);                                 \
+        mm_batch_ctx x = {p, a, b, c, (float)beta, false};                                                 \
+        double mnk = (double)p->m * (double)p->n * (double)p->k;                                           \
+        if (hrt_blas_loaded() && mnk < K_GEMM_SMALL) {                                                     \
+            /* small GEMMs run single-threaded in OpenBLAS: spread the batch over the pool */              \
+            hrt_parallel_for(p->nbatch, (int64_t)(2e6 / (mnk + 1)) + 1, NAME##_batches, &x);               \
+        } else {                                                                                           \
+            NAME##_batches(&x, 0, p->nbatch);                                                              \
         }                                                                                                  \
         return ACL_SUCCESS;                                                                                \
     }
@@ -230,3 +252,137 @@ HRT_OP(matmul, "MatMul", matmul_compile)
 HRT_OP(matmulv2, "MatMulV2", matmul_compile)
 HRT_OP(batchmatmul, "BatchMatMul", batch_matmul_compile)
 HRT_OP(batchmatmulv2, "BatchMatMulV2", batch_matmul_compile)
+
+/* ------------------------------------------------------------------ GEMM
+ * y = alpha * op(a) @ op(b) + beta * c, with c broadcast to [M, N] (ONNX
+ * Gemm's unidirectional broadcast: [M,N], [N], [1,N], [M,1], [1] or a
+ * scalar) and alpha/beta 1-element inputs (float32 or a's dtype; const,
+ * host-placed or device).  beta == 0 ignores c, as BLAS does. */
+typedef struct {
+    bool ta, tb;
+    int64_t m, n, k;
+    int64_t c_rs, c_cs;   /* element strides of c over rows / cols (0 = broadcast) */
+    aclDataType dt, alpha_dt, beta_dt;
+} gemm_plan;
+
+static double scalar_of(const void *p, aclDataType dt) { return k_load_d(p, dt, 0); }
+
+static aclError gemm_run(const hrt_kernel *k, void *const *in, void *const *out) {
+    const gemm_plan *p = k->plan;
+    double alpha = scalar_of(in[3], p->alpha_dt), beta = scalar_of(in[4], p->beta_dt);
+    int64_t m = p->m, n = p->n, kk = p->k;
+    int64_t lda = p->ta ? m : kk, ldb = p->tb ? kk : n;
+    if (p->dt == ACL_DOUBLE) {
+        const double *c = in[2];
+        double *y = out[0];
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) y[i * n + j] = beta == 0 ? 0 : beta * c[i * p->c_rs + j * p->c_cs];
+        return hrt_dgemm(p->ta, p->tb, m, n, kk, alpha, in[0], lda, in[1], ldb, 1.0, y, n);
+    }
+    bool half = p->dt != ACL_FLOAT;
+    float *fa = NULL, *fb = NULL, *fy = out[0], *s = NULL;
+    const float *a = in[0], *b = in[1];
+    if (half) {
+        s = k_scratch(k, sizeof(float) * (size_t)(m * kk + kk * n + m * n));
+        if (!s) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+        fa = s;
+        fb = fa + m * kk;
+        fy = fb + kk * n;
+        k_to_f32(in[0], p->dt, fa, m * kk);
+        k_to_f32(in[1], p->dt, fb, kk * n);
+        a = fa;
+        b = fb;
+    }
+    float cbuf[K_BLOCK];
+    for (int64_t i = 0; i < m; i++) {
+        float *row = fy + i * n;
+        if (beta == 0) {
+            memset(row, 0, sizeof(float) * (size_t)n);
+            continue;
+        }
+        const char *crow = (const char *)in[2] + (size_t)(i * p->c_rs) * hrt_dtype_size(p->dt);
+        for (int64_t j0 = 0; j0 < n; j0 += K_BLOCK) {
+            int64_t cnt = n - j0 < K_BLOCK ? n - j0 : K_BLOCK;
+            if (p->c_cs) k_to_f32(crow + (size_t)j0 * hrt_dtype_size(p->dt), p->dt, cbuf, cnt);
+            else {
+                k_to_f32(crow, p->dt, cbuf, 1);
+                for (int64_t j = 1; j < cnt; j++) cbuf[j] = cbuf[0];
+            }
+            for (int64_t j = 0; j < cnt; j++) row[j0 + j] = (float)beta * cbuf[j];
+        }
+    }
+    aclError rc = hrt_sgemm(p->ta, p->tb, m, n, kk, (float)alpha, a, lda, b, ldb, 1.0f, fy, n);
+    if (half) {
+        if (!rc) k_from_f32(fy, p->dt, out[0], m * n);
+        free(s);
+    }
+    return rc;
+}
+
+static aclError gemm_compile(hrt_kernel *k, const aclopAttr *attrs) {
+    aclError rc = hrt_expect_counts(k, 5, 5, 1);
+    if (rc) return rc;
+    static const aclDataType ok[] = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE};
+    const hrt_tensor *a = &k->in[0], *b = &k->in[1], *c = &k->in[2], *al = &k->in[3], *be = &k->in[4];
+    if ((rc = hrt_expect_dtype_in(k, a, "a", ok, 4))) return rc;
+    if ((rc = k_expect_same_dtype(k, 1, 3, a->dtype)) || (rc = k_expect_out_dtype(k, 0, a->dtype))) return rc;
+    for (int i = 3; i < 5; i++) {
+        const hrt_tensor *t = &k->in[i];
+        if (t->dtype != ACL_FLOAT && t->dtype != a->dtype)
+            return hrt_error(ACL_ERROR_UNSUPPORTED_DATA_TYPE, API, "GEMM: %s must be float32 or %s, got %s",
+                             i == 3 ? "alpha" : "beta", hrt_dtype_name(a->dtype), hrt_dtype_name(t->dtype));
+        if (t->numel != 1)
+            return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, API, "GEMM: %s must hold one value, got %lld",
+                             i == 3 ? "alpha" : "beta", (long long)t->numel);
+    }
+    if (a->ndim != 2 || b->ndim != 2)
+        return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, API, "GEMM: a and b must be 2-D (got rank %d and %d)", a->ndim,
+                         b->ndim);
+    gemm_plan *p = calloc(1, sizeof *p);
+    if (!p) return hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
+    rc = hrt_attr_get_bool(k, attrs, "transpose_a", false, &p->ta);
+    if (!rc) rc = hrt_attr_get_bool(k, attrs, "transpose_b", false, &p->tb);
+    if (rc) goto fail;
+    p->m = p->ta ? a->dims[1] : a->dims[0];
+    p->k = p->ta ? a->dims[0] : a->dims[1];
+    int64_t kb = p->tb ? b->dims[1] : b->dims[0];
+    p->n = p->tb ? b->dims[0] : b->dims[1];
+    if (kb != p->k) {
+        rc = hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, API, "GEMM: inner dims differ (%lld vs %lld)", (long long)p->k,
+                       (long long)kb);
+        goto fail;
+    }
+    /* c broadcast to [M, N] */
+    int64_t cr = 1, cc = 1;
+    if (c->ndim == 2) {
+        cr = c->dims[0];
+        cc = c->dims[1];
+    } else if (c->ndim == 1) {
+        cc = c->dims[0];
+    } else if (c->ndim > 2) {
+        cr = -1;
+    }
+    if (cr < 0 || (cr != 1 && cr != p->m) || (cc != 1 && cc != p->n)) {
+        char sc[128];
+        hrt_shape_str(c->dims, c->ndim, sc, sizeof sc);
+        rc = hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, API, "GEMM: c %s does not broadcast to [%lld,%lld]", sc,
+                       (long long)p->m, (long long)p->n);
+        goto fail;
+    }
+    p->c_rs = cr == 1 ? 0 : cc;
+    p->c_cs = cc == 1 ? 0 : 1;
+    int64_t dims[2] = {p->m, p->n};
+    if ((rc = hrt_expect_same_shape(k, &k->out[0], dims, 2, 0))) goto fail;
+    p->dt = a->dtype;
+    p->alpha_dt = al->dtype;
+    p->beta_dt = be->dtype;
+    k->plan = p;
+    k->plan_free = free;
+    k->run = gemm_run;
+    return ACL_SUCCESS;
+fail:
+    free(p);
+    return rc;
+}
+
+HRT_OP(gemm, "GEMM", gemm_compile)

@@ -1,0 +1,171 @@
+/* Vectorisable float32 math for the kernels.
+ *
+ * The runtime is built with GCC's defaults (math-errno, trapping-math), so
+ * GCC neither vectorises libm calls, nor inlines floorf/rintf, nor
+ * if-converts a `c ? a : b` on floats.  These helpers use only arithmetic,
+ * int<->float conversion, bit casts and comparisons taken as int values
+ * (k_self: a bitwise select), which GCC vectorises at -O3.  Accuracy is
+ * within a few ulp of glibc over the whole float range, with NaN, +-inf,
+ * +-0 and subnormals handled like libm. */
+#ifndef AIOGE_HRT_KMATH_H
+#define AIOGE_HRT_KMATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t k_fbits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+static inline float k_bitsf(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static inline uint64_t k_dbits(double x) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    return u;
+}
+static inline double k_bitsd(uint64_t u) {
+    double x;
+    memcpy(&x, &u, 8);
+    return x;
+}
+/* c ? a : b, branch-free (c is 0 or 1) */
+static inline float k_self(int c, float a, float b) {
+    uint32_t m = (uint32_t)0 - (uint32_t)c;
+    return k_bitsf((k_fbits(a) & m) | (k_fbits(b) & ~m));
+}
+static inline double k_seld(int c, double a, double b) {
+    uint64_t m = (uint64_t)0 - (uint64_t)c;
+    return k_bitsd((k_dbits(a) & m) | (k_dbits(b) & ~m));
+}
+static inline int k_isnanf(float x) { return (k_fbits(x) & 0x7fffffffu) > 0x7f800000u; }
+static inline int k_isnand(double x) { return (k_dbits(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull; }
+static inline float k_fabsf(float x) { return k_bitsf(k_fbits(x) & 0x7fffffffu); }
+static inline double k_fabsd(double x) { return k_bitsd(k_dbits(x) & 0x7fffffffffffffffull); }
+static inline float k_copysignf(float mag, float sgn) {
+    return k_bitsf((k_fbits(mag) & 0x7fffffffu) | (k_fbits(sgn) & 0x80000000u));
+}
+static inline double k_copysignd(double mag, double sgn) {
+    return k_bitsd((k_dbits(mag) & 0x7fffffffffffffffull) | (k_dbits(sgn) & 0x8000000000000000ull));
+}
+/* numpy maximum/minimum: NaN if either operand is NaN */
+static inline float k_maxf(float x, float y) { return k_self(k_isnanf(x), x, k_self(x > y, x, y)); }
+static inline float k_minf(float x, float y) { return k_self(k_isnanf(x), x, k_self(x < y, x, y)); }
+static inline double k_maxd(double x, double y) { return k_seld(k_isnand(x), x, k_seld(x > y, x, y)); }
+static inline double k_mind(double x, double y) { return k_seld(k_isnand(x), x, k_seld(x < y, x, y)); }
+/* fmax-like (NaN ignored): for running max over data without NaN checks */
+static inline float k_fmaxf(float x, float y) { return k_self(x > y, x, y); }
+
+/* round half to even, floor, ceil, trunc: exact, sign of zero kept, NaN kept */
+static inline float k_rintf(float x) {
+    float a = k_fabsf(x);
+    float r = (a + 8388608.0f) - 8388608.0f;
+    return k_self(a < 8388608.0f, k_copysignf(r, x), x);
+}
+static inline float k_truncf(float x) {
+    float a = k_fabsf(x);
+    int small = a < 8388608.0f;
+    float t = (float)(int32_t)k_self(small, a, 0.0f);
+    return k_self(small, k_copysignf(t, x), x);
+}
+static inline float k_floorf(float x) {
+    int small = k_fabsf(x) < 8388608.0f;
+    float xs = k_self(small, x, 0.0f);
+    int32_t i = (int32_t)xs;
+    float t = (float)(i - ((float)i > xs));
+    return k_self(small, k_copysignf(t, x), x);
+}
+static inline float k_ceilf(float x) {
+    int small = k_fabsf(x) < 8388608.0f;
+    float xs = k_self(small, x, 0.0f);
+    int32_t i = (int32_t)xs;
+    float t = (float)(i + ((float)i < xs));
+    return k_self(small, k_copysignf(t, x), x);
+}
+static inline double k_rintd(double x) {
+    double a = k_fabsd(x);
+    double r = (a + 4503599627370496.0) - 4503599627370496.0;
+    return k_seld(a < 4503599627370496.0, k_copysignd(r, x), x);
+}
+
+/* exp: Cephes-style, ~1 ulp; overflow -> inf, underflow -> subnormal/0 */
+static inline float k_expf(float x) {
+    float xc = k_self(x < -104.0f, -104.0f, x);
+    xc = k_self(xc > 89.0f, 89.0f, xc);
+    float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x*log2e) */
+    float r = xc - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    float y = p * (r * r) + r + 1.0f;
+    int32_t n = (int32_t)fn;
+    int32_t n1 = n >> 1, n2 = n - n1;
+    y = y * k_bitsf((uint32_t)(n1 + 127) << 23);
+    y = y * k_bitsf((uint32_t)(n2 + 127) << 23);
+    return k_self(k_isnanf(x), x, y);
+}
+
+/* natural log: Cephes logf, ~1 ulp; log(0) = -inf, log(<0) = NaN */
+static inline float k_logf(float x) {
+    int sub = x < 1.17549435e-38f;
+    float xs = x * k_self(sub, 8388608.0f, 1.0f); /* scale subnormals by 2^23 */
+    uint32_t ix = k_fbits(xs);
+    int32_t e = (int32_t)((ix >> 23) & 0xff) - 126 - 23 * sub;
+    float m = k_bitsf((ix & 0x007fffffu) | 0x3f000000u); /* [0.5, 1) */
+    int lo = m < 0.707106781186547524f;
+    e = e - lo;
+    m = m + m * (float)lo - 1.0f;
+    float z = m * m;
+    float p = 7.0376836292e-2f;
+    p = p * m - 1.1514610310e-1f;
+    p = p * m + 1.1676998740e-1f;
+    p = p * m - 1.2420140846e-1f;
+    p = p * m + 1.4249322787e-1f;
+    p = p * m - 1.6668057665e-1f;
+    p = p * m + 2.0000714765e-1f;
+    p = p * m - 2.4999993993e-1f;
+    p = p * m + 3.3333331174e-1f;
+    float fe = (float)e;
+    float y = p * m * z;
+    y = y + fe * -2.12194440e-4f;
+    y = y - 0.5f * z;
+    y = m + y;
+    y = y + fe * 0.693359375f;
+    y = k_self(x == 0.0f, -__builtin_inff(), y);
+    y = k_self(x < 0.0f, __builtin_nanf(""), y);
+    y = k_self(x == __builtin_inff(), x, y);
+    return k_self(k_isnanf(x), x, y);
+}
+
+/* tanh: odd polynomial near 0, 1 - 2/(e^2|x| + 1) elsewhere */
+static inline float k_tanhf(float x) {
+    float a = k_fabsf(x);
+    float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    float small = k_copysignf(p * z * x + x, x);
+    float e = k_expf(2.0f * k_self(a > 20.0f, 20.0f, a));
+    float big = k_copysignf(1.0f - 2.0f / (e + 1.0f), x);
+    return k_self(a < 0.625f, small, k_self(k_isnanf(x), x, big));
+}
+
+/* logistic: e^-|x| keeps full relative accuracy for negative x */
+static inline float k_sigmoidf(float x) {
+    float e = k_expf(-k_fabsf(x));
+    float r = 1.0f / (1.0f + e);
+    return k_self(x < 0.0f, e * r, k_self(k_isnanf(x), x, r));
+}
+
+#endif
