@@ -69,6 +69,49 @@ def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def expand_host_ops(g: Graph, ln: LoweredNode) -> LoweredNode:
+    """Rewrite fused ops the host runtime runs as a pair of kernels.
+
+    ``_FusedConv`` (ONNX-style attrs) becomes CANN ``Conv2D`` (bias fused in
+    the GEMM) followed, if it has an activation, by a one-step
+    ``_FusedElementwise`` over a node-local temporary.
+    """
+    from .graph import LoweredNode, LoweredOp
+    from .graph.errors import LoweringError
+
+    if not any(op.op_type == "_FusedConv" for op in ln.ops):
+        return ln
+    ops: list[Any] = []
+    temps = dict(ln.temps)
+    for op in ln.ops:
+        if op.op_type != "_FusedConv":
+            ops.append(op)
+            continue
+        a = op.attrs
+        ks = list(a["kernel_shape"])
+        if len(ks) != 2:
+            raise LoweringError(f"{ln.node.name}: _FusedConv with {len(ks)} spatial dims is not supported")
+        st, dl = list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1]))
+        pads = list(a.get("pads", [0, 0, 0, 0]))  # ONNX: top, left, bottom, right
+        conv = {"strides": [1, 1, *st], "pads": [pads[0], pads[2], pads[1], pads[3]], "dilations": [1, 1, *dl],
+                "groups": int(a.get("group", 1)), "data_format": "NCHW"}  # fmt: skip
+        x, w = op.inputs[0], op.inputs[1]
+        b = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] else None
+        act = str(a.get("activation", "none"))
+        out = op.outputs[0]
+        if act == "none":
+            ops.append(LoweredOp("Conv2D", (x, w, b), (out,), conv))
+            continue
+        params = (float(a.get("alpha", 0.01)),) if act == "LeakyRelu" else \
+            (float(a.get("min", -math.inf)), float(a.get("max", math.inf))) if act == "Clip" else ()  # fmt: skip
+        tmp = f"{out}::preact"
+        v = g.value(out)
+        temps[tmp] = (tuple(v.shape), np.dtype(v.dtype))
+        ops.append(LoweredOp("Conv2D", (x, w, b), (tmp,), conv))
+        ops.append(LoweredOp("_FusedElementwise", (tmp,), (out,), {"program": [(act, (0,), params)]}))
+    return LoweredNode(ln.node, tuple(ops), temps)
+
+
 def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -605,7 +648,7 @@ def compile_graph(
         raise ValueError("sunk execution needs the aiogeGraph API (the host runtime)")
     g = run_passes(graph, level=optimize)
     p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
-    lowered = {st.node.name: lower_node(g, st.node) for st in p.steps if not st.alias}
+    lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node)) for st in p.steps if not st.alias}
     used = {x for ln in lowered.values() for op in ln.ops for x in op.inputs if isinstance(x, str)}
     used |= {st.node.inputs[0] for st in p.steps if st.alias}
     used |= set(g.outputs)
