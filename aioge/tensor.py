@@ -244,14 +244,16 @@ class Tensor:
     def __await__(self) -> Any:
         return self.ready().__await__()
 
-    async def numpy(self, *, timeout: float | None = None) -> np.ndarray:
+    async def numpy(self, *, timeout: float | None = None, stream: Stream | None = None) -> np.ndarray:
         """Copy to a new host array, in stream order.
 
-        The copy is enqueued on the tensor's stream behind the launch that
-        wrote it, into page-locked staging memory; the loop is never blocked.
+        The copy is enqueued on the tensor's stream (or ``stream``, which then
+        waits for the tensor on the device) behind the launch that wrote it,
+        into page-locked staging memory; the loop is never blocked.
 
         Args:
             timeout: seconds to wait before raising ``TimeoutError``.
+            stream: the stream to copy on (e.g. a dedicated copy-out stream).
 
         Raises:
             AclError: the producing launch (or the copy) failed.
@@ -260,7 +262,8 @@ class Tensor:
         Cancellation: returns control at once; the staging memory is released
         once the copy has run.
         """
-        return await self._memory().home()._download(self, timeout)
+        s = stream if stream is not None else self._memory().home()
+        return await s._download(self, timeout)
 
     def close(self) -> None:
         """Drop this tensor's memory reference now (idempotent)."""
