@@ -40,6 +40,9 @@ from .errors import (
     WrongDeviceError,
 )
 from .event import Event
+from .graph import Graph, load_onnx
+from .model import CompiledGraph
+from .session import Session, SessionError
 from .stream import Stream
 from .tensor import Tensor, TensorSpec
 
@@ -55,18 +58,22 @@ __all__ = (
     "BackendError",
     "BusyResourceError",
     "ClosedResourceError",
+    "CompiledGraph",
     "Completion",
     "Const",
     "DataType",
     "Device",
     "Event",
     "Format",
+    "Graph",
     "HostInput",
     "OpAttrMismatchError",
     "OpInputMismatchError",
     "OpNotFoundError",
     "OpOutputMismatchError",
     "OutOfDeviceMemoryError",
+    "Session",
+    "SessionError",
     "Stream",
     "Tensor",
     "TensorSpec",
@@ -77,6 +84,7 @@ __all__ = (
     "device_count",
     "dtypes",
     "errors",
+    "load_onnx",
     "op",
     "open_device",
     "ops",

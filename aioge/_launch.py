@@ -16,6 +16,7 @@ from . import _native, dtypes
 from ._native import ffi, lib
 from ._scheduler import Completion
 from .errors import error_class
+from .dtypes import ACL_CODE as _ACL_CODE
 from .tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
@@ -133,6 +134,8 @@ class LaunchCache:
 
     def __init__(self) -> None:
         self._descs: dict[tuple[Any, ...], Any] = {}
+        #: the desc dict itself, for lookups inlined in launch()
+        self.desc_table = self._descs
         self._attrs: dict[Any, Any] = {}
         self._absent: Any = None
         self._null: Any = None
@@ -171,6 +174,9 @@ class LaunchCache:
 
     def attr(self, attrs: Mapping[str, Any] | None) -> Any:
         if not attrs:
+            h = self._attrs.get(())
+            if h is not None:
+                return h
             key: Any = ()
         else:
             key = tuple(sorted((name, *_attr_kind(v)) for name, v in attrs.items()))
@@ -193,7 +199,7 @@ class LaunchCache:
     def _clear_descs(self) -> None:
         for d in self._descs.values():
             lib.aclDestroyTensorDesc(d)
-        self._descs.clear()
+        self._descs.clear()  # the same dict object: desc_table stays valid
 
     def _clear_attrs(self) -> None:
         for h in self._attrs.values():
@@ -226,74 +232,87 @@ def launch(
 
     ``formats`` gives the aclFormat of each input then each output (ND by
     default).  Raises the AclError of a failed compile/validation at once.
+    This is the hot path of every launch: keep it lean.
     """
     cache = stream.device._cache
-    op_b = cache.op_name(op_type)
     n_in, n_out = len(inputs), len(outputs)
+    codes = _ACL_CODE
     with stream._lock:
-        stream._enter()
+        if stream._closed:
+            stream._check_open()
+        _native.bind_context(stream.device._ctx)
         attr_h = cache.attr(attrs)
-        descs: list[Any] = []
-        bufs: list[Any] = []
+        descs = cache.desc_table
+        din, bin_, dout, bout = stream._scratch(n_in, n_out)
         keep: list[Any] = []
         reads = []
         temp_descs: list[Any] = []
         temp_bufs: list[Any] = []
         try:
             for i, x in enumerate(inputs):
-                fmt = formats[i] if formats else _ND
-                if x is None:
-                    d, b = cache.absent()
-                elif type(x) is Tensor:
-                    m = x._memory()
-                    stream._order_read(m)
-                    d = cache.desc(int(dtypes.to_acl(x.dtype)), x.shape, fmt, False)
-                    b = m.buffer
+                if type(x) is Tensor:
+                    m = x._mem
+                    if m is None or m.ptr is None:
+                        x._memory()
+                    if m.device is not stream.device:  # type: ignore[union-attr]
+                        stream._order_read(m)  # raises WrongDeviceError
+                    w = m.writer  # type: ignore[union-attr]
+                    if w is not None and not w._done and w.lane is not stream._lane:
+                        stream._wait_for(w)
+                    key = (codes[x.dtype], x.shape, formats[i] if formats else _ND, False)
+                    d = descs.get(key)
+                    din[i] = d if d is not None else cache.desc(*key)
+                    bin_[i] = m.buffer  # type: ignore[union-attr]
                     keep.append(m)
                     reads.append(m)
+                elif x is None:
+                    din[i], bin_[i] = cache.absent()
                 elif isinstance(x, Const):
                     a = x.array
-                    d = lib.aclCreateTensorDesc(int(dtypes.to_acl(a.dtype)), a.ndim,
-                                                ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL, fmt)
+                    fmt = formats[i] if formats else _ND
+                    d = lib.aclCreateTensorDesc(codes[a.dtype], a.ndim, ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL,
+                                                fmt)  # fmt: skip
                     temp_descs.append(d)
                     if a.nbytes:
                         _native.check(lib.aclSetTensorConst(d, _native.host_ptr(a), a.nbytes), "aclSetTensorConst")
-                    b = cache.null_buffer()
+                    din[i], bin_[i] = d, cache.null_buffer()
                 else:
                     a = x.array if isinstance(x, HostInput) else np.ascontiguousarray(x)
-                    d = cache.desc(int(dtypes.to_acl(a.dtype)), a.shape, fmt, True)
+                    din[i] = cache.desc(int(dtypes.to_acl(a.dtype)), a.shape, formats[i] if formats else _ND, True)
                     b = lib.aclCreateDataBuffer(_native.host_ptr(a) if a.nbytes else ffi.NULL, a.nbytes)
                     temp_bufs.append(b)
+                    bin_[i] = b
                     keep.append(a)
-                descs.append(d)
-                bufs.append(b)
-            out_descs = []
-            out_bufs = []
             for j, y in enumerate(outputs):
-                fmt = formats[n_in + j] if formats else _ND
                 m = y._memory()
                 stream._order_write(m)
-                out_descs.append(cache.desc(int(dtypes.to_acl(y.dtype)), y.shape, fmt, False))
-                out_bufs.append(m.buffer)
+                key = (codes[y.dtype], y.shape, formats[n_in + j] if formats else _ND, False)
+                d = descs.get(key)
+                dout[j] = d if d is not None else cache.desc(*key)
+                bout[j] = m.buffer
                 keep.append(m)
-            rc = lib.aclopCompileAndExecute(
-                op_b,
-                n_in, ffi.new("aclTensorDesc *[]", descs), ffi.new("aclDataBuffer *[]", bufs),
-                n_out, ffi.new("aclTensorDesc *[]", out_descs), ffi.new("aclDataBuffer *[]", out_bufs),
-                attr_h, 0, 0, ffi.NULL, stream._handle,
-            )  # fmt: skip
+            start = stream._start_mark() if stream.timing else None
+            rc = lib.aclopCompileAndExecute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h,
+                                            0, 0, ffi.NULL, stream._handle)  # fmt: skip
         finally:
             for d in temp_descs:
                 lib.aclDestroyTensorDesc(d)
             for b in temp_bufs:
                 lib.aclDestroyDataBuffer(b)
         if rc:
+            if start is not None:
+                stream._lane._free_events.append(start)
             raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, op_type)
+        comp = stream._record(keep, op_type, start)
         for m in reads:
-            stream._note_read(m, comp)
+            if m.stream is not stream:
+                m.readers[stream] = comp
         for y in outputs:
-            stream._note_write(y._memory(), comp)
+            m = y._mem
+            m.writer = comp  # type: ignore[union-attr]
+            m.stream = stream  # type: ignore[union-attr]
+            if m.readers:  # type: ignore[union-attr]
+                m.readers.clear()  # type: ignore[union-attr]
     return comp
 
 
@@ -302,8 +321,7 @@ def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: St
         return stream
     for x in (*inputs, *outputs):
         if type(x) is Tensor:
-            s = x.stream
-            return s if not s.closed else s.device.default_stream
+            return x._memory().home()
     raise ValueError("no Tensor among the inputs/outputs: pass stream=")
 
 

@@ -3,24 +3,33 @@
 Every launch on a stream is followed by an event record; the launch's
 :class:`Completion` holds that event and everything the device may still
 touch (device buffers, host arrays being copied).  Each stream has one
-:class:`Lane`: a dedicated, named thread bound to the stream's context that
-waits for the oldest pending event with ``aclrtSynchronizeEventWithTimeout``
-in bounded slices, then collects every later launch that has finished too
-(coalescing), and hands the batch back to each waiting event loop with a
-single ``call_soon_threadsafe`` (or trio's ``run_sync_soon``) per loop.
-Closed loops and cancelled waiters are skipped.
+:class:`Lane`, the FIFO of its pending completions, and two ways of
+noticing that they finished:
 
-Because each launch has its own event, a failing launch's error code reaches
-exactly the awaiters of that launch (the runtime reports the error of the
-work between two event records), and is also kept for the stream's next
-``synchronize()``.
+* **the notify fd** (host runtime + asyncio, the fast path): the stream's C
+  worker writes an eventfd after the next event marker once armed; the
+  owning loop watches it with ``add_reader`` and completes every finished
+  launch in one callback, with no extra thread and no thread hop;
+* **the lane thread** (any backend, any loop, trio): a dedicated, named
+  thread bound to the stream's context waits for the oldest pending event
+  with ``aclrtSynchronizeEventWithTimeout`` in bounded slices and hands each
+  finished batch to every waiting loop with one ``call_soon_threadsafe``
+  (or trio's ``run_sync_soon``) per loop.
+
+Either way one wake-up settles every launch that has finished (coalescing),
+cancelled waiters and closed loops are skipped, and because each launch has
+its own event, a failing launch's error reaches exactly its own awaiters
+(the runtime reports the error of the work between two event records); the
+first error is also kept for the stream's next ``synchronize()``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +43,11 @@ __all__ = ("Completion", "Lane", "wait_all")
 
 #: slice of one blocking wait, in ms: bounds how long shutdown takes to notice
 SLICE_MS = 100
+#: pending launches above which a launch settles finished ones inline
+POLL_EVERY = 512
+#: an await on one of the next two launches of a stream polls this long (s)
+#: before suspending: tiny device work then completes without a loop wake-up
+AWAIT_SPIN_S = float(os.environ.get("AIOGE_AWAIT_SPIN_US", "20")) * 1e-6
 _EVENT_TIMEOUT = 507047  # ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
 
 _Poster = Callable[..., Any]
@@ -50,17 +64,25 @@ class Completion:
     until it has; other awaiters are unaffected.
     """
 
-    __slots__ = ("_done", "_error", "_waiters", "event", "keep", "lane", "seq", "what")
+    __slots__ = ("_done", "_error", "_waiters", "deps", "device_ms", "event", "keep", "lane", "seq", "start", "what")
 
-    def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int) -> None:
+    def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int, start: Any = None,
+                 deps: list[Completion] | None = None) -> None:  # fmt: skip
         self.lane = lane
         self.event = event
+        #: launches of other streams this one joined (device-side waits): their
+        #: errors become this launch's error
+        self.deps = deps
+        #: timing streams: the event recorded just before the launch
+        self.start = start
+        #: device time of the launch in ms (timing streams, once done), else None
+        self.device_ms: float | None = None
         self.keep = keep
         self.what = what
         self.seq = seq
         self._done = False
         self._error: tuple[int, str] | None = None
-        self._waiters: list[tuple[_Poster, Any]] = []
+        self._waiters: list[tuple[_Poster, Any]] | None = None
 
     @property
     def done(self) -> bool:
@@ -80,9 +102,10 @@ class Completion:
 
     async def wait(self) -> None:
         """Wait until the launch has run; raise its error if it failed."""
-        if not self._done:
+        if not self._done and not self.lane.spin_until(self):
             await self._wait_pending()
-        self._raise_if_failed()
+        if self._error is not None:
+            self._raise_if_failed()
 
     def __await__(self) -> Any:
         return self.wait().__await__()
@@ -92,6 +115,7 @@ class Completion:
             loop = asyncio.get_running_loop()
             fut = loop.create_future()
             if self._add_waiter(loop.call_soon_threadsafe, fut):
+                self.lane.watch(loop)
                 await fut
             return
         import trio  # the only other library anyio supports
@@ -99,6 +123,7 @@ class Completion:
         token = trio.lowlevel.current_trio_token()
         ev = trio.Event()
         if self._add_waiter(token.run_sync_soon, ev):
+            self.lane.watch(None)
             await ev.wait()
 
     def _add_waiter(self, poster: _Poster, waiter: Any) -> bool:
@@ -106,6 +131,9 @@ class Completion:
         with self.lane.lock:
             if self._done:
                 return False
+            if self._waiters is None:
+                self._waiters = []
+                self.lane.waited += 1
             self._waiters.append((poster, waiter))
             return True
 
@@ -121,11 +149,12 @@ def _wake(waiters: list[Any]) -> None:
 
 
 class Lane:
-    """The completion thread of one stream (started lazily, stopped on close)."""
+    """The pending launches of one stream and the drivers that complete them."""
 
-    def __init__(self, ctx: Any, name: str) -> None:
+    def __init__(self, ctx: Any, name: str, handle: Any) -> None:
         # no reference to the Stream: an unclosed stream can still be collected
         self._ctx = ctx
+        self._handle = handle
         self.name = name
         self.lock = threading.Lock()
         self._cv = threading.Condition(self.lock)
@@ -135,22 +164,43 @@ class Lane:
         self._stopping = False
         self.launched = 0
         self.completed = 0
+        self.device_ms = 0.0
+        #: pending completions that have waiters (decides re-arming the fd)
+        self.waited = 0
         self.failed = 0
         #: first error since the last synchronize(): (code, message, what)
         self.unreported: tuple[int, str, str] | None = None
         self._free_events: list[Any] = []
+        self._ms = _native.ffi.new("float *")
+        # notify-fd driver (host runtime only)
+        self._fd: int | None = None
+        self._fd_loop: asyncio.AbstractEventLoop | None = None
+        self._fd_ok = _native.has_host_hooks and hasattr(os, "eventfd")
 
-    # ---- loop side ----
-    def submit(self, event: Any, keep: Any, what: str) -> Completion:
+    # ---- launching side ----
+    def submit(self, event: Any, keep: Any, what: str, start: Any = None,
+               deps: list[Completion] | None = None) -> Completion:  # fmt: skip
         with self.lock:
-            self.launched += 1
-            comp = Completion(self, event, keep, what, self.launched)
+            self.launched = n = self.launched + 1
+            comp = Completion(self, event, keep, what, n, start, deps)
             self.pending.append(comp)
-            if self._thread is None:
-                self._start_locked()
-            elif self._idle:
+            if self._idle:
                 self._cv.notify()
+        if not n & 63 and len(self.pending) > POLL_EVERY:
+            self.poll()  # nobody is waiting: settle what finished so buffers are released
         return comp
+
+    def spin_until(self, comp: Completion) -> bool:
+        """Briefly poll for a launch near the head of the queue; True if it completed."""
+        if AWAIT_SPIN_S <= 0:
+            return False
+        p = self.pending
+        if not (p and (p[0] is comp or (len(p) > 1 and p[1] is comp))):
+            return comp._done
+        deadline = time.perf_counter() + AWAIT_SPIN_S
+        while not comp._done and time.perf_counter() < deadline:
+            self.poll()
+        return comp._done
 
     def take_event(self) -> Any | None:
         """A recycled event of this stream, if any."""
@@ -163,23 +213,94 @@ class Lane:
     def in_flight(self) -> int:
         return self.launched - self.completed
 
-    def _start_locked(self) -> None:
-        t = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread = t
-        t.start()
+    # ---- choosing a driver ----
+    def watch(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Make sure something completes pending launches for a waiter on ``loop``."""
+        if loop is not None and self._fd_ok:
+            if self._fd_loop is loop:
+                self._arm()
+                return
+            if self._fd_loop is None or self._fd_loop.is_closed():
+                if self._attach(loop):
+                    return
+        self._ensure_thread()
 
-    def stop(self) -> list[Any]:
-        """Stop the thread once nothing is pending; return the spare events."""
+    def _attach(self, loop: asyncio.AbstractEventLoop) -> bool:
+        self._detach()
+        try:
+            fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        except OSError:
+            self._fd_ok = False
+            return False
+        try:
+            loop.add_reader(fd, self._on_readable)
+        except (NotImplementedError, RuntimeError):
+            os.close(fd)
+            self._fd_ok = False
+            return False
+        _native.bind_context(self._ctx)
+        _native.check(lib.aiogeHostStreamSetNotifyFd(self._handle, fd), "aiogeHostStreamSetNotifyFd")
+        self._fd, self._fd_loop = fd, loop
+        self._arm()
+        return True
+
+    def _detach(self) -> None:
+        fd, loop = self._fd, self._fd_loop
+        if fd is None:
+            return
+        self._fd = self._fd_loop = None
+        _native.bind_context(self._ctx)
+        lib.aiogeHostStreamSetNotifyFd(self._handle, -1)
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.remove_reader(fd)
+            except RuntimeError:  # the loop is closing from another thread
+                pass
+        os.close(fd)
+
+    def _arm(self) -> None:
+        _native.bind_context(self._ctx)
+        lib.aiogeHostStreamArmNotify(self._handle)
+        self.poll()  # whatever finished before arming
+
+    def _on_readable(self) -> None:
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            os.eventfd_read(fd)
+        except OSError:
+            pass
+        self.poll()
+        if self.waited:
+            self._arm()
+
+    def _ensure_thread(self) -> None:
         with self.lock:
-            self._stopping = True
-            self._cv.notify()
-            t = self._thread
-        if t is not None and t is not threading.current_thread():
-            t.join()
-        events, self._free_events = self._free_events, []
-        return events
+            if self._thread is None and not self._stopping:
+                t = threading.Thread(target=self._run, name=self.name, daemon=True)
+                self._thread = t
+                t.start()
 
-    # ---- lane thread ----
+    # ---- completing ----
+    def poll(self) -> int:
+        """Complete every pending launch that has finished, without blocking."""
+        _native.bind_context(self._ctx)
+        sync_to = lib.aclrtSynchronizeEventWithTimeout
+        batch = []
+        with self.lock:
+            while self.pending:
+                head = self.pending[0]
+                rc = sync_to(head.event, 0)
+                if rc == _EVENT_TIMEOUT:
+                    _native.recent_error()  # the timeout's text is not for anyone
+                    break
+                batch.append((head, rc, _native.recent_error() if rc else ""))
+                self.pending.popleft()
+            if batch:
+                self._finish(batch)
+        return len(batch)
+
     def _run(self) -> None:
         _native.bind_context(self._ctx)
         sync_to = lib.aclrtSynchronizeEventWithTimeout
@@ -194,49 +315,82 @@ class Lane:
                 head = self.pending[0]
             rc = sync_to(head.event, SLICE_MS)
             if rc == _EVENT_TIMEOUT:
-                _native.recent_error()  # the timeout's text is not for anyone
+                _native.recent_error()
                 continue
-            batch = [(head, rc, _native.recent_error() if rc else "")]
+            msg = _native.recent_error() if rc else ""
             with self.lock:
-                self.pending.popleft()
-                nxt = self.pending[0] if self.pending else None
-            # coalesce: everything behind it that has finished too
-            while nxt is not None:
-                rc = sync_to(nxt.event, 0)
-                if rc == _EVENT_TIMEOUT:
-                    _native.recent_error()
-                    break
-                batch.append((nxt, rc, _native.recent_error() if rc else ""))
-                with self.lock:
+                if self.pending and self.pending[0] is head:
                     self.pending.popleft()
-                    nxt = self.pending[0] if self.pending else None
-            self._finish(batch)
+                    self._finish([(head, rc, msg)])
+            self.poll()  # everything behind it that has finished too
 
     def _finish(self, batch: list[tuple[Completion, int, str]]) -> None:
+        """Caller holds the lock."""
         by_loop: dict[_Poster, list[Any]] = {}
         released = []
-        with self.lock:
-            for comp, rc, msg in batch:
-                if rc:
-                    comp._error = (rc, msg)
-                    self.failed += 1
-                    if self.unreported is None:
-                        self.unreported = (rc, msg, comp.what)
-                comp._done = True
-                self.completed += 1
+        for comp, rc, msg in batch:
+            if comp.deps:
+                # the device waited for them, so they are done: settle them (lock
+                # order is always joining lane -> joined lane) and inherit an error
+                for d in comp.deps:
+                    if not d._done:
+                        d.lane.poll()
+                    if not rc and d._error is not None:
+                        rc, msg = d._error
+                comp.deps = None
+            if rc:
+                comp._error = (rc, msg)
+                self.failed += 1
+                if self.unreported is None:
+                    self.unreported = (rc, msg, comp.what)
+            comp._done = True
+            self.completed += 1
+            if comp._waiters:
+                self.waited -= 1
                 for poster, waiter in comp._waiters:
                     by_loop.setdefault(poster, []).append(waiter)
-                comp._waiters = []
-                released.append(comp.keep)
-                comp.keep = None
-                self._free_events.append(comp.event)
+                comp._waiters = None
+            released.append(comp.keep)
+            comp.keep = None
+            if comp.start is not None:
+                if lib.aclrtEventElapsedTime(self._ms, comp.start, comp.event) == 0:
+                    comp.device_ms = float(self._ms[0])
+                    self.device_ms += comp.device_ms
+                else:
+                    _native.recent_error()
+                self._free_events.append(comp.start)
+                comp.start = None
+            self._free_events.append(comp.event)
+        here = self._fd_loop if self._fd_loop is not None and self._on_loop_thread() else None
         for poster, waiters in by_loop.items():
+            if here is not None and getattr(poster, "__self__", None) is here:
+                _wake(waiters)  # on the waiting loop already: no self-pipe round trip
+                continue
             try:
                 poster(_wake, waiters)
             except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
                 pass
-        # drop references outside the lock: buffers may free device memory here
-        del released
+        del released  # buffers may free device memory here
+
+    def _on_loop_thread(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._fd_loop
+        except RuntimeError:
+            return False
+
+    # ---- shutdown ----
+    def stop(self) -> list[Any]:
+        """Stop the drivers once nothing is pending; return the spare events."""
+        with self.lock:
+            self._stopping = True
+            self._cv.notify()
+            t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join()
+        self.poll()
+        self._detach()
+        events, self._free_events = self._free_events, []
+        return events
 
 
 async def wait_all(comps: list[Completion]) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from . import _native
 from ._native import ffi, lib
@@ -15,6 +17,8 @@ from .stream import Stream
 
 if TYPE_CHECKING:
     from ._launch import LaunchCache
+    from .graph import Graph
+    from .model import CompiledGraph
     from .tensor import DeviceMemory
 
 __all__ = ("Device", "open_device", "device_count")
@@ -86,7 +90,12 @@ class Device(Resource):
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
         self._default_stream: Stream | None = None
-        self._launch_cache: LaunchCache | None = None
+        # compiled graphs live until closed or until the device closes (as GE graphs live in their session)
+        self._models: set[CompiledGraph] = set()
+        self._compiling: dict[Any, Any] = {}
+        from ._launch import LaunchCache
+
+        self._cache: LaunchCache = LaunchCache()
         self._opened()
 
     def _describe(self) -> str:
@@ -97,14 +106,16 @@ class Device(Resource):
         return f"<aioge.Device {self.id} backend={self.backend!r} {state}>"
 
     # ---- streams ----
-    def open_stream(self, *, high_water: int = 1024) -> Stream:
+    def open_stream(self, *, high_water: int = 1024, timing: bool = False) -> Stream:
         """Create a stream (``aclrtCreateStream``); use as ``async with``.
 
         Args:
             high_water: in-flight launches above which ``await stream.drain()`` waits.
+            timing: measure the device time of every launch (``Completion.device_ms``,
+                ``stream.stats["device_ms"]``) with an extra event per launch.
         """
         self._check_open()
-        s = Stream(self, high_water=high_water)
+        s = Stream(self, high_water=high_water, timing=timing)
         self._streams.add(s)
         return s
 
@@ -124,14 +135,59 @@ class Device(Resource):
         _native.check(lib.aclrtGetMemInfo(1, free, total), "aclrtGetMemInfo")  # ACL_HBM_MEM
         return int(free[0]), int(total[0])
 
-    @property
-    def _cache(self) -> LaunchCache:
-        c = self._launch_cache
-        if c is None:
-            from ._launch import LaunchCache
+    async def compile(
+        self, graph: Graph, *, optimize: int = 2, max_streams: int = 2, mode: str = "auto"
+    ) -> CompiledGraph:
+        """Compile and load a graph (GE ``CompileGraph`` + ``LoadGraph``), off the event loop.
 
-            c = self._launch_cache = LaunchCache()
-        return c
+        Args:
+            graph: an :class:`aioge.graph.Graph` (e.g. from :func:`aioge.load_onnx`).
+            optimize: pass level 0 (shape inference only), 1 (+ folding, DCE, CSE) or 2 (+ fusion).
+            max_streams: independent branches may run on up to this many streams.
+            mode: ``"sunk"`` (the whole plan inside the runtime, one task per
+                segment), ``"per_op"`` (each op through ``aclopCompileAndExecute``)
+                or ``"auto"`` (sunk where the backend supports it).
+
+        Concurrent calls with the same graph and options share one compile.
+
+        Cancellation: a compile cannot be interrupted; cancelling waits for
+        its worker thread to finish (the model is then closed), and callers
+        sharing it compile again.
+        """
+        from .model import compile_graph
+
+        self._check_open()
+        key = (id(graph), optimize, max_streams, mode)
+        while True:
+            pending = self._compiling.get(key)
+            if pending is None:
+                break
+            await pending.done.wait()
+            if pending.result is not None:
+                return pending.result
+            if not isinstance(pending.error, anyio.get_cancelled_exc_class()):
+                assert pending.error is not None
+                raise pending.error
+            # the compiling task was cancelled: compile again here
+        pending = self._compiling[key] = _SharedCompile()
+
+        built: list[CompiledGraph] = []
+
+        def work() -> CompiledGraph:
+            built.append(compile_graph(self, graph, optimize=optimize, max_streams=max_streams, mode=mode))
+            return built[0]
+
+        try:
+            pending.result = await anyio.to_thread.run_sync(work)
+        except BaseException as e:
+            pending.error = e
+            for m in built:  # cancelled after the thread finished: nobody gets this model
+                m.close()
+            raise
+        finally:
+            self._compiling.pop(key, None)
+            pending.done.set()
+        return pending.result
 
     async def synchronize(self, *, timeout: float | None = None) -> None:
         """Synchronize every open stream of the device."""
@@ -142,6 +198,8 @@ class Device(Resource):
 
     # ---- lifecycle ----
     async def _drain(self) -> None:
+        for m in list(self._models):
+            await m.aclose()
         for s in list(self._streams):
             if not s.closed:
                 await s.aclose()
@@ -152,6 +210,8 @@ class Device(Resource):
             raise BusyResourceError(
                 f"{self._describe()} has streams with work in flight ({len(busy)}): use `await device.aclose()`"
             )
+        for m in list(self._models):
+            m.close()
         for s in list(self._streams):
             s.close()
         self._release()
@@ -160,8 +220,7 @@ class Device(Resource):
         _native.bind_context(self._ctx)
         for m in list(self._memory):
             m.free()
-        if self._launch_cache is not None:
-            self._launch_cache.clear()
+        self._cache.clear()
         lib.aclrtDestroyContext(self._ctx)
         lib.aclrtResetDevice(self.id)
         _native.recent_error()
@@ -173,6 +232,15 @@ class Device(Resource):
         # streams with pending work drain on their own threads; the context
         # stays until interpreter exit rather than freeing memory in use
         pass
+
+
+class _SharedCompile:
+    """One in-flight compile that concurrent callers share."""
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: CompiledGraph | None = None
+        self.error: BaseException | None = None
 
 
 def open_device(device_id: int = 0) -> Device:

@@ -19,7 +19,7 @@ from typing import Any, Union
 import ml_dtypes
 import numpy as np
 
-__all__ = ("DataType", "Format", "DTypeLike", "bfloat16", "to_acl", "to_numpy", "normalize", "itemsize")
+__all__ = ("ACL_CODE", "DataType", "Format", "DTypeLike", "bfloat16", "to_acl", "to_numpy", "normalize", "itemsize")
 
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -83,6 +83,8 @@ _NP_TO_ACL: dict[np.dtype, DataType] = {
     bfloat16: DataType.BF16,
 }
 _ACL_TO_NP: dict[DataType, np.dtype] = {v: k for k, v in _NP_TO_ACL.items()}
+#: numpy dtype -> aclDataType as a plain int (hot path of every launch)
+ACL_CODE: dict[np.dtype, int] = {k: int(v) for k, v in _NP_TO_ACL.items()}
 
 
 def normalize(dtype: Any) -> np.dtype:

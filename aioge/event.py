@@ -55,7 +55,9 @@ class Event(Resource):
 
     @property
     def done(self) -> bool:
-        """True once the recorded work has run."""
+        """True once the recorded work has run (asks the runtime, never waits)."""
+        if not self._comp.done:
+            self._comp.lane.poll()
         return self._comp.done
 
     def query(self) -> bool:

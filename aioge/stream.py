@@ -63,7 +63,7 @@ class Stream(Resource):
 
     _ids = 0
 
-    def __init__(self, device: Device, *, high_water: int = 1024) -> None:
+    def __init__(self, device: Device, *, high_water: int = 1024, timing: bool = False) -> None:
         device._check_open()
         _native.bind_context(device._ctx)
         p = ffi.new("aclrtStream *")
@@ -73,8 +73,12 @@ class Stream(Resource):
         Stream._ids += 1
         self.id = Stream._ids
         self.high_water = high_water
+        #: every launch also records a start event; its Completion.device_ms is set
+        self.timing = timing
         self._lock = threading.Lock()
-        self._lane = Lane(device._ctx, f"aioge-lane-{device.id}-{self.id}")
+        self._scratch_n = (0, 0)
+        self._scratch_arrays: tuple[Any, Any, Any, Any] = (None, None, None, None)
+        self._lane = Lane(device._ctx, f"aioge-lane-{device.id}-{self.id}", self._handle)
         self._opened()
 
     def _describe(self) -> str:
@@ -91,27 +95,54 @@ class Stream(Resource):
 
     @property
     def stats(self) -> dict[str, int]:
-        """Counters: ``launched``, ``completed``, ``in_flight``, ``failed``."""
+        """Counters: ``launched``, ``completed``, ``in_flight``, ``failed``, and
+        ``device_ms`` (summed device time of completed launches; timing streams)."""
         lane = self._lane
         return {"launched": lane.launched, "completed": lane.completed, "in_flight": lane.in_flight,
-                "failed": lane.failed}  # fmt: skip
+                "failed": lane.failed, "device_ms": lane.device_ms}  # fmt: skip
 
     # ---- internals used by launches (caller holds self._lock) ----
     def _enter(self) -> None:
         self._check_open()
         _native.bind_context(self.device._ctx)
 
-    def _record(self, keep: Any, what: str) -> Completion:
+    def _scratch(self, n_in: int, n_out: int) -> tuple[Any, Any, Any, Any]:
+        """Reusable pointer arrays for a launch (the caller holds the lock;
+        ACL copies what it needs during the call)."""
+        cap_in, cap_out = self._scratch_n
+        if n_in > cap_in or n_out > cap_out:
+            cap_in, cap_out = max(n_in, cap_in, 8), max(n_out, cap_out, 4)
+            self._scratch_arrays = (
+                ffi.new("aclTensorDesc *[]", cap_in), ffi.new("aclDataBuffer *[]", cap_in),
+                ffi.new("aclTensorDesc *[]", cap_out), ffi.new("aclDataBuffer *[]", cap_out),
+            )  # fmt: skip
+            self._scratch_n = (cap_in, cap_out)
+        return self._scratch_arrays
+
+    def _new_event(self) -> Any:
         ev = self._lane.take_event()
         if ev is None:
             p = ffi.new("aclrtEvent *")
-            _native.check(lib.aclrtCreateEvent(p), "aclrtCreateEvent")
+            # SYNC: usable by aclrtStreamWaitEvent; TIME_LINE: by aclrtEventElapsedTime
+            _native.check(lib.aclrtCreateEventWithFlag(p, 0x1 | 0x8), "aclrtCreateEventWithFlag")
             ev = p[0]
+        return ev
+
+    def _start_mark(self) -> Any:
+        """Timing streams: record the start event of the next launch."""
+        if not self.timing:
+            return None
+        ev = self._new_event()
+        _native.check(lib.aclrtRecordEvent(ev, self._handle), "aclrtRecordEvent")
+        return ev
+
+    def _record(self, keep: Any, what: str, start: Any = None, deps: list[Completion] | None = None) -> Completion:
+        ev = self._new_event()
         rc = lib.aclrtRecordEvent(ev, self._handle)
         if rc:
             lib.aclrtDestroyEvent(ev)
             _native.check(rc, "aclrtRecordEvent")
-        return self._lane.submit(ev, keep, what)
+        return self._lane.submit(ev, keep, what, start, deps)
 
     def _wait_for(self, comp: Completion | None) -> None:
         """Make this stream wait (on the device) for a launch of another stream."""
@@ -156,12 +187,13 @@ class Stream(Resource):
             self._enter()
             mem = DeviceMemory(self.device, arr.nbytes, self)
             t = Tensor(mem, arr.shape, dt)
+            start = self._start_mark()
             if arr.nbytes:
                 _native.check(
                     lib.aclrtMemcpyAsync(mem.ptr, arr.nbytes, _native.host_ptr(arr), arr.nbytes, _H2D, self._handle),
                     "aclrtMemcpyAsync",
                 )
-            self._note_write(mem, self._record((mem, arr), "upload"))
+            self._note_write(mem, self._record((mem, arr), "upload", start))
         return t
 
     def empty(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:
@@ -191,12 +223,13 @@ class Stream(Resource):
             self._order_read(smem)
             t = Tensor._empty(self, src.shape, src.dtype)
             dmem = t._memory()
+            start = self._start_mark()
             if t.nbytes:
                 _native.check(
                     lib.aclrtMemcpyAsync(dmem.ptr, t.nbytes, smem.ptr, t.nbytes, _D2D, self._handle),
                     "aclrtMemcpyAsync",
                 )
-            comp = self._record((smem, dmem), "copy")
+            comp = self._record((smem, dmem), "copy", start)
             self._note_read(smem, comp)
             self._note_write(dmem, comp)
         return t
@@ -206,17 +239,23 @@ class Stream(Resource):
             self._enter()
             mem = t._memory()
             self._order_read(mem)
+            writer = mem.writer  # its error is this download's error
             n = t.nbytes
             staging = _Pinned(self.device, n)
+            start = self._start_mark()
             if n:
                 _native.check(lib.aclrtMemcpyAsync(staging.ptr, n, mem.ptr, n, _D2H, self._handle), "aclrtMemcpyAsync")
-            comp = self._record((mem, staging), "download")
+            comp = self._record((mem, staging), "download", start)
             self._note_read(mem, comp)
         if timeout is None:
             await comp.wait()
+            if writer is not None:
+                await writer.wait()
         else:
             with anyio.fail_after(timeout):
                 await comp.wait()
+                if writer is not None:
+                    await writer.wait()
         out = np.empty(t.shape, t.dtype)
         if n:
             ffi.memmove(_native.host_ptr(out), staging.ptr, n)

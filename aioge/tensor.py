@@ -94,6 +94,11 @@ class DeviceMemory:
             raise MemoryError("aclCreateDataBuffer failed")
         device._memory.add(self)
 
+    def home(self) -> Stream:
+        """The stream of the last write, or the device's default stream once that one closed."""
+        s = self.stream
+        return s if not s.closed else self.device.default_stream
+
     def free(self) -> None:
         ptr, self.ptr = self.ptr, None
         if ptr is None:
@@ -186,6 +191,11 @@ class Tensor:
         return self._memory().device
 
     @property
+    def launch(self) -> Completion | None:
+        """The :class:`~aioge.Completion` of the launch that last wrote it (None if never written)."""
+        return self._writer
+
+    @property
     def _writer(self) -> Completion | None:
         m = self._mem
         return None if m is None else m.writer
@@ -210,9 +220,12 @@ class Tensor:
 
     # ---- readiness ----
     def is_ready(self) -> bool:
-        """True when the launch that wrote it has run (no waiting)."""
+        """True when the launch that wrote it has run (asks the runtime, never waits)."""
         w = self._writer
-        return w is None or w.done
+        if w is None or w.done:
+            return True
+        w.lane.poll()
+        return w.done
 
     async def ready(self) -> Tensor:
         """Wait until the producing launch has run; return ``self``.
@@ -247,7 +260,7 @@ class Tensor:
         Cancellation: returns control at once; the staging memory is released
         once the copy has run.
         """
-        return await self._memory().stream._download(self, timeout)
+        return await self._memory().home()._download(self, timeout)
 
     def close(self) -> None:
         """Drop this tensor's memory reference now (idempotent)."""

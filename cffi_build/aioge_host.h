@@ -22,6 +22,7 @@ typedef struct aiogeHostCounters {
     int64_t tasks_executed;      /* cumulative, all streams */
     int64_t tasks_failed;        /* cumulative, all streams */
     int64_t subscriptions;       /* live (thread, stream) report subscriptions */
+    int64_t graphs;              /* live aiogeGraph handles */
 } aiogeHostCounters;
 
 /* Version of the host runtime's C sources; Python refuses a mismatch. */
@@ -38,6 +39,13 @@ aclError aiogeHostInjectFailure(aclrtStream stream, int32_t count, aclError code
 aclError aiogeHostLaunchDelay(aclrtStream stream, uint64_t microseconds);
 aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *gate);
 aclError aiogeHostOpenGate(uint64_t gate);
+
+/* Completion notification for event loops (the host runtime's fast path):
+ * once armed, the stream's worker writes 1 (8 bytes) to `fd` -- an eventfd
+ * the loop watches -- after the next event marker it runs, then disarms.
+ * SetNotifyFd(stream, -1) detaches; the caller closes the fd only after. */
+aclError aiogeHostStreamSetNotifyFd(aclrtStream stream, int32_t fd);
+aclError aiogeHostStreamArmNotify(aclrtStream stream);
 
 /* Op compile cache: drop every entry (counters keep their totals). */
 aclError aiogeHostResetOpCache(void);

@@ -20,8 +20,8 @@ ROOT = HERE.parent
 
 
 def cdef_text() -> str:
-    """The declarations cffi sees: the ACL subset, then the aioge host hooks."""
-    return (HERE / "acl.h").read_text() + "\n" + (HERE / "aioge_host.h").read_text()
+    """The declarations cffi sees: the ACL subset, the aioge host hooks, the graph API."""
+    return "\n".join((HERE / h).read_text() for h in ("acl.h", "aioge_host.h", "aioge_graph.h"))
 
 
 def _sources() -> list[str]:

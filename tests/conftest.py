@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 
 import pytest
+import sniffio
 
 import aioge
 from aioge import _native
@@ -29,7 +30,7 @@ def anyio_backend(request):
 
 
 _LIVE = ("contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs", "device_allocations",
-         "host_allocations", "subscriptions")  # fmt: skip
+         "host_allocations", "subscriptions", "graphs")  # fmt: skip
 
 
 def live_handles() -> dict[str, int]:
@@ -53,8 +54,21 @@ def no_leaked_handles():
 
 @pytest.fixture
 async def dev():
+    """An open device; on asyncio, also fails the test on errors the loop only logs
+    (an unretrieved task exception, a failing callback)."""
+    errors = []
+    loop = None
+    if sniffio.current_async_library() == "asyncio":
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
     async with aioge.open_device(0) as d:
         yield d
+    if loop is not None:
+        gc.collect()
+        loop.set_exception_handler(None)
+        assert not errors, f"the event loop reported: {errors}"
 
 
 @pytest.fixture

@@ -196,7 +196,7 @@ _COUNTER_FIELDS = (
     "contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs",
     "device_allocations", "device_bytes", "host_allocations", "host_bytes", "deferred_frees",
     "op_cache_hits", "op_cache_misses", "op_cache_entries", "op_cache_evictions",
-    "tasks_executed", "tasks_failed", "subscriptions",
+    "tasks_executed", "tasks_failed", "subscriptions", "graphs",
 )  # fmt: skip
 
 

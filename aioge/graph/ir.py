@@ -32,7 +32,7 @@ import copy as _copy
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -52,9 +52,11 @@ def normalize_dtype(dtype: Any) -> np.dtype:
     if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        bf16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+        return bf16
     try:
-        return np.dtype(dtype)
+        dt: np.dtype = np.dtype(dtype)
+        return dt
     except TypeError as e:
         raise GraphError(f"not a dtype: {dtype!r}") from e
 
@@ -139,10 +141,23 @@ class Node:
 
     def copy(self) -> Node:
         """A copy with its own lists and attr dict (arrays shared: treat them as immutable)."""
-        return Node(self.op_type, list(self.inputs), list(self.outputs), dict(self.attrs), self.name, self.domain)
+        return Node(
+            self.op_type, list(self.inputs), list(self.outputs), dict(self.attrs), self.name, self.domain
+        )
 
     def __str__(self) -> str:
-        outs = ", ".join(f"%{o}" if o else "_" for o in self.outputs)
+        return self.format()
+
+    def format(self, values: Mapping[str, Value] | None = None) -> str:
+        """One line: ``%y: float32[2x3] = Op(%a, %b; attr=...)  # name``."""
+
+        def out(o: str) -> str:
+            if not o:
+                return "_"
+            v = values.get(o) if values else None
+            return str(v) if v is not None and v.known else f"%{o}"
+
+        outs = ", ".join(out(o) for o in self.outputs)
         ins = ", ".join(f"%{i}" if i else "_" for i in self.inputs)
         attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in sorted(self.attrs.items()))
         dom = f"{self.domain}." if self.domain else ""
@@ -160,7 +175,7 @@ def _fmt_attr(v: Any) -> str:
     return s if len(s) <= 80 else s[:77] + "..."
 
 
-ValueLike = Union[str, Value, Node]
+ValueLike = str | Value | Node
 
 
 class Graph:
@@ -335,7 +350,7 @@ class Graph:
             seen[cur] = len(path)
             path.append(cur)
             cur = next(prod[x] for x in self.nodes[cur].inputs if x in prod and prod[x] in left_set)
-        cyc = path[seen[cur]:]
+        cyc = path[seen[cur] :]
         cyc.reverse()
         return [*cyc, cyc[0]]
 
@@ -390,7 +405,7 @@ class Graph:
         dtypes = {k: v.dtype for k, v in self.values.items() if v.dtype is not None}
         for n in order:
             outs = check_node_dtypes(n, [dtypes.get(i) if i else None for i in n.inputs])
-            for o, dt in zip(n.outputs, outs):
+            for o, dt in zip(n.outputs, outs, strict=False):
                 if not o:
                     continue
                 known = self.values[o].dtype
@@ -473,10 +488,7 @@ class Graph:
         except GraphCycleError:
             order = self.nodes
         for n in order:
-            lines.append(f"  {n}")
-            for o in n.outputs:
-                if o and o in self.values and self.values[o].known:
-                    lines.append(f"           {self.values[o]}")
+            lines.append(f"  {n.format(self.values)}")
         lines.append("} -> (" + ", ".join(f"%{o}" for o in self.outputs) + ")")
         return "\n".join(lines)
 

@@ -62,9 +62,7 @@ def emit(
     formats: Sequence[int] | None = None,
 ) -> list[Tensor]:
     """Allocate outputs on the first tensor input's stream and launch."""
-    stream = next(x for x in inputs if type(x) is Tensor).stream
-    if stream.closed:
-        stream = stream.device.default_stream
+    stream = next(x for x in inputs if type(x) is Tensor)._memory().home()
     outs = [Tensor._empty(stream, shape, dt) for shape, dt in out_shapes]
     launch(stream, op_type, inputs, outs, attrs, formats)
     return outs

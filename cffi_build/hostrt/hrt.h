@@ -20,6 +20,7 @@
 
 #include "../acl.h"
 #include "../aioge_host.h"
+#include "../aioge_graph.h"
 
 #define HRT_VERSION 1
 #define HRT_MSG_LEN 512
@@ -50,6 +51,7 @@ typedef enum {
     HRT_H_DESC,
     HRT_H_BUFFER,
     HRT_H_ATTR,
+    HRT_H_GRAPH,
     HRT_H_KINDS
 } hrt_kind;
 
@@ -124,6 +126,7 @@ struct hrt_stream {
     pthread_cond_t cv_work;
     pthread_cond_t cv_done;
     hrt_task *head, *tail;
+    atomic_int queued;          /* tasks in the queue, readable without mu (spin) */
     uint64_t submitted;
     atomic_uint_least64_t completed;
     int sync_waiters;
@@ -146,11 +149,18 @@ struct hrt_stream {
     uint64_t failure_mode;
     bool failure_mode_set;
     bool failed_stop;           /* STOP_ON_FAILURE tripped */
+    /* event-loop notification (aiogeHostStreamSetNotifyFd) */
+    int notify_fd;
+    bool notify_armed;
     /* host callbacks */
     bool subscribed;
     uint64_t cb_thread;
     hrt_stream *next_in_ctx;
 };
+
+/* Run the calling thread at background priority (AIOGE_HOST_WORKER_NICE,
+ * default 5) so an event loop sharing the cores wakes up promptly. */
+void hrt_thread_background(void);
 
 /* Current context of this thread (NULL if none). */
 hrt_context *hrt_current_ctx(void);
@@ -274,6 +284,14 @@ struct hrt_kernel {
     size_t key_len;
     hrt_kernel *hnext, *lru_prev, *lru_next;
 };
+
+/* A tensor view of a desc given without a buffer (absent, const, or device). */
+aclError hrt_view_desc(const char *opType, const char *what, int idx, const aclTensorDesc *d, hrt_tensor *t,
+                       const void **value);
+/* The compiled kernel for fully described tensors, from the cache or newly
+ * compiled (errors recorded); returns it referenced. */
+aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const void *const *values, int nout,
+                        const hrt_tensor *out, const aclopAttr *attr, hrt_kernel **k);
 
 void hrt_register_op(hrt_opdef *def);
 const hrt_opdef *hrt_find_op(const char *name);

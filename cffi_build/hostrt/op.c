@@ -345,6 +345,50 @@ oom:
     return NULL;
 }
 
+aclError hrt_view_desc(const char *opType, const char *what, int idx, const aclTensorDesc *d, hrt_tensor *t,
+                       const void **value) {
+    *value = NULL;
+    if (desc_is_absent(d)) {
+        memset(t, 0, sizeof *t);
+        t->dtype = ACL_DT_UNDEFINED;
+        t->format = ACL_FORMAT_UNDEFINED;
+        t->absent = true;
+        return ACL_SUCCESS;
+    }
+    aclError rc = view_from_desc(opType, what, idx, d, t);
+    if (rc) return rc;
+    if (d->const_data) {
+        if (d->const_len != t->nbytes)
+            return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, API, "%s: const %s %d holds %zu bytes, its desc needs %zu",
+                             opType, what, idx, d->const_len, t->nbytes);
+        t->is_const = true;
+        *value = d->const_data;
+    }
+    return ACL_SUCCESS;
+}
+
+aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const void *const *values, int nout,
+                        const hrt_tensor *out, const aclopAttr *attr, hrt_kernel **kout) {
+    hrt_buf key;
+    hrt_buf_init(&key);
+    hrt_buf_put(&key, opType, strlen(opType) + 1);
+    int32_t counts[3] = {nin, nout, (int32_t)atomic_load(&opt_generation)};
+    hrt_buf_put(&key, counts, sizeof counts);
+    for (int i = 0; i < nin; i++) put_view_key(&key, &in[i], values[i]);
+    for (int j = 0; j < nout; j++) put_view_key(&key, &out[j], NULL);
+    hrt_attr_encode(attr, &key);
+    uint64_t h = hash_bytes(key.p, key.len);
+    aclError rc = ACL_SUCCESS;
+    hrt_kernel *k = cache_get(key.p, key.len, h);
+    if (!k) {
+        k = compile_new(opType, nin, in, values, nout, out, attr, &key, h, &rc);
+        if (k) k = cache_put(k);
+    }
+    hrt_buf_free(&key);
+    *kout = k;
+    return rc;
+}
+
 aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTensorDesc *const inputDesc[],
                                 const aclDataBuffer *const inputs[], int numOutputs,
                                 const aclTensorDesc *const outputDesc[], aclDataBuffer *const outputs[],
@@ -410,8 +454,6 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
     const void **values = (size_t)numInputs <= 16 ? values_small : malloc(sizeof(void *) * (size_t)(numInputs ? numInputs : 1));
     op_task *task = NULL;
     hrt_kernel *k = NULL;
-    hrt_buf key;
-    hrt_buf_init(&key);
     if (!views || !values) {
         rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "%s: out of host memory", opType);
         goto done;
@@ -424,10 +466,6 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
     }
     task->ptrs = (void **)(task + 1);
     task->allocs = (hrt_alloc **)(task->ptrs + ntens);
-
-    hrt_buf_put(&key, opType, strlen(opType) + 1);
-    int32_t counts[3] = {numInputs, numOutputs, (int32_t)atomic_load(&opt_generation)};
-    hrt_buf_put(&key, counts, sizeof counts);
 
     /* inputs */
     for (int i = 0; i < numInputs && !rc; i++) {
@@ -444,7 +482,6 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
                 rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: optional input %d is UNDEFINED but its buffer is not NULL",
                                opType, i);
             task->ptrs[i] = NULL;
-            put_view_key(&key, t, NULL);
             continue;
         }
         rc = view_from_desc(opType, "input", i, d, t);
@@ -495,7 +532,6 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
         } else {
             task->ptrs[i] = b->data;
         }
-        put_view_key(&key, t, values[i]);
     }
     /* outputs */
     for (int j = 0; j < numOutputs && !rc; j++) {
@@ -530,18 +566,10 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
             }
         }
         task->ptrs[numInputs + j] = b->data;
-        put_view_key(&key, t, NULL);
     }
     if (rc) goto done;
-    hrt_attr_encode(attr, &key);
-
-    uint64_t h = hash_bytes(key.p, key.len);
-    k = cache_get(key.p, key.len, h);
-    if (!k) {
-        k = compile_new(opType, numInputs, views, values, numOutputs, views + numInputs, attr, &key, h, &rc);
-        if (!k) goto done;
-        k = cache_put(k);
-    }
+    rc = hrt_kernel_get(opType, numInputs, views, values, numOutputs, views + numInputs, attr, &k);
+    if (rc) goto done;
     /* const and host-placed inputs run from the kernel's own copy */
     for (int i = 0; i < numInputs; i++)
         if (k->in[i].data) task->ptrs[i] = (void *)k->in[i].data;
@@ -556,7 +584,6 @@ done:
         for (int i = 0; i < task->nallocs; i++) hrt_alloc_unref(task->allocs[i]);
         free(task);
     }
-    hrt_buf_free(&key);
     if (views != views_small) free(views);
     if (values != values_small) free((void *)values);
     hrt_stream_release(st);

@@ -336,5 +336,6 @@ aclError aiogeHostGetCounters(aiogeHostCounters *c) {
     c->tasks_executed = hrt_task_counter(0);
     c->tasks_failed = hrt_task_counter(1);
     c->subscriptions = hrt_callback_subscriptions();
+    c->graphs = hrt_handle_count(HRT_H_GRAPH);
     return ACL_SUCCESS;
 }

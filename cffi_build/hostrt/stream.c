@@ -8,9 +8,13 @@
 #include "hrt.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static atomic_int_least64_t n_tasks_executed, n_tasks_failed;
 static atomic_int next_stream_id;
@@ -47,20 +51,68 @@ static void record_failure(hrt_stream *s, hrt_task *t, aclError rc) {
     atomic_fetch_add(&n_tasks_failed, 1);
 }
 
+void hrt_thread_background(void) {
+    static int nice_value = -100;
+    if (nice_value == -100) {
+        const char *e = getenv("AIOGE_HOST_WORKER_NICE");
+        nice_value = e && *e ? atoi(e) : 5;
+    }
+    if (nice_value > 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
+}
+
+/* How long an idle worker polls for the next task before it sleeps: in a
+ * burst of launches this saves a futex wake-up per launch. */
+static uint64_t spin_ns(void) {
+    static int64_t v = -1;
+    if (v < 0) {
+        const char *e = getenv("AIOGE_HOST_SPIN_US");
+        v = (e && *e ? atoll(e) : 20) * 1000;
+        if (v < 0) v = 0;
+    }
+    return (uint64_t)v;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Called with s->mu held and the queue empty; returns with s->mu held. */
+static void idle_wait(hrt_stream *s) {
+    uint64_t budget = spin_ns();
+    if (budget) {
+        pthread_mutex_unlock(&s->mu);
+        uint64_t t0 = hrt_now_ns();
+        /* yield rather than burn: on a busy machine the launching thread
+         * (an event loop, say) gets the core */
+        for (unsigned i = 1; !atomic_load_explicit(&s->queued, memory_order_acquire); i++) {
+            if (i & 7) cpu_relax();
+            else sched_yield();
+            if (!(i & 63) && hrt_now_ns() - t0 > budget) break;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (s->head || s->stop) return;
+    }
+    s->worker_idle = true;
+    pthread_cond_wait(&s->cv_work, &s->mu);
+    s->worker_idle = false;
+}
+
 static void *stream_worker(void *arg) {
     hrt_stream *s = arg;
     char name[16];
     snprintf(name, sizeof name, "hrt-stream-%d", s->id);
     pthread_setname_np(pthread_self(), name);
+    hrt_thread_background();
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->stop) {
-            s->worker_idle = true;
-            pthread_cond_wait(&s->cv_work, &s->mu);
-            s->worker_idle = false;
-        }
+        while (!s->head && !s->stop) idle_wait(s);
         hrt_task *t = s->head;
         if (!t) break; /* stop requested and queue drained */
+        atomic_fetch_sub_explicit(&s->queued, 1, memory_order_relaxed);
         s->head = t->next;
         if (!s->head) s->tail = NULL;
         bool skip = s->failed_stop && t->kind == HRT_TASK_WORK;
@@ -80,12 +132,19 @@ static void *stream_worker(void *arg) {
         }
         if (rc) record_failure(s, t, rc);
         uint64_t seq = t->seq;
+        bool marker = t->kind == HRT_TASK_MARKER;
         if (t->release) t->release(t);
         else free(t);
 
         pthread_mutex_lock(&s->mu);
         atomic_store(&s->completed, seq);
         if (s->sync_waiters) pthread_cond_broadcast(&s->cv_done);
+        if (marker && s->notify_armed && s->notify_fd >= 0) {
+            uint64_t one = 1;
+            s->notify_armed = false;
+            ssize_t w = write(s->notify_fd, &one, sizeof one); /* under mu: the fd cannot be detached meanwhile */
+            (void)w;
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -99,6 +158,7 @@ hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc) {
     }
     s->ctx = ctx;
     s->is_default = is_default;
+    s->notify_fd = -1;
     s->id = atomic_fetch_add(&next_stream_id, 1);
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
@@ -173,6 +233,7 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     if (s->tail) s->tail->next = t;
     else s->head = t;
     s->tail = t;
+    atomic_fetch_add_explicit(&s->queued, 1, memory_order_release);
     bool wake = s->worker_idle;
     pthread_mutex_unlock(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
@@ -322,6 +383,31 @@ aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode) {
     pthread_mutex_lock(&s->mu);
     s->failure_mode = mode;
     s->failure_mode_set = true;
+    pthread_mutex_unlock(&s->mu);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+/* ---------------------------------------------------- loop notification */
+aclError aiogeHostStreamSetNotifyFd(aclrtStream stream, int32_t fd) {
+    if (fd < -1) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostStreamSetNotifyFd", "fd %d is invalid", fd);
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostStreamSetNotifyFd");
+    if (rc) return rc;
+    pthread_mutex_lock(&s->mu);
+    s->notify_fd = fd;
+    s->notify_armed = false;
+    pthread_mutex_unlock(&s->mu);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+aclError aiogeHostStreamArmNotify(aclrtStream stream) {
+    hrt_stream *s;
+    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostStreamArmNotify");
+    if (rc) return rc;
+    pthread_mutex_lock(&s->mu);
+    s->notify_armed = s->notify_fd >= 0;
     pthread_mutex_unlock(&s->mu);
     hrt_stream_release(s);
     return ACL_SUCCESS;

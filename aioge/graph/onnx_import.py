@@ -1,0 +1,731 @@
+"""ONNX -> aioge IR.
+
+``load_onnx(model, *, input_shapes=None, base_dir=None)`` accepts a path, the
+serialized bytes or an ``onnx.ModelProto`` of a default-domain model with
+opset 9..21, rewrites every node into the IR's canonical form (see
+:mod:`aioge.graph.schema`), validates it and infers all shapes.  ``onnx`` is
+imported lazily (install the ``aioge[onnx]`` extra).
+
+Opset differences handled here:
+
+* Squeeze/Unsqueeze (<13), ReduceSum (<13), ReduceMean/Max/Min (<18): ``axes``
+  attr -> constant input; Split (<13) ``split`` attr -> input, (>=18)
+  ``num_outputs`` checked against the outputs;
+* Clip (<11) ``min``/``max`` attrs, Pad (<11) ``pads``/``value`` attrs, Slice
+  (<10) ``starts``/``ends``/``axes`` attrs -> constant inputs;
+* Softmax/LogSoftmax (<13): "flatten to 2-D at axis" semantics ->
+  ``Flatten -> Softmax(axis=-1) -> Reshape(Shape(x))`` (no-op reshapes are
+  removed later by the simplifier);
+* Dropout (<12) ``ratio`` attr dropped (inference); (>=12) ``training_mode``
+  must not be true;
+* BatchNormalization: only inference (one output, ``training_mode=0``).
+
+Errors (all :class:`~aioge.graph.errors.OnnxImportError`):
+:class:`UnsupportedOpError` lists every unsupported op/feature with its node
+name; :class:`MalformedModelError` covers undecodable bytes, bad
+attribute types, missing initializers, cycles, type and shape mismatches;
+:class:`ExternalDataError` covers external data outside the model directory,
+missing files and size mismatches.  A dimension that stays symbolic raises
+:class:`~aioge.graph.errors.DynamicShapeError`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import (
+    DynamicShapeError,
+    ExternalDataError,
+    GraphError,
+    MalformedModelError,
+    OnnxImportError,
+    UnsupportedOpError,
+    UnsupportedOpsetError,
+)
+from .ir import Graph, normalize_dtype
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
+
+__all__ = ("load_onnx", "MIN_OPSET", "MAX_OPSET", "SUPPORTED_OPS")
+
+MIN_OPSET = 9
+MAX_OPSET = 21
+
+# ONNX attribute kinds per op (AttributeProto type names); anything else is malformed.
+_CONV = {
+    "auto_pad": "STRING",
+    "dilations": "INTS",
+    "group": "INT",
+    "kernel_shape": "INTS",
+    "pads": "INTS",
+    "strides": "INTS",
+}
+_POOL = {
+    "auto_pad": "STRING",
+    "ceil_mode": "INT",
+    "dilations": "INTS",
+    "kernel_shape": "INTS",
+    "pads": "INTS",
+    "strides": "INTS",
+}
+_RED = {"axes": "INTS", "keepdims": "INT", "noop_with_empty_axes": "INT"}
+_ATTRS: dict[str, dict[str, str]] = {
+    **{
+        op: {}
+        for op in (
+            "Add",
+            "Sub",
+            "Mul",
+            "Div",
+            "Pow",
+            "Sqrt",
+            "Exp",
+            "Log",
+            "Abs",
+            "Neg",
+            "Erf",
+            "Reciprocal",
+            "Relu",
+            "PRelu",
+            "Sigmoid",
+            "Tanh",
+            "Softplus",
+            "Max",
+            "Min",
+            "Sum",
+            "Mean",
+            "Where",
+            "Equal",
+            "Less",
+            "Greater",
+            "Not",
+            "MatMul",
+            "GlobalAveragePool",
+            "GlobalMaxPool",
+            "Identity",
+            "Expand",
+            "Tile",
+            "Sign",
+        )
+    },
+    "LeakyRelu": {"alpha": "FLOAT"},
+    "Elu": {"alpha": "FLOAT"},
+    "Selu": {"alpha": "FLOAT", "gamma": "FLOAT"},
+    "Gelu": {"approximate": "STRING"},
+    "Shrink": {"bias": "FLOAT", "lambd": "FLOAT"},
+    "Clip": {"min": "FLOAT", "max": "FLOAT"},
+    "Cast": {"to": "INT", "saturate": "INT"},
+    "Gemm": {"alpha": "FLOAT", "beta": "FLOAT", "transA": "INT", "transB": "INT"},
+    "Conv": dict(_CONV),
+    "ConvTranspose": {**_CONV, "output_padding": "INTS", "output_shape": "INTS"},
+    "BatchNormalization": {"epsilon": "FLOAT", "momentum": "FLOAT", "training_mode": "INT"},
+    "InstanceNormalization": {"epsilon": "FLOAT"},
+    "LayerNormalization": {"axis": "INT", "epsilon": "FLOAT", "stash_type": "INT"},
+    "MaxPool": {**_POOL, "storage_order": "INT"},
+    "AveragePool": {**_POOL, "count_include_pad": "INT"},
+    "LRN": {"alpha": "FLOAT", "beta": "FLOAT", "bias": "FLOAT", "size": "INT"},
+    "Softmax": {"axis": "INT"},
+    "LogSoftmax": {"axis": "INT"},
+    "Dropout": {"ratio": "FLOAT", "seed": "INT"},
+    "Flatten": {"axis": "INT"},
+    "Reshape": {"allowzero": "INT"},
+    "Transpose": {"perm": "INTS"},
+    "Squeeze": {"axes": "INTS"},
+    "Unsqueeze": {"axes": "INTS"},
+    "Concat": {"axis": "INT"},
+    "Split": {"axis": "INT", "split": "INTS", "num_outputs": "INT"},
+    "Slice": {"starts": "INTS", "ends": "INTS", "axes": "INTS"},
+    "Gather": {"axis": "INT"},
+    "Pad": {"mode": "STRING", "pads": "INTS", "value": "FLOAT"},
+    "Shape": {"start": "INT", "end": "INT"},
+    "Constant": {
+        "value": "TENSOR",
+        "value_float": "FLOAT",
+        "value_floats": "FLOATS",
+        "value_int": "INT",
+        "value_ints": "INTS",
+        "value_string": "STRING",
+        "value_strings": "STRINGS",
+        "sparse_value": "SPARSE_TENSOR",
+    },
+    "ConstantOfShape": {"value": "TENSOR"},
+    "ReduceSum": dict(_RED),
+    "ReduceMean": dict(_RED),
+    "ReduceMax": dict(_RED),
+    "ReduceMin": dict(_RED),
+}
+SUPPORTED_OPS = frozenset(_ATTRS)
+
+
+def _import_onnx() -> Any:
+    try:
+        import onnx
+        import onnx.defs
+        import onnx.numpy_helper
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("aioge.load_onnx needs the 'onnx' package: pip install 'aioge[onnx]'") from e
+    return onnx
+
+
+def load_onnx(
+    model: str | os.PathLike[str] | bytes | bytearray | memoryview | onnx.ModelProto,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> Graph:
+    """Import an ONNX model as a validated, shape-inferred :class:`Graph`.
+
+    Args:
+        model: a file path, the serialized model, or an ``onnx.ModelProto``.
+        input_shapes: static shapes for inputs whose ONNX shape has symbolic
+            or missing dims, e.g. ``{"x": (1, 3, 224, 224)}``.
+        base_dir: directory that external tensor data is read from when
+            ``model`` is bytes or a ModelProto (default for a path: its directory).
+
+    Raises:
+        UnsupportedOpError, MalformedModelError, ExternalDataError,
+        UnsupportedOpsetError, DynamicShapeError (see the module docstring).
+    """
+    onnx = _import_onnx()
+    proto, base = _read(onnx, model, base_dir)
+    g = _Importer(onnx, proto, base, dict(input_shapes or {})).run()
+    from .passes.infer_shapes import infer_shapes
+
+    try:
+        g.validate()
+        return infer_shapes(g)
+    except (DynamicShapeError, OnnxImportError):
+        raise
+    except GraphError as e:
+        raise MalformedModelError(str(e), node=None) from e
+
+
+def _read(onnx: Any, model: Any, base_dir: Any) -> tuple[Any, str | None]:
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+    base = os.fspath(base_dir) if base_dir is not None else None
+    if isinstance(model, onnx.ModelProto):
+        return model, base
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        with open(path, "rb") as f:
+            data = f.read()
+        base = base or os.path.dirname(os.path.abspath(path))
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        data = bytes(model)
+    else:
+        raise TypeError(f"load_onnx takes a path, bytes or onnx.ModelProto, not {type(model).__name__}")
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise MalformedModelError(f"cannot decode the ONNX protobuf ({len(data)} bytes): {e}") from e
+    if not proto.HasField("graph"):
+        raise MalformedModelError("the model has no graph (truncated or not an ONNX model?)")
+    return proto, base
+
+
+class _Importer:
+    def __init__(
+        self, onnx: Any, proto: Any, base: str | None, input_shapes: dict[str, Sequence[int]]
+    ) -> None:
+        self.onnx = onnx
+        self.proto = proto
+        self.base = base
+        self.input_shapes = input_shapes
+        self.g = Graph(proto.graph.name or "onnx_graph")
+        self.opset = self._opset()
+        self.unsupported: list[tuple[str, str, str]] = []
+        self.dtypes: dict[str, np.dtype] = {}
+        self.onnx_names: set[str] = set()
+        self.node_names: set[str] = set()
+        self.emitted: set[str] = set()
+        self._n = 0
+
+    # --------------------------------------------------------------- basics
+    def _opset(self) -> int:
+        versions = [o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")]
+        if not versions:
+            raise MalformedModelError("the model imports no default-domain opset")
+        v = int(versions[0])
+        if not MIN_OPSET <= v <= MAX_OPSET:
+            raise UnsupportedOpsetError(f"opset {v} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+        return v
+
+    def fresh(self, prefix: str) -> str:
+        while True:
+            self._n += 1
+            name = f"{prefix}__{self._n}"
+            if name not in self.onnx_names and name not in self.g.values and name not in self.node_names:
+                return name
+
+    def dtype_of(self, onnx_type: int, what: str) -> np.dtype:
+        TP = self.onnx.TensorProto
+        if onnx_type in (TP.STRING, TP.UNDEFINED, TP.COMPLEX64, TP.COMPLEX128) or onnx_type > TP.BFLOAT16:
+            name = TP.DataType.Name(onnx_type) if onnx_type in TP.DataType.values() else str(onnx_type)
+            raise MalformedModelError(f"{what} has unsupported element type {name}")
+        try:
+            return normalize_dtype(self.onnx.helper.tensor_dtype_to_np_dtype(onnx_type))
+        except (KeyError, ValueError, TypeError) as e:
+            raise MalformedModelError(f"{what} has an invalid element type {onnx_type}") from e
+
+    # ------------------------------------------------------------- tensors
+    def tensor(self, t: Any, what: str) -> np.ndarray:
+        onnx = self.onnx
+        if t.HasField("segment"):
+            raise MalformedModelError(f"{what}: segmented tensors are not supported")
+        dt = self.dtype_of(t.data_type, what)
+        dims = [int(d) for d in t.dims]
+        if any(d < 0 for d in dims):
+            raise MalformedModelError(f"{what} has negative dims {dims}")
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            t = self._load_external(t, dt, dims, what)
+        try:
+            arr = onnx.numpy_helper.to_array(t)
+        except Exception as e:  # onnx raises ValueError/TypeError/AssertionError for bad payloads
+            raise MalformedModelError(f"{what}: cannot decode tensor data: {e}") from e
+        if tuple(arr.shape) != tuple(dims):
+            raise MalformedModelError(f"{what}: data has shape {arr.shape}, dims say {dims}")
+        return np.asarray(arr, dtype=dt)
+
+    def _load_external(self, t: Any, dt: np.dtype, dims: list[int], what: str) -> Any:
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location")
+        if not loc:
+            raise ExternalDataError(f"{what}: external data without a location")
+        if self.base is None:
+            raise ExternalDataError(
+                f"{what}: external data {loc!r} needs the model's directory "
+                "(load from a path or pass base_dir=)"
+            )
+        if os.path.isabs(loc) or loc.startswith(("/", "\\")) or (len(loc) > 1 and loc[1] == ":"):
+            raise ExternalDataError(f"{what}: external data path {loc!r} is absolute; refused")
+        root = os.path.realpath(self.base)
+        path = os.path.realpath(os.path.join(root, loc))
+        if os.path.commonpath([root, path]) != root:
+            raise ExternalDataError(
+                f"{what}: external data path {loc!r} escapes the model directory; refused"
+            )
+        if not os.path.isfile(path):
+            raise ExternalDataError(f"{what}: external data file {loc!r} does not exist")
+        try:
+            offset = int(info.get("offset", "0"))
+            length = int(info["length"]) if "length" in info else None
+        except ValueError as e:
+            raise ExternalDataError(f"{what}: bad external data offset/length: {e}") from e
+        expected = math.prod(dims) * dt.itemsize
+        if offset < 0:
+            raise ExternalDataError(f"{what}: negative external data offset {offset}")
+        if length is not None and length != expected:
+            raise ExternalDataError(
+                f"{what}: external data length {length} does not match {dims} x {dt} = {expected} bytes"
+            )
+        size = os.path.getsize(path)
+        if offset + expected > size:
+            raise ExternalDataError(
+                f"{what}: {loc!r} has {size} bytes, the tensor needs {expected} bytes at offset {offset}"
+            )
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(expected)
+        copy = self.onnx.TensorProto()
+        copy.CopyFrom(t)
+        del copy.external_data[:]
+        copy.data_location = self.onnx.TensorProto.DEFAULT
+        copy.raw_data = data
+        return copy
+
+    # ---------------------------------------------------------------- graph
+    def run(self) -> Graph:
+        gp = self.proto.graph
+        g = self.g
+        for n in gp.node:
+            self.onnx_names.update(x for x in [*n.input, *n.output] if x)
+        self.onnx_names.update(i.name for i in gp.initializer)
+        self.onnx_names.update(i.name for i in gp.input)
+        if len(gp.sparse_initializer):
+            raise MalformedModelError("sparse initializers are not supported")
+        init_names = set()
+        for t in gp.initializer:
+            if not t.name:
+                raise MalformedModelError("an initializer has no name")
+            if t.name in init_names:
+                raise MalformedModelError(f"initializer {t.name!r} is defined twice")
+            init_names.add(t.name)
+            arr = self.tensor(t, f"initializer {t.name!r}")
+            g.set_constant(t.name, arr)
+            self.dtypes[t.name] = arr.dtype
+        for vi in gp.input:
+            if vi.name in init_names:
+                continue  # an input with a default (initializer) is a constant here
+            self._add_input(vi)
+        unknown = set(self.input_shapes) - {vi.name for vi in gp.input}
+        if unknown:
+            raise OnnxImportError(f"input_shapes names {sorted(unknown)} are not graph inputs")
+        names = []
+        for i, n in enumerate(gp.node):
+            name = n.name or f"{n.op_type}_{i}"
+            while name in self.node_names:
+                name = f"{name}_{i}"
+            self.node_names.add(name)
+            names.append(name)
+        for n, name in zip(gp.node, names, strict=False):
+            self._node(n, name)
+        if self.unsupported:
+            raise UnsupportedOpError(self.unsupported)
+        for o in gp.output:
+            if not o.name:
+                raise MalformedModelError("a graph output has no name")
+            if o.name not in g.values:
+                raise MalformedModelError(f"graph output {o.name!r} is not produced by any node")
+            g.outputs.append(o.name)
+        return g
+
+    def _add_input(self, vi: Any) -> None:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None or not tt.HasField("elem_type"):
+            raise MalformedModelError(f"graph input {vi.name!r} is not a typed tensor")
+        dt = self.dtype_of(tt.elem_type, f"graph input {vi.name!r}")
+        dims: list[Any] = []
+        if tt.HasField("shape"):
+            for d in tt.shape.dim:
+                dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
+        elif vi.name not in self.input_shapes:
+            raise DynamicShapeError(
+                f"graph input {vi.name!r} has no shape; pass input_shapes={{{vi.name!r}: ...}}"
+            )
+        if vi.name in self.input_shapes:
+            want = tuple(int(x) for x in self.input_shapes[vi.name])
+            if tt.HasField("shape"):
+                if len(want) != len(dims) or any(
+                    isinstance(d, int) and d != w for d, w in zip(dims, want, strict=False)
+                ):
+                    raise OnnxImportError(
+                        f"input_shapes[{vi.name!r}] = {want} contradicts the model's {dims}"
+                    )
+            dims = list(want)
+        bad = [d for d in dims if not isinstance(d, int)]
+        if bad:
+            raise DynamicShapeError(
+                f"graph input {vi.name!r} has symbolic dims {dims}; pass input_shapes={{{vi.name!r}: (...)}}"
+            )
+        self.g.input(vi.name, dims, dt)
+        self.dtypes[vi.name] = dt
+
+    # ------------------------------------------------------------------ nodes
+    def _node(self, n: Any, name: str) -> None:
+        op = n.op_type
+        if n.domain not in ("", "ai.onnx"):
+            self.unsupported.append((f"{n.domain}.{op}", name, "custom domain"))
+            return
+        if op not in _ATTRS:
+            self.unsupported.append((op, name, ""))
+            return
+        try:
+            self.onnx.defs.get_schema(op, self.opset, "")
+        except self.onnx.defs.SchemaError:
+            self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
+            return
+        attrs = self._attrs(n, name)
+        outputs = list(n.output)
+        while outputs and not outputs[-1]:
+            outputs.pop()
+        if not outputs:
+            raise MalformedModelError("has no outputs", node=name, op_type=op)
+        conv = _CONVERTERS.get(op, _generic)
+        try:
+            conv(self, op, list(n.input), outputs, attrs, name)
+        except _Unsupported as e:
+            self.unsupported.append((op, name, str(e)))
+        except OnnxImportError:
+            raise
+        except GraphError as e:
+            raise MalformedModelError(str(e)) from e
+
+    def _attrs(self, n: Any, name: str) -> dict[str, Any]:
+        onnx = self.onnx
+        AP = onnx.AttributeProto
+        kinds = _ATTRS[n.op_type]
+        out: dict[str, Any] = {}
+        for a in n.attribute:
+            want = kinds.get(a.name)
+            if want is None:
+                raise MalformedModelError(f"unknown attribute {a.name!r}", node=name, op_type=n.op_type)
+            if a.ref_attr_name:
+                raise MalformedModelError(
+                    f"attribute {a.name!r} references a function attribute", node=name, op_type=n.op_type
+                )
+            if a.type != getattr(AP, want):
+                got = AP.AttributeType.Name(a.type) if a.type in AP.AttributeType.values() else str(a.type)
+                raise MalformedModelError(
+                    f"attribute {a.name!r} has type {got}, expected {want}", node=name, op_type=n.op_type
+                )
+            v = onnx.helper.get_attribute_value(a)
+            if want == "STRING":
+                v = v.decode("utf-8", "replace")
+            elif want == "STRINGS":
+                v = [s.decode("utf-8", "replace") for s in v]
+            elif want == "INTS":
+                v = [int(x) for x in v]
+            elif want == "FLOATS":
+                v = [float(x) for x in v]
+            elif want == "TENSOR":
+                v = self.tensor(v, f"attribute {a.name!r} of node {name!r}")
+            elif want == "INT":
+                v = int(v)
+            elif want == "FLOAT":
+                v = float(v)
+            out[a.name] = v
+        return out
+
+    # ---------------------------------------------------------------- emitting
+    def const(self, array: Any, hint: str) -> str:
+        name = self.fresh(hint)
+        self.g.set_constant(name, np.asarray(array))
+        self.dtypes[name] = self.g.constants[name].dtype
+        return name
+
+    def emit(
+        self, op: str, inputs: Sequence[str], attrs: dict[str, Any], outputs: Sequence[str], name: str
+    ) -> None:
+        if name in self.emitted:
+            name = self.fresh(name)
+        self.emitted.add(name)
+        self.node_names.add(name)
+        node = self.g.add_node(op, list(inputs), attrs, name=name, outputs=list(outputs))
+        from .schema import check_node_dtypes
+
+        try:
+            dts = check_node_dtypes(node, [self.dtypes.get(i) if i else None for i in node.inputs])
+        except GraphError as e:
+            raise MalformedModelError(str(e)) from e
+        for o, dt in zip(node.outputs, dts, strict=False):
+            if o and dt is not None:
+                self.dtypes[o] = dt
+
+    def tmp(self, name: str) -> str:
+        return self.fresh(name)
+
+
+class _Unsupported(Exception):
+    """An op feature that aioge does not implement (collected, not raised)."""
+
+
+Converter = Callable[[_Importer, str, list[str], list[str], dict[str, Any], str], None]
+
+
+def _generic(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _constant(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
+    if len(attrs) != 1:
+        raise MalformedModelError("Constant needs exactly one value attribute", node=name, op_type=op)
+    ((k, v),) = attrs.items()
+    if k in ("value_string", "value_strings"):
+        raise _Unsupported("string constants")
+    if k == "sparse_value":
+        raise _Unsupported("sparse constants")
+    if k in ("value_float", "value_floats"):
+        arr = np.array(v, np.float32)
+    elif k in ("value_int", "value_ints"):
+        arr = np.array(v, np.int64)
+    else:
+        arr = np.asarray(v)
+    if len(outs) != 1:
+        raise MalformedModelError("Constant has one output", node=name, op_type=op)
+    if outs[0] in im.g.values:
+        raise MalformedModelError(f"output {outs[0]!r} is already defined", node=name, op_type=op)
+    im.g.set_constant(outs[0], arr)
+    im.dtypes[outs[0]] = arr.dtype
+
+
+def _axes_attr_to_input(since: int) -> Converter:
+    """Squeeze/Unsqueeze/Reduce*: move the ``axes`` attr to an input before opset ``since``."""
+
+    def conv(
+        im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+    ) -> None:
+        if im.opset < since:
+            axes = attrs.pop("axes", None)
+            if len(ins) > 1:
+                raise MalformedModelError(f"takes one input before opset {since}", node=name, op_type=op)
+            ins = [ins[0], im.const(np.array(axes, np.int64), f"{name}/axes") if axes is not None else ""]
+            if op != "Unsqueeze" and axes is None:
+                ins = ins[:1]
+        elif "axes" in attrs:
+            raise MalformedModelError(f"'axes' is an input since opset {since}", node=name, op_type=op)
+        if op == "Unsqueeze" and (len(ins) < 2 or not ins[1]):
+            raise MalformedModelError("Unsqueeze needs axes", node=name, op_type=op)
+        im.emit(op, ins, attrs, outs, name)
+
+    return conv
+
+
+def _split(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if im.opset < 13:
+        split = attrs.pop("split", None)
+        ins = [ins[0]] + ([im.const(np.array(split, np.int64), f"{name}/split")] if split is not None else [])
+    n_out = attrs.pop("num_outputs", None)
+    if n_out is not None and n_out != len(outs):
+        raise MalformedModelError(
+            f"num_outputs={n_out} but the node has {len(outs)} outputs", node=name, op_type=op
+        )
+    if any(not o for o in outs):
+        raise _Unsupported("an omitted Split output in the middle")
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _clip(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if im.opset < 11:
+        dt = im.dtypes.get(ins[0], np.dtype(np.float32))
+        lo, hi = attrs.pop("min", None), attrs.pop("max", None)
+        ins = [
+            ins[0],
+            im.const(np.array(lo, dt), f"{name}/min") if lo is not None else "",
+            im.const(np.array(hi, dt), f"{name}/max") if hi is not None else "",
+        ]
+        while ins and not ins[-1]:
+            ins.pop()
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _pad(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if im.opset < 11:
+        pads = attrs.pop("pads", None)
+        if pads is None:
+            raise MalformedModelError("Pad needs 'pads'", node=name, op_type=op)
+        value = attrs.pop("value", 0.0)
+        dt = im.dtypes.get(ins[0], np.dtype(np.float32))
+        ins = [
+            ins[0],
+            im.const(np.array(pads, np.int64), f"{name}/pads"),
+            im.const(np.array(value, dt), f"{name}/value"),
+        ]
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _slice(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if im.opset < 10:
+        starts, ends, axes = attrs.pop("starts", None), attrs.pop("ends", None), attrs.pop("axes", None)
+        if starts is None or ends is None:
+            raise MalformedModelError("Slice needs starts and ends", node=name, op_type=op)
+        ins = [
+            ins[0],
+            im.const(np.array(starts, np.int64), f"{name}/starts"),
+            im.const(np.array(ends, np.int64), f"{name}/ends"),
+        ]
+        if axes is not None:
+            ins.append(im.const(np.array(axes, np.int64), f"{name}/axes"))
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _softmax(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
+    if im.opset >= 13:
+        im.emit(op, ins, attrs, outs, name)
+        return
+    # before 13: softmax over the flattened trailing dims starting at `axis` (default 1)
+    axis = int(attrs.get("axis", 1))
+    flat, sm, shp = im.tmp(f"{name}/flat"), im.tmp(f"{name}/2d"), im.tmp(f"{name}/shape")
+    im.emit("Flatten", [ins[0]], {"axis": axis}, [flat], im.tmp(f"{name}/Flatten"))
+    im.emit(op, [flat], {"axis": -1}, [sm], name)
+    im.emit("Shape", [ins[0]], {}, [shp], im.tmp(f"{name}/Shape"))
+    im.emit("Reshape", [sm, shp], {}, outs, im.tmp(f"{name}/Reshape"))
+
+
+def _dropout(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
+    attrs.pop("ratio", None)
+    if im.opset < 12:
+        ins = ins[:1]
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _batchnorm(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
+    if int(attrs.get("training_mode", 0)) or any(outs[1:]):
+        raise _Unsupported("training mode (only inference BatchNormalization is supported)")
+    im.emit(op, ins, attrs, outs[:1], name)
+
+
+def _maxpool(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
+    if len(outs) > 1:
+        raise _Unsupported("the Indices output")
+    if int(attrs.get("storage_order", 0)):
+        raise _Unsupported("storage_order=1")
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _cast(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if "to" not in attrs:
+        raise MalformedModelError("Cast needs 'to'", node=name, op_type=op)
+    try:
+        dt = im.dtype_of(int(attrs["to"]), f"Cast target of node {name!r}")
+    except MalformedModelError as e:
+        raise _Unsupported(str(e)) from None
+    attrs["to"] = dt.name
+    attrs.pop("saturate", None)
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _layernorm(
+    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
+) -> None:
+    if any(not o for o in outs[1:]) and len(outs) == 3:
+        # Mean omitted but InvStdDev used: give Mean a scratch name
+        outs = [outs[0], outs[1] or im.tmp(f"{name}/mean"), outs[2]]
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _gelu(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if attrs.get("approximate", "none") not in ("none", "tanh"):
+        raise MalformedModelError(f"approximate={attrs['approximate']!r}", node=name, op_type=op)
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _conv(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        raise MalformedModelError(f"auto_pad={attrs['auto_pad']!r}", node=name, op_type=op)
+    im.emit(op, ins, attrs, outs, name)
+
+
+_CONVERTERS: dict[str, Converter] = {
+    "Constant": _constant,
+    "Squeeze": _axes_attr_to_input(13),
+    "Unsqueeze": _axes_attr_to_input(13),
+    "ReduceSum": _axes_attr_to_input(13),
+    "ReduceMean": _axes_attr_to_input(18),
+    "ReduceMax": _axes_attr_to_input(18),
+    "ReduceMin": _axes_attr_to_input(18),
+    "Split": _split,
+    "Clip": _clip,
+    "Pad": _pad,
+    "Slice": _slice,
+    "Softmax": _softmax,
+    "LogSoftmax": _softmax,
+    "Dropout": _dropout,
+    "BatchNormalization": _batchnorm,
+    "MaxPool": _maxpool,
+    "AveragePool": _conv,
+    "Conv": _conv,
+    "ConvTranspose": _conv,
+    "Cast": _cast,
+    "LayerNormalization": _layernorm,
+    "Gelu": _gelu,
+}

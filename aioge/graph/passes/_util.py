@@ -1,0 +1,42 @@
+"""Small helpers shared by the passes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import PlanError
+from ..ir import Graph, Node
+
+
+def require_shapes(graph: Graph, what: str) -> None:
+    """Raise unless every value has a shape and dtype (the pass needs them)."""
+    for v in graph.values.values():
+        if not v.known:
+            raise PlanError(f"{what} needs inferred shapes; value {v.name!r} has none (run infer_shapes)")
+
+
+def single_consumer(graph: Graph, consumers: dict[str, list[Node]], value: str) -> Node | None:
+    """The only consumer of ``value`` if it has exactly one and is not a graph output."""
+    users = consumers.get(value, [])
+    if len(users) != 1 or value in graph.outputs:
+        return None
+    if sum(1 for i in users[0].inputs if i == value) != 1:
+        return None
+    return users[0]
+
+
+def scalar_constant(graph: Graph, name: str) -> float | None:
+    """The float value of a one-element constant, else None."""
+    arr = graph.constants.get(name)
+    if arr is None or arr.size != 1:
+        return None
+    return float(np.asarray(arr).reshape(-1)[0])
+
+
+def rename_output(graph: Graph, old: str, new: str) -> None:
+    """Make ``new`` (an existing, soon orphaned value name) the output written by ``old``'s producer."""
+    for n in graph.nodes:
+        n.outputs = [new if o == old else o for o in n.outputs]
+        n.inputs = [new if i == old else i for i in n.inputs]
+    v = graph.values.pop(old)
+    graph.values[new].shape, graph.values[new].dtype = v.shape, v.dtype

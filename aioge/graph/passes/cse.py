@@ -1,0 +1,85 @@
+"""Common-subexpression elimination.
+
+Merges identical constants (same dtype, shape and bytes) and nodes with the
+same op type, domain, inputs and attributes, in topological order so merges
+cascade.  A duplicate whose output is a graph output is kept when the
+original's output is a graph output too (graph output names never change).
+Returns a new graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from ..ir import Graph, Node
+
+__all__ = ("eliminate_common_subexpressions",)
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return ("ndarray", v.dtype.str, v.shape, hashlib.sha1(np.ascontiguousarray(v).tobytes()).hexdigest())
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, float) and v != v:
+        return ("nan",)
+    return v
+
+
+def _node_key(n: Node) -> tuple[Any, ...]:
+    return (n.op_type, n.domain, tuple(n.inputs), len(n.outputs), _freeze(n.attrs))
+
+
+def eliminate_common_subexpressions(graph: Graph) -> Graph:
+    """Return a copy of ``graph`` with duplicate constants and nodes merged."""
+    g = graph.copy()
+    outputs = set(g.outputs)
+    # constants
+    seen: dict[Any, str] = {}
+    for name in sorted(g.constants):
+        arr = g.constants[name]
+        key = _freeze(arr)
+        orig = seen.get(key)
+        if orig is None or not np.array_equal(g.constants[orig], arr, equal_nan=arr.dtype.kind == "f"):
+            seen.setdefault(key, name)
+            continue
+        if name in outputs:
+            continue
+        g.replace_uses(name, orig)
+    # nodes
+    index: dict[tuple[Any, ...], Node] = {}
+    dead: list[Node] = []
+    for n in g.topological_order():
+        key = _node_key(n)
+        first = index.get(key)
+        if first is None:
+            index[key] = n
+            continue
+        pairs = [(d, o) for d, o in zip(n.outputs, first.outputs, strict=False) if d]
+        if any(d in outputs for d, _ in pairs):
+            if any(o in outputs for _, o in pairs) or any(not o for _, o in pairs):
+                continue
+            # keep the duplicate (it writes a graph output) and drop the firstinal instead
+            for d, o in pairs:
+                _redirect(g, o, d)
+            index[key] = n
+            dead.append(first)
+            continue
+        if any(not o for _, o in pairs):
+            continue
+        for d, o in pairs:
+            _redirect(g, d, o)
+        dead.append(n)
+    g.remove_nodes(dead)
+    g.prune_values()
+    return g
+
+
+def _redirect(g: Graph, old: str, new: str) -> None:
+    for m in g.nodes:
+        m.inputs = [new if i == old else i for i in m.inputs]

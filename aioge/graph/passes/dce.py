@@ -1,0 +1,39 @@
+"""Dead-code elimination.
+
+Removes nodes none of whose outputs reach a graph output, blanks unused
+optional outputs (``Dropout`` mask, ``LayerNormalization`` mean/inv-std-dev)
+and drops constants and values nothing refers to.  Graph inputs stay (they
+are the signature) even if unused.  Returns a new graph.
+"""
+
+from __future__ import annotations
+
+from ..ir import Graph
+
+__all__ = ("eliminate_dead_code",)
+
+# ops whose trailing outputs are optional (safe to drop when unused)
+_OPTIONAL_OUTPUTS = {"Dropout": 1, "LayerNormalization": 1}
+
+
+def eliminate_dead_code(graph: Graph) -> Graph:
+    """Return a copy of ``graph`` without dead nodes, outputs and constants."""
+    g = graph.copy()
+    live = set(g.outputs)
+    keep = []
+    for n in reversed(g.topological_order()):
+        if any(o in live for o in n.outputs if o):
+            keep.append(n)
+            live.update(i for i in n.inputs if i)
+    keep.reverse()
+    g.nodes = keep
+    for n in g.nodes:
+        first_optional = _OPTIONAL_OUTPUTS.get(n.op_type)
+        if first_optional is None:
+            continue
+        outs = [o if (i < first_optional or o in live) else "" for i, o in enumerate(n.outputs)]
+        while len(outs) > 1 and not outs[-1]:
+            outs.pop()
+        n.outputs = outs
+    g.prune_values()
+    return g

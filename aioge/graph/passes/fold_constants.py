@@ -1,0 +1,57 @@
+"""Constant folding.
+
+Evaluates, with the reference executor, every node whose inputs are all
+constants, and every ``Shape`` node (shapes are static), replacing the node by
+constants of the same names.  Nodes that would create a constant larger than
+``max_elements`` and larger than their inputs (``Expand``,
+``ConstantOfShape``, ``Tile`` of something small) are kept, so folding never
+blows up the model.  Needs inferred shapes; returns a new graph.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Graph
+from ..reference import evaluate_node, shape_slice
+from ..schema import get_attr
+from ._util import require_shapes
+
+__all__ = ("fold_constants",)
+
+
+def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
+    """Return a copy of ``graph`` with constant subgraphs evaluated (see the module docstring)."""
+    require_shapes(graph, "fold_constants")
+    g = graph.copy()
+    folded = []
+    for n in g.topological_order():
+        if n.op_type == "Shape":
+            end = get_attr(n, "end")
+            shape = g.values[n.inputs[0]].shape or ()
+            outs = [
+                np.array(
+                    shape_slice(shape, int(get_attr(n, "start")), None if end is None else int(end)), np.int64
+                )
+            ]
+        elif all(i in g.constants for i in n.inputs if i) and n.inputs:
+            out_elems = sum(math.prod(g.values[o].shape or ()) for o in n.outputs if o)
+            in_elems = sum(g.constants[i].size for i in n.inputs if i)
+            if out_elems > max_elements and out_elems > in_elems:
+                continue
+            outs = evaluate_node(n, [g.constants[i] if i else None for i in n.inputs])
+        else:
+            continue
+        for name, arr in zip(n.outputs, outs, strict=False):
+            if name:
+                g.set_constant(name, np.asarray(arr, dtype=g.values[name].dtype))
+        folded.append(n)
+    g.remove_nodes(folded)
+    for n in folded:
+        for o in n.outputs:
+            if o and o not in g.values:  # remove_nodes dropped the Value; the constant keeps it
+                g.set_constant(o, g.constants[o])
+    g.prune_values()
+    return g

@@ -1,0 +1,412 @@
+"""Operator fusion that pays on the host.
+
+Three rewrites, applied in this order by :func:`fuse`:
+
+1. **Conv + BatchNormalization folding** (:func:`fold_conv_batchnorm`): a
+   ``Conv`` with constant weights whose only consumer is an inference
+   ``BatchNormalization`` with constant parameters becomes one ``Conv`` with
+   ``W' = W * s`` and ``B' = (B - mean) * s + beta``, ``s = scale / sqrt(var + eps)``
+   (computed in float64, stored in the weight dtype).
+
+2. **Bias + activation fusion** (:func:`fuse_bias_activation`): ``Conv``,
+   ``MatMul`` or ``Gemm``, [for MatMul/Gemm without a C input: optionally
+   followed by ``Mul``/``Div`` by a scalar constant], optionally followed by
+   an ``Add`` of a constant bias, optionally followed by an activation, becomes
+
+   * ``_FusedConv(X, W, B?)`` — ONNX Conv semantics with every geometry attr
+     explicit: ``kernel_shape``, ``strides``, ``dilations`` (one int per
+     spatial dim), ``pads`` (ONNX order: all begins, then all ends; any
+     ``auto_pad`` is resolved), ``group``; plus the activation attrs below;
+     ``B`` has shape ``(M,)``;
+   * ``_FusedMatMul(A, B, bias?)`` — ``Y = act(scale * (op(A) @ op(B)) + bias)``
+     with numpy matmul broadcasting over leading dims; attrs ``trans_a`` and
+     ``trans_b`` (0/1: ``op`` swaps the last two axes), ``scale`` (float:
+     Gemm's alpha times an absorbed scalar Mul / divided by a Div), and the
+     activation attrs; ``bias`` has shape ``(N,)``
+     (Gemm's ``beta * C`` is folded into it).
+
+   Activation attrs: ``activation`` (str) is one of ``"none"``, ``"Relu"``,
+   ``"LeakyRelu"`` (reads ``alpha``: float slope), ``"Sigmoid"``, ``"Tanh"``,
+   ``"Gelu"`` (erf form), ``"GeluTanh"`` (tanh approximation), ``"Clip"``
+   (reads ``min`` and ``max``: floats, ``-inf``/``inf`` for an absent bound;
+   ``Clip(0, 6)`` is ReLU6).  Only the attrs an activation reads are set.
+
+   A fusion happens only if every intermediate value has exactly one consumer
+   and is not a graph output, and it needs at least one absorbed node.
+
+3. **Elementwise chains** (:func:`fuse_elementwise`): a tree of elementwise
+   ops (Relu LeakyRelu Sigmoid Tanh Exp Log Sqrt Abs Neg Reciprocal Erf Gelu
+   Softplus Elu Selu Sign Clip Shrink, Add Sub Mul Div Pow Max Min PRelu) of
+   one float dtype, where each inner value has one consumer and is not a
+   graph output, with at least two nodes, becomes one ``_FusedElementwise``
+   whose inputs are the tree's external inputs (deduplicated) and whose
+   ``program`` attr is a register program.  **Program format**
+   (interpreted by a C kernel; see :mod:`aioge.graph.ewprogram`):
+
+   * registers ``0..k-1`` are the node's ``k`` inputs, each broadcast (numpy
+     rules) to the output shape;
+   * ``program`` is a list of steps ``(opcode, srcs, params)``: ``opcode`` a
+     str from ``ewprogram.OPCODES``, ``srcs`` a tuple of 1 (unary) or 2
+     (binary) register numbers, ``params`` a tuple of floats —
+     ``LeakyRelu (alpha,)``, ``Elu (alpha,)``, ``Selu (alpha, gamma)``,
+     ``Clip (min, max)`` (``±inf`` when absent), ``Shrink (bias, lambd)``,
+     none for the rest; ``Gelu`` is the erf form, ``GeluTanh`` the tanh form;
+     ``PRelu`` srcs are ``(x, slope)``;
+   * step ``i`` writes register ``k + i``; the result is the last register;
+   * all registers have the output dtype; compute in that dtype.
+
+   ``ewprogram.encode_program`` packs it as ``int32[n, 4]`` rows
+   ``(opcode id, src0, src1 or -1, n_params)`` and ``float64[n, 2]`` params.
+
+All rewrites need inferred shapes and return a new graph.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import _shapes as S
+from ..ewprogram import Step
+from ..ir import Graph, Node
+from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, FLOAT_TYPES, get_attr
+from ._util import require_shapes, scalar_constant, single_consumer
+
+__all__ = ("fuse", "fold_conv_batchnorm", "fuse_bias_activation", "fuse_elementwise")
+
+
+def fuse(
+    graph: Graph, *, conv_bn: bool = True, bias_activation: bool = True, elementwise: bool = True
+) -> Graph:
+    """Apply the enabled fusions (see the module docstring); returns a new graph."""
+    g = graph
+    if conv_bn:
+        g = fold_conv_batchnorm(g)
+    if bias_activation:
+        g = fuse_bias_activation(g)
+    if elementwise:
+        g = fuse_elementwise(g)
+    return g
+
+
+# --------------------------------------------------------------------- Conv + BN
+def fold_conv_batchnorm(graph: Graph) -> Graph:
+    """Fold inference BatchNormalization into the preceding Conv's weights and bias."""
+    require_shapes(graph, "fold_conv_batchnorm")
+    g = graph.copy()
+    consumers = g.consumers()
+    dead = []
+    for conv in g.topological_order():
+        if conv.op_type != "Conv" or conv.inputs[1] not in g.constants:
+            continue
+        bias = conv.input(2)
+        if bias and bias not in g.constants:
+            continue
+        bn = single_consumer(g, consumers, conv.outputs[0])
+        if bn is None or bn.op_type != "BatchNormalization" or bn.inputs[0] != conv.outputs[0]:
+            continue
+        if not all(i in g.constants for i in bn.inputs[1:5]):
+            continue
+        w = g.constants[conv.inputs[1]]
+        scale, beta, mean, var = (g.constants[i].astype(np.float64) for i in bn.inputs[1:5])
+        s = scale / np.sqrt(var + float(get_attr(bn, "epsilon")))
+        b0 = g.constants[bias].astype(np.float64) if bias else np.zeros(w.shape[0])
+        w_new = (w.astype(np.float64) * s.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
+        b_new = ((b0 - mean) * s + beta).astype(w.dtype)
+        w_name, b_name = g.fresh_name(f"{conv.name}/w_bn"), g.fresh_name(f"{conv.name}/b_bn")
+        g.set_constant(w_name, w_new)
+        g.set_constant(b_name, b_new)
+        old_out = conv.outputs[0]
+        conv.inputs = [conv.inputs[0], w_name, b_name]
+        conv.outputs = [bn.outputs[0]]
+        dead.append(bn)
+        g.values.pop(old_out, None)
+    g.nodes = [n for n in g.nodes if all(n is not d for d in dead)]
+    g.prune_values()
+    return g
+
+
+# --------------------------------------------------------------- bias + activation
+def _activation(g: Graph, n: Node) -> dict[str, Any] | None:
+    op = n.op_type
+    if op in ("Relu", "Sigmoid", "Tanh"):
+        return {"activation": op}
+    if op == "LeakyRelu":
+        return {"activation": "LeakyRelu", "alpha": float(get_attr(n, "alpha"))}
+    if op == "Gelu":
+        return {"activation": "GeluTanh" if get_attr(n, "approximate") == "tanh" else "Gelu"}
+    if op == "Clip":
+        bounds = []
+        for i, default in ((1, -math.inf), (2, math.inf)):
+            name = n.input(i)
+            if not name:
+                bounds.append(default)
+                continue
+            v = scalar_constant(g, name)
+            if v is None:
+                return None
+            bounds.append(v)
+        return {"activation": "Clip", "min": bounds[0], "max": bounds[1]}
+    return None
+
+
+def _bias_vector(g: Graph, add: Node, main_out: str, channels: int, channel_axis: int) -> np.ndarray | None:
+    """The constant operand of ``add`` as a (channels,) vector, if it only varies along the channel axis."""
+    other = add.inputs[1] if add.inputs[0] == main_out else add.inputs[0]
+    if other == main_out or other not in g.constants:
+        return None
+    arr = g.constants[other]
+    out_shape = g.values[main_out].shape or ()
+    rank = len(out_shape)
+    if arr.ndim > rank:
+        return None
+    try:
+        if S.broadcast_shapes(out_shape, arr.shape) != tuple(out_shape):
+            return None
+    except ValueError:
+        return None
+    full = (1,) * (rank - arr.ndim) + tuple(arr.shape)
+    ax = channel_axis % rank
+    if any(d != 1 for i, d in enumerate(full) if i != ax):
+        return None
+    vec = arr.reshape(-1)
+    return np.broadcast_to(vec, (channels,)).astype(arr.dtype) if vec.size in (1, channels) else None
+
+
+def fuse_bias_activation(graph: Graph) -> Graph:
+    """Conv/MatMul/Gemm [+ constant bias Add] [+ activation] -> _FusedConv/_FusedMatMul."""
+    require_shapes(graph, "fuse_bias_activation")
+    g = graph.copy()
+    consumers = g.consumers()
+    dead: list[Node] = []
+    for n in g.topological_order():
+        if n.op_type not in ("Conv", "MatMul", "Gemm") or any(n is d for d in dead):
+            continue
+        out = n.outputs[0]
+        shape = g.values[out].shape or ()
+        dtype = g.values[out].dtype
+        if dtype not in FLOAT_TYPES or len(shape) < 2:
+            continue
+        if n.op_type == "MatMul" and (
+            len(g.values[n.inputs[0]].shape or ()) < 2 or len(g.values[n.inputs[1]].shape or ()) < 2
+        ):
+            continue
+        is_conv = n.op_type == "Conv"
+        channels = shape[1] if is_conv else shape[-1]
+        bias: np.ndarray | None = None
+        if is_conv and n.input(2):
+            if n.input(2) not in g.constants:
+                continue
+            bias = g.constants[n.input(2)]
+        if n.op_type == "Gemm" and n.input(2):
+            beta = float(get_attr(n, "beta"))
+            c_vec = _gemm_c(g, n, channels)
+            if c_vec is None:
+                continue
+            bias = (c_vec.astype(np.float64) * beta).astype(dtype)
+        absorbed: list[Node] = []
+        tail = out
+        scale = float(get_attr(n, "alpha")) if n.op_type == "Gemm" else 1.0
+        mul = single_consumer(g, consumers, tail)
+        if not is_conv and mul is not None and mul.op_type in ("Mul", "Div") and bias is None:
+            other = (
+                mul.inputs[1] if mul.inputs[0] == tail else (mul.inputs[0] if mul.op_type == "Mul" else "")
+            )
+            c = scalar_constant(g, other) if other else None
+            if c is not None and c != 0.0 and g.values[mul.outputs[0]].shape == shape:
+                scale = scale * c if mul.op_type == "Mul" else scale / c
+                absorbed.append(mul)
+                tail = mul.outputs[0]
+        add = single_consumer(g, consumers, tail)
+        if add is not None and add.op_type == "Add":
+            vec = _bias_vector(g, add, tail, channels, 1 if is_conv else -1)
+            if vec is not None and g.values[add.outputs[0]].shape == shape:
+                bias = vec if bias is None else (bias.astype(np.float64) + vec).astype(dtype)
+                absorbed.append(add)
+                tail = add.outputs[0]
+        act_attrs: dict[str, Any] = {"activation": "none"}
+        act = single_consumer(g, consumers, tail)
+        if act is not None and act.inputs[0] == tail:
+            a = _activation(g, act)
+            if a is not None:
+                act_attrs = a
+                absorbed.append(act)
+                tail = act.outputs[0]
+        if not absorbed:
+            continue
+        ins = [n.inputs[0], n.inputs[1]]
+        if bias is not None:
+            b_name = g.fresh_name(f"{n.name}/bias")
+            g.set_constant(b_name, np.asarray(bias, dtype))
+            ins.append(b_name)
+        if is_conv:
+            attrs = _explicit_conv_attrs(g, n)
+            fused_op = "_FusedConv"
+        else:
+            fused_op = "_FusedMatMul"
+            attrs = {}
+            if n.op_type == "Gemm":
+                attrs = {"trans_a": int(get_attr(n, "transA")), "trans_b": int(get_attr(n, "transB"))}
+            if scale != 1.0:
+                attrs["scale"] = scale
+        attrs.update(act_attrs)
+        fused = Node(fused_op, ins, [tail], attrs, g.fresh_name(f"{n.name}/fused"))
+        idx = next(i for i, m in enumerate(g.nodes) if m is n)
+        g.nodes[idx] = fused
+        dead.extend(absorbed)
+        for m in [n, *absorbed]:
+            for o in m.outputs:
+                if o and o != tail:
+                    g.values.pop(o, None)
+    g.nodes = [m for m in g.nodes if all(m is not d for d in dead)]
+    g.prune_values()
+    return g
+
+
+def _explicit_conv_attrs(g: Graph, n: Node) -> dict[str, Any]:
+    """Conv attrs with auto_pad resolved and defaults spelled out (simpler for a C kernel)."""
+    x = g.values[n.inputs[0]].shape or ()
+    w = g.values[n.inputs[1]].shape or ()
+    n_sp = len(x) - 2
+    kernel = [int(k) for k in (get_attr(n, "kernel_shape") or w[2:])]
+    strides = [int(s) for s in (get_attr(n, "strides") or [1] * n_sp)]
+    dilations = [int(d) for d in (get_attr(n, "dilations") or [1] * n_sp)]
+    pb, pe, _ = S.conv_geometry(
+        x[2:], kernel, strides, dilations, get_attr(n, "pads"), str(get_attr(n, "auto_pad"))
+    )
+    return {
+        "kernel_shape": kernel,
+        "strides": strides,
+        "dilations": dilations,
+        "pads": [*pb, *pe],
+        "group": int(get_attr(n, "group") or 1),
+    }
+
+
+def _gemm_c(g: Graph, n: Node, channels: int) -> np.ndarray | None:
+    c = n.input(2)
+    if c not in g.constants:
+        return None
+    arr = g.constants[c]
+    m = (g.values[n.outputs[0]].shape or (0, 0))[0]
+    full = (1,) * (2 - arr.ndim) + tuple(arr.shape) if arr.ndim <= 2 else None
+    if full is None or (full[0] != 1 and m != 1):
+        return None
+    vec = arr.reshape(-1)
+    if vec.size not in (1, channels):
+        return None
+    return np.broadcast_to(vec, (channels,)).copy()
+
+
+# --------------------------------------------------------------------- elementwise
+_PARAMS: dict[str, tuple[tuple[str, float], ...]] = {
+    "LeakyRelu": (("alpha", 0.01),),
+    "Elu": (("alpha", 1.0),),
+    "Selu": (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875)),
+    "Shrink": (("bias", 0.0), ("lambd", 0.5)),
+}
+
+
+def _ew_step(g: Graph, n: Node) -> tuple[str, list[str], tuple[float, ...]] | None:
+    """(opcode, register-input value names, params) for a fusable node, else None."""
+    op = n.op_type
+    dtype = g.values[n.outputs[0]].dtype
+    if dtype not in FLOAT_TYPES or len([o for o in n.outputs if o]) != 1:
+        return None
+    if op in ELEMENTWISE_BINARY:
+        if len(n.inputs) != 2 or any(g.values[i].dtype != dtype for i in n.inputs):
+            return None
+        return op, list(n.inputs), ()
+    if op not in ELEMENTWISE_UNARY or g.values[n.inputs[0]].dtype != dtype:
+        return None
+    if op == "Clip":
+        a = _activation(g, n)
+        return None if a is None else ("Clip", [n.inputs[0]], (a["min"], a["max"]))
+    if op == "Gelu":
+        return ("GeluTanh" if get_attr(n, "approximate") == "tanh" else "Gelu"), [n.inputs[0]], ()
+    params = tuple(float(get_attr(n, k)) for k, _ in _PARAMS.get(op, ()))
+    return op, [n.inputs[0]], params
+
+
+class _EwTree:
+    """One fusable tree: its member nodes, external inputs and register program."""
+
+    def __init__(
+        self,
+        g: Graph,
+        steps: dict[int, tuple[str, list[str], tuple[float, ...]]],
+        producers: dict[str, Node],
+        consumers: dict[str, list[Node]],
+        taken: set[int],
+        root: Node,
+    ) -> None:
+        self.g, self.steps, self.producers, self.consumers = g, steps, producers, consumers
+        self.dtype = g.values[root.outputs[0]].dtype
+        self.members: set[int] = set()
+        self.inputs: list[str] = []
+        self.program: list[Step] = []
+        self._absorb(root, taken)
+
+    def _absorb(self, n: Node, taken: set[int]) -> None:
+        self.members.add(id(n))
+        for name in self.steps[id(n)][1]:
+            p = self.producers.get(name)
+            if (
+                p is not None
+                and id(p) in self.steps
+                and id(p) not in taken
+                and id(p) not in self.members
+                and self.g.values[name].dtype == self.dtype
+                and single_consumer(self.g, self.consumers, name) is n
+            ):
+                self._absorb(p, taken)
+
+    def _emit(self, n: Node) -> int:
+        """Append ``n``'s step after its operands'; srcs are -1-input or step numbers for now."""
+        op, ins, params = self.steps[id(n)]
+        srcs = []
+        for name in ins:
+            p = self.producers.get(name)
+            if p is not None and id(p) in self.members:
+                srcs.append(self._emit(p))
+            else:
+                if name not in self.inputs:
+                    self.inputs.append(name)
+                srcs.append(-1 - self.inputs.index(name))
+        self.program.append((op, tuple(srcs), params))
+        return len(self.program) - 1
+
+    def node(self, root: Node) -> Node:
+        self._emit(root)
+        k = len(self.inputs)
+        program = [
+            (op, tuple(-1 - s if s < 0 else k + s for s in srcs), params) for op, srcs, params in self.program
+        ]
+        name = self.g.fresh_name(f"{root.name}/fused_ew")
+        return Node("_FusedElementwise", list(self.inputs), [root.outputs[0]], {"program": program}, name)
+
+
+def fuse_elementwise(graph: Graph) -> Graph:
+    """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes."""
+    require_shapes(graph, "fuse_elementwise")
+    g = graph.copy()
+    consumers = g.consumers()
+    producers = g.producers()
+    steps = {id(n): s for n in g.nodes if (s := _ew_step(g, n)) is not None}
+    taken: set[int] = set()
+    replace: dict[int, Node] = {}
+    dead: set[int] = set()
+    for root in reversed(g.topological_order()):
+        if id(root) not in steps or id(root) in taken:
+            continue
+        tree = _EwTree(g, steps, producers, consumers, taken, root)
+        if len(tree.members) < 2:
+            continue
+        taken |= tree.members
+        replace[id(root)] = tree.node(root)
+        dead |= tree.members - {id(root)}
+    g.nodes = [replace.get(id(n), n) for n in g.nodes if id(n) not in dead]
+    g.prune_values()
+    return g

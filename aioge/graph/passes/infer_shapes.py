@@ -1,0 +1,602 @@
+"""Shape and dtype inference.
+
+Fills in ``shape`` and ``dtype`` of every Value, in topological order, and
+returns a new graph whose ``nodes`` are topologically sorted.  Inputs that
+determine a shape (Reshape's shape, Slice's starts, Pad's pads, ...) must be
+known at compile time: constants, or values computable from constants and
+static shapes (``Shape`` of anything, arithmetic on such values).  Inference
+evaluates those small values on the fly with the reference executor but does
+not change the graph (``fold_constants`` does that).
+
+Errors name the node: :class:`ShapeInferenceError` for shapes or attrs that do
+not fit, :class:`GraphTypeError` for dtypes, :class:`DynamicShapeError` when a
+shape-determining input is not a compile-time value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import _shapes as S
+from ..errors import DynamicShapeError, GraphError, ShapeInferenceError
+from ..ewprogram import ACTIVATIONS, validate_program
+from ..ir import Graph, Node, normalize_dtype
+from ..reference import evaluate_node, reduce_axes, shape_slice
+from ..schema import ELEMENTWISE_UNARY, check_node_dtypes, check_node_signature, get_attr
+
+__all__ = ("infer_shapes", "known_values", "MAX_PROPAGATED_ELEMENTS")
+
+#: values up to this many elements are evaluated during inference (shape arithmetic)
+MAX_PROPAGATED_ELEMENTS = 1 << 16
+
+Shape = tuple[int, ...]
+ShapeFn = Callable[["_Ctx"], list[Shape]]
+_SHAPE_FNS: dict[str, ShapeFn] = {}
+
+
+class _Ctx:
+    """What a shape function sees of one node."""
+
+    def __init__(self, node: Node, shapes: list[Shape | None], values: list[np.ndarray | None]) -> None:
+        self.node = node
+        self.shapes = shapes
+        self._values = values
+
+    def shape(self, i: int) -> Shape:
+        s = self.shapes[i] if i < len(self.shapes) else None
+        if s is None:
+            raise self.error(f"input {i} is missing")
+        return s
+
+    def has(self, i: int) -> bool:
+        return i < len(self.node.inputs) and bool(self.node.inputs[i])
+
+    def value(self, i: int, what: str) -> np.ndarray:
+        v = self._values[i] if i < len(self._values) else None
+        if v is None:
+            raise DynamicShapeError(
+                f"input {i} ({what}, {self.node.input(i)!r}) must be a compile-time constant "
+                "for static shapes",
+                node=self.node.name,
+                op_type=self.node.op_type,
+            )
+        return v
+
+    def ints(self, i: int, what: str) -> list[int]:
+        return [int(x) for x in self.value(i, what).reshape(-1)]
+
+    def opt_ints(self, i: int, what: str) -> list[int] | None:
+        return self.ints(i, what) if self.has(i) else None
+
+    def attr(self, name: str) -> Any:
+        return get_attr(self.node, name)
+
+    def error(self, msg: str) -> ShapeInferenceError:
+        return ShapeInferenceError(msg, node=self.node.name, op_type=self.node.op_type)
+
+
+def _wrap(c: _Ctx, e: ValueError) -> GraphError:
+    """A ValueError from shape arithmetic as an error naming the node (GraphErrors pass through)."""
+    return e if isinstance(e, GraphError) else c.error(str(e))
+
+
+def _shape_fn(*ops: str) -> Callable[[ShapeFn], ShapeFn]:
+    def deco(fn: ShapeFn) -> ShapeFn:
+        for op in ops:
+            _SHAPE_FNS[op] = fn
+        return fn
+
+    return deco
+
+
+def _ints_attr(v: Any) -> list[int] | None:
+    return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
+
+
+@_shape_fn(*(ELEMENTWISE_UNARY - {"Clip"}), "Not", "Identity", "Cast", "Softmax", "LogSoftmax", "LRN")
+def _same_shape(c: _Ctx) -> list[Shape]:
+    s = c.shape(0)
+    if c.node.op_type in ("Softmax", "LogSoftmax"):
+        S.normalize_axis(int(c.attr("axis")), len(s))
+    if c.node.op_type == "LRN":
+        if len(s) < 3 or c.attr("size") is None or int(c.attr("size")) <= 0:
+            raise c.error("LRN needs rank >= 3 and a positive size")
+    return [s]
+
+
+@_shape_fn("Clip")
+def _clip(c: _Ctx) -> list[Shape]:
+    for i in (1, 2):
+        if c.has(i) and math.prod(c.shape(i)) != 1:
+            raise c.error(f"Clip bound {i} must be a scalar, got shape {c.shape(i)}")
+    return [c.shape(0)]
+
+
+@_shape_fn("Dropout")
+def _dropout(c: _Ctx) -> list[Shape]:
+    if c.has(2) and bool(c.value(2, "training_mode").reshape(-1)[0]):
+        raise c.error("training mode is not supported (inference only)")
+    return [c.shape(0)] * len(c.node.outputs)
+
+
+@_shape_fn(
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Max",
+    "Min",
+    "Sum",
+    "Mean",
+    "Equal",
+    "Less",
+    "Greater",
+    "Where",
+    "_FusedElementwise",
+)
+def _broadcast(c: _Ctx) -> list[Shape]:
+    shapes = [c.shape(i) for i in range(len(c.node.inputs))]
+    try:
+        out = S.broadcast_shapes(*shapes)
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    if c.node.op_type == "_FusedElementwise":
+        prog = c.attr("program")
+        try:
+            validate_program(prog or [], len(c.node.inputs))
+        except ValueError as e:
+            raise c.error(f"bad program: {e}") from None
+    return [out]
+
+
+@_shape_fn("PRelu")
+def _prelu(c: _Ctx) -> list[Shape]:
+    x, slope = c.shape(0), c.shape(1)
+    try:
+        if S.broadcast_shapes(x, slope) != x:
+            raise ValueError
+    except ValueError:
+        raise c.error(f"slope shape {slope} does not broadcast to input shape {x}") from None
+    return [x]
+
+
+@_shape_fn("MatMul")
+def _matmul(c: _Ctx) -> list[Shape]:
+    try:
+        return [S.matmul_shape(c.shape(0), c.shape(1))]
+    except ValueError as e:
+        raise _wrap(c, e) from None
+
+
+@_shape_fn("Gemm")
+def _gemm(c: _Ctx) -> list[Shape]:
+    a, b = c.shape(0), c.shape(1)
+    if len(a) != 2 or len(b) != 2:
+        raise c.error(f"Gemm needs 2-D A and B, got {a} and {b}")
+    m, k = (a[1], a[0]) if int(c.attr("transA")) else a
+    k2, n = (b[1], b[0]) if int(c.attr("transB")) else b
+    if k != k2:
+        raise c.error(f"inner dimensions differ: A gives {k}, B gives {k2}")
+    if c.has(2):
+        try:
+            if S.broadcast_shapes((m, n), c.shape(2)) != (m, n):
+                raise ValueError
+        except ValueError:
+            raise c.error(f"C of shape {c.shape(2)} does not broadcast to {(m, n)}") from None
+    return [(m, n)]
+
+
+def _check_activation(c: _Ctx) -> None:
+    act = c.attr("activation")
+    if act not in ACTIVATIONS:
+        raise c.error(f"unknown activation {act!r} (one of {sorted(ACTIVATIONS)})")
+
+
+@_shape_fn("_FusedMatMul")
+def _fused_matmul(c: _Ctx) -> list[Shape]:
+    _check_activation(c)
+    a, b = list(c.shape(0)), list(c.shape(1))
+    if len(a) < 2 or len(b) < 2:
+        raise c.error("_FusedMatMul needs operands of rank >= 2")
+    if int(c.attr("trans_a")):
+        a[-1], a[-2] = a[-2], a[-1]
+    if int(c.attr("trans_b")):
+        b[-1], b[-2] = b[-2], b[-1]
+    try:
+        out = S.matmul_shape(a, b)
+        if c.has(2) and S.broadcast_shapes(out, c.shape(2)) != out:
+            raise ValueError(f"bias {c.shape(2)} does not broadcast to {out}")
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [out]
+
+
+def _conv_common(c: _Ctx, transpose: bool) -> tuple[Shape, Shape, list[int], int]:
+    x, w = c.shape(0), c.shape(1)
+    if len(x) < 3 or len(w) != len(x):
+        raise c.error(f"input {x} and weight {w} must have the same rank >= 3")
+    group = int(c.attr("group") or 1)
+    kernel = _ints_attr(c.attr("kernel_shape")) or list(w[2:])
+    if list(w[2:]) != kernel:
+        raise c.error(f"kernel_shape {kernel} does not match weight shape {w}")
+    if group <= 0 or x[1] % group:
+        raise c.error(f"group {group} does not divide {x[1]} input channels")
+    if transpose:
+        if w[0] != x[1]:
+            raise c.error(f"weight {w} expects {w[0]} input channels, input has {x[1]}")
+    elif w[1] * group != x[1] or w[0] % group:
+        raise c.error(f"weight {w} with group {group} does not fit {x[1]} input channels")
+    return x, w, kernel, group
+
+
+@_shape_fn("Conv", "_FusedConv")
+def _conv(c: _Ctx) -> list[Shape]:
+    if c.node.op_type == "_FusedConv":
+        _check_activation(c)
+    x, w, kernel, _ = _conv_common(c, False)
+    if c.has(2) and c.shape(2) != (w[0],):
+        raise c.error(f"bias shape {c.shape(2)} must be ({w[0]},)")
+    try:
+        _, _, out = S.conv_geometry(
+            x[2:],
+            kernel,
+            _ints_attr(c.attr("strides")),
+            _ints_attr(c.attr("dilations")),
+            _ints_attr(c.attr("pads")),
+            str(c.attr("auto_pad")),
+        )
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [(x[0], w[0], *out)]
+
+
+@_shape_fn("ConvTranspose")
+def _conv_t(c: _Ctx) -> list[Shape]:
+    x, w, kernel, group = _conv_common(c, True)
+    m = w[1] * group
+    if c.has(2) and c.shape(2) != (m,):
+        raise c.error(f"bias shape {c.shape(2)} must be ({m},)")
+    try:
+        _, _, out = S.conv_transpose_geometry(
+            x[2:],
+            kernel,
+            _ints_attr(c.attr("strides")),
+            _ints_attr(c.attr("dilations")),
+            _ints_attr(c.attr("pads")),
+            str(c.attr("auto_pad")),
+            _ints_attr(c.attr("output_padding")),
+            _ints_attr(c.attr("output_shape")),
+        )
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [(x[0], m, *out)]
+
+
+@_shape_fn("MaxPool", "AveragePool")
+def _pool(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    kernel = _ints_attr(c.attr("kernel_shape"))
+    if len(x) < 3 or not kernel:
+        raise c.error("pooling needs rank >= 3 and kernel_shape")
+    if c.node.op_type == "MaxPool" and int(c.attr("storage_order")):
+        raise c.error("storage_order=1 is not supported")
+    try:
+        _, _, out = S.pool_geometry(
+            x[2:],
+            kernel,
+            _ints_attr(c.attr("strides")),
+            _ints_attr(c.attr("dilations")),
+            _ints_attr(c.attr("pads")),
+            str(c.attr("auto_pad")),
+            int(c.attr("ceil_mode")),
+        )
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [(x[0], x[1], *out)]
+
+
+@_shape_fn("GlobalAveragePool", "GlobalMaxPool")
+def _gpool(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    if len(x) < 3:
+        raise c.error("global pooling needs rank >= 3")
+    return [(x[0], x[1], *([1] * (len(x) - 2)))]
+
+
+@_shape_fn("BatchNormalization", "InstanceNormalization")
+def _norm(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    if len(x) < 2:
+        raise c.error("needs rank >= 2")
+    if c.node.op_type == "BatchNormalization" and int(c.attr("training_mode")):
+        raise c.error("training_mode=1 is not supported (inference only)")
+    for i in range(1, len(c.node.inputs)):
+        if c.shape(i) != (x[1],):
+            raise c.error(f"input {i} has shape {c.shape(i)}, expected ({x[1]},)")
+    return [x]
+
+
+@_shape_fn("LayerNormalization")
+def _layernorm(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    try:
+        axis = S.normalize_axis(int(c.attr("axis")), len(x))
+        norm = x[axis:]
+        for i in range(1, len(c.node.inputs)):
+            if c.has(i) and S.broadcast_shapes(norm, c.shape(i)) != norm:
+                raise ValueError(f"input {i} of shape {c.shape(i)} does not broadcast to {norm}")
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    stat = (*x[:axis], *([1] * (len(x) - axis)))
+    return [x, stat, stat][: len(c.node.outputs)]
+
+
+@_shape_fn("Flatten")
+def _flatten(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    try:
+        a = S.normalize_axis(int(c.attr("axis")), len(x), allow_end=True)
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [(math.prod(x[:a]), math.prod(x[a:]))]
+
+
+@_shape_fn("Reshape")
+def _reshape(c: _Ctx) -> list[Shape]:
+    try:
+        return [S.reshape_target(c.shape(0), c.ints(1, "shape"), int(c.attr("allowzero")))]
+    except ValueError as e:
+        raise _wrap(c, e) from None
+
+
+@_shape_fn("Transpose")
+def _transpose(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    perm = _ints_attr(c.attr("perm"))
+    perm = list(range(len(x)))[::-1] if perm is None else perm
+    if sorted(perm) != list(range(len(x))):
+        raise c.error(f"perm {perm} is not a permutation of {len(x)} axes")
+    return [tuple(x[p] for p in perm)]
+
+
+@_shape_fn("Squeeze")
+def _squeeze(c: _Ctx) -> list[Shape]:
+    try:
+        return [S.squeeze_shape(c.shape(0), c.opt_ints(1, "axes"))]
+    except ValueError as e:
+        raise _wrap(c, e) from None
+
+
+@_shape_fn("Unsqueeze")
+def _unsqueeze(c: _Ctx) -> list[Shape]:
+    try:
+        return [S.unsqueeze_shape(c.shape(0), c.ints(1, "axes"))]
+    except ValueError as e:
+        raise _wrap(c, e) from None
+
+
+@_shape_fn("Concat")
+def _concat(c: _Ctx) -> list[Shape]:
+    shapes = [c.shape(i) for i in range(len(c.node.inputs))]
+    if c.attr("axis") is None:
+        raise c.error("Concat needs attr 'axis'")
+    try:
+        axis = S.normalize_axis(int(c.attr("axis")), len(shapes[0]))
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    for i, s in enumerate(shapes):
+        if len(s) != len(shapes[0]) or any(
+            a != b for j, (a, b) in enumerate(zip(s, shapes[0], strict=False)) if j != axis
+        ):
+            raise c.error(f"input {i} of shape {s} does not concatenate with {shapes[0]} on axis {axis}")
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    return [tuple(out)]
+
+
+@_shape_fn("Split")
+def _split(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    try:
+        axis = S.normalize_axis(int(c.attr("axis")), len(x))
+        sizes = S.split_sizes(x[axis], len(c.node.outputs), c.opt_ints(1, "split"))
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [(*x[:axis], s, *x[axis + 1 :]) for s in sizes]
+
+
+@_shape_fn("Slice")
+def _slice(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    try:
+        rng = S.slice_ranges(
+            x, c.ints(1, "starts"), c.ints(2, "ends"), c.opt_ints(3, "axes"), c.opt_ints(4, "steps")
+        )
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [tuple(S.range_len(*r) for r in rng)]
+
+
+@_shape_fn("Gather")
+def _gather(c: _Ctx) -> list[Shape]:
+    x, idx = c.shape(0), c.shape(1)
+    try:
+        a = S.normalize_axis(int(c.attr("axis")), len(x))
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [(*x[:a], *idx, *x[a + 1 :])]
+
+
+@_shape_fn("Expand")
+def _expand(c: _Ctx) -> list[Shape]:
+    try:
+        return [S.broadcast_shapes(c.shape(0), c.ints(1, "shape"))]
+    except ValueError as e:
+        raise _wrap(c, e) from None
+
+
+@_shape_fn("Tile")
+def _tile(c: _Ctx) -> list[Shape]:
+    x, reps = c.shape(0), c.ints(1, "repeats")
+    if len(reps) != len(x) or any(r < 0 for r in reps):
+        raise c.error(f"repeats {reps} do not fit rank {len(x)}")
+    return [tuple(d * r for d, r in zip(x, reps, strict=False))]
+
+
+@_shape_fn("Pad")
+def _pad(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    mode = str(c.attr("mode"))
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise c.error(f"unknown mode {mode!r}")
+    if c.has(2) and math.prod(c.shape(2)) != 1:
+        raise c.error("constant_value must be a scalar")
+    try:
+        pairs = S.pad_pairs(len(x), c.ints(1, "pads"), c.opt_ints(3, "axes"))
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    out = tuple(d + b + e for d, (b, e) in zip(x, pairs, strict=False))
+    if any(d < 0 for d in out):
+        raise c.error(f"negative pads crop {x} below zero")
+    if mode == "reflect" and any(
+        max(b, e) >= d and (b > 0 or e > 0) for d, (b, e) in zip(x, pairs, strict=False)
+    ):
+        raise c.error("reflect pads must be smaller than the padded dimension")
+    return [out]
+
+
+@_shape_fn("Shape")
+def _shape(c: _Ctx) -> list[Shape]:
+    end = c.attr("end")
+    return [(len(shape_slice(c.shape(0), int(c.attr("start")), None if end is None else int(end))),)]
+
+
+@_shape_fn("ConstantOfShape")
+def _cos(c: _Ctx) -> list[Shape]:
+    dims = c.ints(0, "shape")
+    if any(d < 0 for d in dims):
+        raise c.error(f"negative dimension in {dims}")
+    v = c.attr("value")
+    if v is not None and np.asarray(v).size != 1:
+        raise c.error("value must have exactly one element")
+    return [tuple(dims)]
+
+
+@_shape_fn("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+def _reduce(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    xs: list[Any] = [None, c.value(1, "axes") if c.has(1) else None]
+    try:
+        axes = reduce_axes(c.node, xs, len(x))
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    if axes is None:
+        return [x]
+    if int(c.attr("keepdims")):
+        return [tuple(1 if i in axes else d for i, d in enumerate(x))]
+    return [tuple(d for i, d in enumerate(x) if i not in axes)]
+
+
+def _infer_node(node: Node, shapes: list[Shape | None], values: list[np.ndarray | None]) -> list[Shape]:
+    fn = _SHAPE_FNS.get(node.op_type)
+    if fn is None:
+        raise ShapeInferenceError("no shape function", node=node.name, op_type=node.op_type)
+    try:
+        out = fn(_Ctx(node, shapes, values))
+    except (ValueError, IndexError) as e:
+        if isinstance(e, GraphError):
+            raise
+        raise ShapeInferenceError(str(e), node=node.name, op_type=node.op_type) from e
+    if len(out) != len(node.outputs):
+        raise ShapeInferenceError(
+            f"produces {len(out)} outputs, node declares {len(node.outputs)}",
+            node=node.name,
+            op_type=node.op_type,
+        )
+    return [tuple(int(d) for d in s) for s in out]
+
+
+def known_values(graph: Graph) -> dict[str, np.ndarray]:
+    """Compile-time values: constants plus small values computable from them and static shapes.
+
+    Requires inferred shapes for ``Shape`` nodes (run :func:`infer_shapes`).
+    """
+    known: dict[str, np.ndarray] = dict(graph.constants)
+    for node in graph.topological_order():
+        _propagate(graph, node, known)
+    return known
+
+
+def _propagate(graph: Graph, node: Node, known: dict[str, np.ndarray]) -> None:
+    outs = [graph.values[o] for o in node.outputs if o]
+    if node.op_type == "Shape":
+        s = graph.values[node.inputs[0]].shape
+        if s is not None:
+            end = get_attr(node, "end")
+            known[node.outputs[0]] = np.array(
+                shape_slice(s, int(get_attr(node, "start")), None if end is None else int(end)), np.int64
+            )
+        return
+    if not all(x in known for x in node.inputs if x):
+        return
+    if any(v.shape is None or math.prod(v.shape) > MAX_PROPAGATED_ELEMENTS for v in outs):
+        return
+    if any(known[x].size > 4 * MAX_PROPAGATED_ELEMENTS for x in node.inputs if x):
+        return
+    res = evaluate_node(node, [known[x] if x else None for x in node.inputs])
+    for name, arr in zip(node.outputs, res, strict=False):
+        if name:
+            known[name] = arr
+
+
+def infer_shapes(graph: Graph) -> Graph:
+    """Return a copy of ``graph`` with every Value's shape and dtype inferred.
+
+    Raises:
+        GraphError subclasses naming the node (see the module docstring).
+    """
+    g = graph.copy()
+    for name in g.inputs:
+        v = g.values[name]
+        if v.shape is None or v.dtype is None:
+            raise DynamicShapeError(f"graph input {name!r} needs a static shape and dtype")
+    order = g.topological_order()
+    known: dict[str, np.ndarray] = dict(g.constants)
+    for node in order:
+        check_node_signature(node)
+        ins = [g.values[x] if x else None for x in node.inputs]
+        for x, vin in zip(node.inputs, ins, strict=False):
+            if vin is not None and not vin.known:
+                raise GraphError(
+                    f"input {x!r} has no shape (not produced before this node?)",
+                    node=node.name,
+                    op_type=node.op_type,
+                )
+        dtypes = check_node_dtypes(node, [v.dtype if v else None for v in ins])
+        shapes = _infer_node(
+            node, [v.shape if v else None for v in ins], [known.get(x) if x else None for x in node.inputs]
+        )
+        for o, s, dt in zip(node.outputs, shapes, dtypes, strict=False):
+            if not o:
+                continue
+            v = g.values[o]
+            if v.shape is not None and tuple(v.shape) != s:
+                raise ShapeInferenceError(
+                    f"output {o!r} was declared {v.shape}, inferred {s}", node=node.name, op_type=node.op_type
+                )
+            if dt is None:
+                raise ShapeInferenceError(
+                    f"cannot infer the dtype of {o!r}", node=node.name, op_type=node.op_type
+                )
+            v.shape, v.dtype = s, normalize_dtype(dt)
+        _propagate(g, node, known)
+    g.nodes = order
+    for o in g.outputs:
+        if not g.values[o].known:
+            raise ShapeInferenceError(f"graph output {o!r} has no inferred shape")
+    return g

@@ -1,0 +1,487 @@
+"""Execution planner: order, streams and events, and a buffer arena.
+
+``plan(graph, *, max_streams=2, alignment=64, memory_slack=0.1) -> Plan`` for
+a shape-inferred graph (run :func:`~aioge.graph.passes.optimize` first).
+
+**Order.**  ``Plan.steps`` lists one :class:`Step` per node in a deterministic
+topological order: the *issue order*.  An executor issues steps in this order,
+each on its stream.
+
+**Streams and events.**  Independent branches go to different streams
+(``0 .. num_streams-1``) by list scheduling with a FLOP-based cost model and a
+penalty per cross-stream wait, so small branches stay on one stream.  A step
+may start only after (a) the previous step on its stream and (b) every step in
+``step.waits`` (indices into ``Plan.steps``, always on other streams and
+earlier in issue order).  Redundant waits (already implied transitively) are
+omitted.  ``step.record`` is true when some step waits for this one.  An
+executor does, in issue order::
+
+    for step in plan.steps:
+        for w in step.waits:   aclrtStreamWaitEvent(stream[step.stream], event[w])
+        launch(step)           # nothing for step.alias
+        if step.record:        aclrtRecordEvent(event[step.index], stream[step.stream])
+    for w in plan.joins:       aclrtStreamWaitEvent(stream[0], event[w])   # then sync stream 0
+
+``Plan.joins`` are the last steps of streams 1.. (recorded), so completion of
+stream 0 means the whole graph finished.  ``Plan.streams[s]`` lists the step
+indices of stream ``s`` in order.
+
+**Aliases.**  Reshape-like steps (Reshape, Flatten, Squeeze, Unsqueeze,
+Identity, Dropout without mask) launch nothing: their output is a view of
+input 0 (``step.alias``); the value's :class:`Buffer` has ``kind="alias"`` and
+``root`` naming the value that owns the storage (an arena value, a graph
+input or a constant).  A graph output that aliases a graph input or constant
+must be copied out by the executor.
+
+**Arena.**  Every value produced by a non-alias step gets ``[offset,
+offset + size)`` in one arena (``size`` = nbytes rounded up to
+``alignment``); graph inputs and constants are not in the arena.  Two storage
+roots may share bytes only if every use of one (its producing step, every
+step reading it or an alias of it) *happens before* the other's producing
+step under the stream order and waits — so reuse is safe for the parallel
+schedule, not just for the issue order.  Graph outputs stay live to the end.
+Offsets are assigned greedily (largest first, and definition order; the
+smaller result wins) into the best-fitting gap.  If branches running in
+parallel make that arena more than ``1 + memory_slack`` times the bound below,
+offsets are re-assigned as for the serial issue order and the reuse is made
+safe with extra waits (a step waits for the other stream's last readers of
+the bytes it overwrites): memory wins over overlap.  :meth:`Plan.verify`
+checks all of this.
+
+``Plan.arena_bytes`` is the peak (arena size), ``Plan.max_live_bytes`` the
+lower bound ``max over steps of the aligned bytes live at that step`` in issue
+order, ``Plan.no_reuse_bytes`` the sum of all aligned sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .errors import PlanError
+from .ir import Graph, Node
+from .schema import ALIAS_OPS
+
+__all__ = ("plan", "Plan", "Step", "Buffer")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node in issue order (see the module docstring)."""
+
+    index: int
+    node: Node
+    stream: int
+    waits: tuple[int, ...] = ()
+    record: bool = False
+    alias: bool = False
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """Where a value lives.
+
+    ``kind``: "arena" (``offset``/``size`` in the arena), "input", "constant",
+    or "alias" (a view of ``root``'s storage; ``offset`` is the root's arena
+    offset or None).  ``first``/``last``: producing and last reading step
+    indices in issue order (-1 for inputs/constants; ``len(steps)`` for values
+    that must live to the end).
+    """
+
+    value: str
+    kind: str
+    nbytes: int
+    size: int
+    offset: int | None
+    root: str
+    first: int
+    last: int
+
+
+@dataclass
+class Plan:
+    """The result of :func:`plan`."""
+
+    graph: Graph
+    steps: list[Step]
+    streams: list[list[int]]
+    joins: tuple[int, ...]
+    buffers: dict[str, Buffer]
+    arena_bytes: int
+    max_live_bytes: int
+    no_reuse_bytes: int
+    alignment: int
+    #: step index -> vector clock at its start: for each stream, the highest position on
+    #: that stream guaranteed complete (-1: none).  Used for happens-before queries.
+    start_clock: list[tuple[int, ...]] = field(repr=False, default_factory=list)
+    #: step index -> position within its stream
+    position: list[int] = field(repr=False, default_factory=list)
+    #: arena root -> steps that use its storage (producer, readers, readers of its aliases)
+    uses: dict[str, tuple[int, ...]] = field(repr=False, default_factory=dict)
+
+    @property
+    def num_streams(self) -> int:
+        """Number of streams used."""
+        return len(self.streams)
+
+    def happens_before(self, a: int, b: int) -> bool:
+        """Whether step ``a`` is guaranteed complete before step ``b`` starts."""
+        return self.start_clock[b][self.steps[a].stream] >= self.position[a]
+
+    def verify(self) -> None:
+        """Check the plan's invariants; raise :class:`PlanError` on the first violation.
+
+        * every data dependency happens before its consumer; waits point to
+          earlier steps on other streams;
+        * arena roots whose byte ranges overlap are ordered: every use of one
+          happens before the other is produced (safe under any timing);
+        * in issue order, values live at the same step never share bytes;
+        * ``max_live_bytes <= arena_bytes <= no_reuse_bytes``.
+        """
+        producer = {o: s.index for s in self.steps for o in s.node.outputs if o}
+        for s in self.steps:
+            for w in s.waits:
+                if not (w < s.index and self.steps[w].stream != s.stream and self.steps[w].record):
+                    raise PlanError(f"step {s.index} waits on step {w} badly", node=s.node.name)
+            for x in s.node.inputs:
+                if x in producer and not self.happens_before(producer[x], s.index):
+                    raise PlanError(f"input {x!r} is not guaranteed ready", node=s.node.name)
+        roots = self.arena_values()
+        for i, a in enumerate(roots):
+            for b in roots[i + 1 :]:
+                if b.offset is None or a.offset is None or b.offset >= a.offset + a.size:
+                    continue
+                if b.offset + b.size <= a.offset or a.size == 0 or b.size == 0:
+                    continue
+                if not (self._all_before(a, b) or self._all_before(b, a)):
+                    raise PlanError(
+                        f"values {a.value!r} and {b.value!r} share arena bytes but may be live "
+                        "at the same time"
+                    )
+                if not (a.last < b.first or b.last < a.first):
+                    raise PlanError(
+                        f"values {a.value!r} and {b.value!r} are live at the same step and overlap"
+                    )
+        if not self.max_live_bytes <= self.arena_bytes <= self.no_reuse_bytes:
+            raise PlanError(
+                f"arena {self.arena_bytes} outside [{self.max_live_bytes}, {self.no_reuse_bytes}]"
+            )
+
+    def _all_before(self, a: Buffer, b: Buffer) -> bool:
+        if a.last >= len(self.steps):
+            return False
+        return all(self.happens_before(u, b.first) for u in self.uses[a.value])
+
+    def arena_values(self) -> list[Buffer]:
+        """Buffers of kind "arena", by offset."""
+        return sorted(
+            (b for b in self.buffers.values() if b.kind == "arena"), key=lambda b: (b.offset, b.value)
+        )
+
+    def summary(self) -> str:
+        """Human-readable report."""
+        ratio = self.arena_bytes / self.max_live_bytes if self.max_live_bytes else 1.0
+        waits = sum(len(s.waits) for s in self.steps)
+        return (
+            f"plan {self.graph.name}: {len(self.steps)} steps on {self.num_streams} stream(s), "
+            f"{waits} waits; "
+            f"arena {self.arena_bytes} B (max-live bound {self.max_live_bytes} B, ratio {ratio:.3f}; "
+            f"no reuse {self.no_reuse_bytes} B)"
+        )
+
+
+# ------------------------------------------------------------------ cost model
+_WAIT_COST = 2.0e5  # "flops" one cross-stream wait costs (event record+wait, cache traffic)
+
+
+def _cost(g: Graph, n: Node) -> float:
+    out = sum(g.values[o].size for o in n.outputs if o)
+    op = n.op_type
+    if op in ("Conv", "_FusedConv", "ConvTranspose"):
+        w = g.values[n.inputs[1]].shape or (1, 1)
+        per = math.prod(w[1:]) if op != "ConvTranspose" else w[0] * math.prod(w[2:])
+        return 2.0 * out * per
+    if op in ("MatMul", "_FusedMatMul", "Gemm"):
+        a = g.values[n.inputs[0]].shape or (1,)
+        trans = bool(n.attrs.get("trans_a") or n.attrs.get("transA"))
+        k = a[-2] if trans and len(a) >= 2 else a[-1]
+        return 2.0 * out * k
+    if op == "_FusedElementwise":
+        return float(out) * len(n.attrs.get("program") or [1])
+    ins = sum(g.values[i].size for i in n.inputs if i)
+    return float(max(out, ins))
+
+
+def _is_alias(n: Node) -> bool:
+    return n.op_type in ALIAS_OPS and len([o for o in n.outputs if o]) == 1
+
+
+# ------------------------------------------------------------------ planning
+def plan(
+    graph: Graph, *, max_streams: int = 2, alignment: int = 64, memory_slack: float | None = 0.1
+) -> Plan:
+    """Plan ``graph`` (see the module docstring).
+
+    ``memory_slack``: if the parallel-safe arena exceeds ``(1 + memory_slack)``
+    times the max-live bound, offsets are re-assigned as for the serial issue
+    order and extra waits make that reuse safe (trading some overlap between
+    streams for memory).  ``None`` never adds such waits.
+
+    Raises:
+        PlanError: if a value lacks a shape/dtype or the arguments are invalid.
+    """
+    if max_streams < 1:
+        raise PlanError(f"max_streams must be >= 1, not {max_streams}")
+    if alignment < 1 or alignment & (alignment - 1):
+        raise PlanError(f"alignment must be a power of two, not {alignment}")
+    g = graph
+    for v in g.values.values():
+        if not v.known:
+            raise PlanError(f"value {v.name!r} has no shape/dtype; run infer_shapes/optimize first")
+    order = g.topological_order()
+    n_steps = len(order)
+    producer: dict[str, int] = {o: i for i, n in enumerate(order) for o in n.outputs if o}
+    deps: list[list[int]] = [sorted({producer[x] for x in n.inputs if x in producer}) for n in order]
+    alias = [_is_alias(n) for n in order]
+
+    # ---- streams: list scheduling over the issue order
+    stream_of = [0] * n_steps
+    finish = [0.0] * n_steps
+    free = [0.0] * max_streams
+    used = 1
+    for i, n in enumerate(order):
+        cost = 0.0 if alias[i] else _cost(g, n)
+        if alias[i] or max_streams == 1:
+            s = stream_of[deps[i][0]] if deps[i] else 0
+            cands = [s]
+        else:
+            pref = stream_of[deps[i][0]] if deps[i] else 0
+            cands = [pref, *[s for s in range(min(used + 1, max_streams)) if s != pref]]
+        best, best_t, best_score = cands[0], 0.0, math.inf
+        for s in cands:
+            ready = max(
+                [finish[d] + (0.0 if stream_of[d] == s else _WAIT_COST) for d in deps[i]], default=0.0
+            )
+            t = max(free[s], ready) + cost
+            # leaving the preferred stream costs a wait now or at the later join
+            score = t + (0.0 if s == cands[0] else _WAIT_COST)
+            if score < best_score - 1e-9:
+                best, best_t, best_score = s, t, score
+        stream_of[i] = best
+        finish[i] = best_t
+        free[best] = best_t
+        used = max(used, best + 1)
+
+    # ---- positions within streams
+    streams: list[list[int]] = [[] for _ in range(used)]
+    position = [0] * n_steps
+    for i in range(n_steps):
+        position[i] = len(streams[stream_of[i]])
+        streams[stream_of[i]].append(i)
+
+    # ---- storage roots, uses, lifetimes
+    root: dict[str, str] = {}
+    kind: dict[str, str] = {}
+    for name in g.inputs:
+        root[name], kind[name] = name, "input"
+    for name in g.constants:
+        root[name], kind[name] = name, "constant"
+    for i, n in enumerate(order):
+        for o in n.outputs:
+            if not o:
+                continue
+            if alias[i]:
+                root[o], kind[o] = root[n.inputs[0]], "alias"
+            else:
+                root[o], kind[o] = o, "arena"
+    uses: dict[str, set[int]] = {r: {producer[r]} for r, k in kind.items() if k == "arena"}
+    last_use: dict[str, int] = {r: producer[r] for r in uses}
+    for i, n in enumerate(order):
+        for x in n.inputs:
+            if x and root.get(x) in uses:
+                uses[root[x]].add(i)
+                last_use[root[x]] = max(last_use[root[x]], i)
+    to_end = {root[o] for o in g.outputs if root.get(o) in uses}
+    for r in to_end:
+        last_use[r] = n_steps
+
+    def aligned(nbytes: int) -> int:
+        return -(-nbytes // alignment) * alignment
+
+    arena = [r for r in uses if g.values[r].nbytes > 0]
+    size = {r: aligned(g.values[r].nbytes) for r in arena}
+
+    # ---- bound: live bytes per step in issue order
+    events: list[int] = [0] * (n_steps + 2)
+    for r in arena:
+        events[producer[r]] += size[r]
+        events[min(last_use[r], n_steps) + 1] -= size[r]
+    live = peak = 0
+    for i in range(n_steps + 1):
+        live += events[i]
+        peak = max(peak, live)
+
+    # ---- phase 1: waits from data deps only; reuse only between happens-before-ordered roots
+    waits, start_clock = _waits(deps, stream_of, position, used)
+    offsets = _assign(
+        arena,
+        size,
+        _parallel_conflict(arena, uses, producer, to_end, stream_of, position, start_clock, used),
+        producer,
+    )
+    arena_bytes = max((offsets[r] + size[r] for r in arena), default=0)
+    if memory_slack is not None and used > 1 and arena_bytes > (1.0 + memory_slack) * peak:
+        # ---- phase 2: reuse as in the serial issue order, made safe by extra waits
+        def serial_conflict(a: str, b: str) -> bool:
+            return not (last_use[a] < producer[b] or last_use[b] < producer[a])
+
+        offsets = _assign(arena, size, serial_conflict, producer)
+        arena_bytes = max((offsets[r] + size[r] for r in arena), default=0)
+        mem_deps = [list(d) for d in deps]
+        by_offset = sorted(arena, key=lambda r: offsets[r])
+        for b in arena:
+            lo, hi = offsets[b], offsets[b] + size[b]
+            for a in by_offset:
+                if offsets[a] >= hi:
+                    break
+                if a != b and offsets[a] + size[a] > lo and last_use[a] < producer[b]:
+                    mem_deps[producer[b]].extend(uses[a])
+        waits, start_clock = _waits(mem_deps, stream_of, position, used)
+
+    joins = tuple(streams[s][-1] for s in range(1, used) if streams[s])
+    recorded = {w for ws in waits for w in ws} | set(joins)
+    steps = [
+        Step(i, order[i], stream_of[i], tuple(sorted(waits[i])), i in recorded, alias[i])
+        for i in range(n_steps)
+    ]
+
+    buffers: dict[str, Buffer] = {}
+    for name, k in kind.items():
+        r = root[name]
+        nbytes = g.values[name].nbytes
+        first = producer.get(name, -1)
+        last = (
+            n_steps
+            if name in g.outputs
+            else max([i for i, n in enumerate(order) if name in n.inputs], default=first)
+        )
+        if k == "arena":
+            buffers[name] = Buffer(
+                name, k, nbytes, size.get(name, 0), offsets.get(name, 0), name, first, last_use[name]
+            )
+        else:
+            off = offsets.get(r) if kind.get(r) == "arena" else None
+            if k == "alias" and kind.get(r) == "arena" and g.values[r].nbytes == 0:
+                off = 0
+            buffers[name] = Buffer(name, k, nbytes, 0, off, r, first, last)
+    return Plan(
+        g,
+        steps,
+        streams,
+        joins,
+        buffers,
+        arena_bytes,
+        peak,
+        sum(size.values()),
+        alignment,
+        start_clock,
+        position,
+        {r: tuple(sorted(uses[r])) for r in arena},
+    )
+
+
+def _waits(
+    deps: list[list[int]], stream_of: list[int], position: list[int], used: int
+) -> tuple[list[list[int]], list[tuple[int, ...]]]:
+    """Minimal cross-stream waits covering ``deps``, and each step's start vector clock."""
+    n = len(deps)
+    end_clock: list[tuple[int, ...]] = [()] * n
+    start_clock: list[tuple[int, ...]] = [()] * n
+    last_on: list[int | None] = [None] * used
+    waits: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        s = stream_of[i]
+        prev = last_on[s]
+        clock = list(end_clock[prev]) if prev is not None else [-1] * used
+        # latest steps first: waiting on them often implies the earlier ones
+        for d in sorted(set(deps[i]) - {i}, key=lambda d: -d):
+            t = stream_of[d]
+            if clock[t] >= position[d]:
+                continue
+            waits[i].append(d)
+            clock = [max(a, b) for a, b in zip(clock, end_clock[d], strict=False)]
+        start_clock[i] = tuple(clock)
+        clock[s] = position[i]
+        end_clock[i] = tuple(clock)
+        last_on[s] = i
+    return waits, start_clock
+
+
+def _parallel_conflict(
+    arena: list[str],
+    uses: dict[str, set[int]],
+    producer: dict[str, int],
+    to_end: set[str],
+    stream_of: list[int],
+    position: list[int],
+    start_clock: list[tuple[int, ...]],
+    used: int,
+) -> Callable[[str, str], bool]:
+    """conflict(a, b): neither root's uses all happen before the other's producing step."""
+    front: dict[str, list[int]] = {}
+    for r in arena:
+        f = [-1] * used
+        for u in uses[r]:
+            f[stream_of[u]] = max(f[stream_of[u]], position[u])
+        front[r] = f
+
+    def before(a: str, b: str) -> bool:
+        if a in to_end:
+            return False
+        clock = start_clock[producer[b]]
+        return all(x <= c for x, c in zip(front[a], clock, strict=False))
+
+    return lambda a, b: not (before(a, b) or before(b, a))
+
+
+def _assign(
+    values: Sequence[str],
+    size: dict[str, int],
+    conflict: Callable[[str, str], bool],
+    producer: dict[str, int],
+) -> dict[str, int]:
+    """Best-fit offsets; tries two greedy orders and keeps the smaller arena."""
+    conf = conflict
+    # conflict lists once (pairs), reused by both orders
+    vals = list(values)
+    neighbours: dict[str, list[str]] = {v: [] for v in vals}
+    for i, a in enumerate(vals):
+        for b in vals[i + 1 :]:
+            if conf(a, b):
+                neighbours[a].append(b)
+                neighbours[b].append(a)
+    best: dict[str, int] | None = None
+    best_peak = math.inf
+    for key in (lambda v: (-size[v], producer[v]), lambda v: (producer[v],)):
+        offsets: dict[str, int] = {}
+        for v in sorted(vals, key=key):
+            busy = sorted((offsets[u], offsets[u] + size[u]) for u in neighbours[v] if u in offsets)
+            offsets[v] = _best_fit(busy, size[v])
+        peak = max((offsets[v] + size[v] for v in vals), default=0)
+        if peak < best_peak:
+            best, best_peak = offsets, peak
+    return best or {}
+
+
+def _best_fit(busy: list[tuple[int, int]], need: int) -> int:
+    """Smallest gap of at least ``need`` bytes between sorted busy intervals (else the end)."""
+    best_off, best_gap = None, math.inf
+    cursor = 0
+    for lo, hi in busy:
+        if lo > cursor:
+            gap = lo - cursor
+            if need <= gap < best_gap:
+                best_off, best_gap = cursor, gap
+        cursor = max(cursor, hi)
+    return cursor if best_off is None else best_off

@@ -1,0 +1,363 @@
+"""The IR op set: arity, attributes with defaults, and dtype rules.
+
+The IR uses ONNX op names and semantics in one canonical, opset-independent
+form (the importer rewrites older opsets into it):
+
+* axes/sizes/bounds are *inputs*: ``Squeeze(data, axes?)``,
+  ``Unsqueeze(data, axes)``, ``Reduce{Sum,Mean,Max,Min}(data, axes?)``,
+  ``Split(input, split?)``, ``Clip(x, min?, max?)``,
+  ``Pad(data, pads, constant_value?, axes?)``,
+  ``Slice(data, starts, ends, axes?, steps?)``, ``Dropout(data, ratio?, training_mode?)``;
+* ``Softmax``/``LogSoftmax`` have opset-13 semantics (one axis);
+* ``Cast.to`` is a numpy dtype name string (``"float32"``), not an ONNX enum;
+* ``Constant`` is not an op: constants live in ``graph.constants``.
+
+Host-only fused ops (``_FusedConv``, ``_FusedMatMul``, ``_FusedElementwise``)
+are documented in :mod:`aioge.graph.passes.fuse`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import GraphError, GraphTypeError, UnknownOpError
+from .ir import Node, normalize_dtype
+
+__all__ = (
+    "OpSchema",
+    "SCHEMAS",
+    "get_schema",
+    "get_attr",
+    "check_node_signature",
+    "check_node_dtypes",
+    "FLOAT_TYPES",
+    "INT_TYPES",
+    "ELEMENTWISE_UNARY",
+    "ELEMENTWISE_BINARY",
+    "ALIAS_OPS",
+)
+
+_D = np.dtype
+BOOL: np.dtype = _D("bool")
+I64: np.dtype = _D("int64")
+FLOAT_TYPES: frozenset[np.dtype] = frozenset(
+    {_D("float16"), _D("float32"), _D("float64"), normalize_dtype("bfloat16")}
+)
+INT_TYPES: frozenset[np.dtype] = frozenset(
+    _D(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+)
+NUM_TYPES: frozenset[np.dtype] = FLOAT_TYPES | INT_TYPES
+ANY_TYPES: frozenset[np.dtype] = NUM_TYPES | {BOOL}
+IDX_TYPES: frozenset[np.dtype] = frozenset({_D("int32"), I64})
+
+DT = np.dtype | None
+Rule = Callable[[Node, list[DT]], list[DT]]
+
+# Elementwise ops that keep shape (unary) or broadcast (binary) and that the
+# fuser may put into a _FusedElementwise program.
+ELEMENTWISE_UNARY = frozenset(
+    {
+        "Relu",
+        "LeakyRelu",
+        "Sigmoid",
+        "Tanh",
+        "Exp",
+        "Log",
+        "Sqrt",
+        "Abs",
+        "Neg",
+        "Reciprocal",
+        "Erf",
+        "Gelu",
+        "Softplus",
+        "Elu",
+        "Selu",
+        "Sign",
+        "Clip",
+        "Shrink",
+    }
+)
+ELEMENTWISE_BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu"})
+# Ops whose output is a view of input 0 with another shape (no data movement).
+ALIAS_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """Arity, attributes and dtype rule of one IR op."""
+
+    op_type: str
+    min_inputs: int
+    max_inputs: int | None  # None: variadic
+    min_outputs: int = 1
+    max_outputs: int | None = 1
+    attrs: dict[str, Any] = field(default_factory=dict)
+    rule: Rule | None = None
+    free_attrs: bool = False  # fused ops carry op-specific attrs
+
+
+def _err(node: Node, msg: str) -> GraphTypeError:
+    return GraphTypeError(msg, node=node.name, op_type=node.op_type)
+
+
+def _check_in(node: Node, i: int, dt: DT, allowed: frozenset[np.dtype], what: str = "") -> None:
+    if dt is not None and dt not in allowed:
+        kinds = "float" if allowed <= FLOAT_TYPES else "integer index" if allowed <= IDX_TYPES else "numeric"
+        if allowed == {BOOL}:
+            kinds = "bool"
+        raise _err(node, f"input {i} {what or repr(node.input(i))} has dtype {dt}, expected a {kinds} type")
+
+
+def _same(node: Node, dts: list[DT], positions: Sequence[int]) -> DT:
+    seen: DT = None
+    seen_at = -1
+    for i in positions:
+        if i < len(dts) and dts[i] is not None:
+            if seen is None:
+                seen, seen_at = dts[i], i
+            elif dts[i] != seen:
+                raise _err(
+                    node,
+                    f"input {i} {node.input(i)!r} has dtype {dts[i]} but input {seen_at} "
+                    f"{node.input(seen_at)!r} has {seen}; they must match",
+                )
+    return seen
+
+
+def same(
+    allowed: frozenset[np.dtype] = ANY_TYPES,
+    tied: Sequence[int] | None = None,
+    out: str = "same",
+    extra: dict[int, frozenset[np.dtype]] | None = None,
+) -> Rule:
+    """Rule: inputs at ``tied`` (default all) share one dtype from ``allowed``.
+
+    ``out``: "same" -> every output has that dtype; "bool" -> bool outputs.
+    ``extra`` maps other input positions to their allowed dtypes.
+    """
+
+    def rule(node: Node, dts: list[DT]) -> list[DT]:
+        pos = range(len(dts)) if tied is None else [i for i in tied if i < len(dts)]
+        for i in pos:
+            _check_in(node, i, dts[i], allowed)
+        for i, allow in (extra or {}).items():
+            if i < len(dts):
+                _check_in(node, i, dts[i], allow)
+        t = _same(node, dts, list(pos))
+        n_out = max(1, len(node.outputs))
+        if out == "bool":
+            return [BOOL] * n_out
+        return [t] * n_out
+
+    return rule
+
+
+def _cast_rule(node: Node, dts: list[DT]) -> list[DT]:
+    to = node.attrs.get("to")
+    if to is None:
+        raise GraphError("Cast needs attr 'to'", node=node.name, op_type=node.op_type)
+    return [normalize_dtype(to)]
+
+
+def _where_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], frozenset({BOOL}))
+    return [_same(node, dts, [1, 2])]
+
+
+def _shape_rule(node: Node, dts: list[DT]) -> list[DT]:
+    return [I64]
+
+
+def _cos_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], frozenset({I64}))
+    v = node.attrs.get("value")
+    return [np.asarray(v).dtype if v is not None else _D("float32")]
+
+
+def _dropout_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], FLOAT_TYPES)
+    if len(dts) > 2:
+        _check_in(node, 2, dts[2], frozenset({BOOL}))
+    return [dts[0], BOOL][: max(1, len(node.outputs))]
+
+
+def _pow_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], NUM_TYPES)
+    _check_in(node, 1, dts[1], NUM_TYPES)
+    return [dts[0]]
+
+
+def _layernorm_rule(node: Node, dts: list[DT]) -> list[DT]:
+    t = same(FLOAT_TYPES)(node, dts)[0]
+    stash = _D("float32") if int(node.attrs.get("stash_type", 1)) == 1 else t
+    return [t, stash, stash][: max(1, len(node.outputs))]
+
+
+def _fused_ew_rule(node: Node, dts: list[DT]) -> list[DT]:
+    return [same(FLOAT_TYPES)(node, dts)[0]]
+
+
+_F, _N, _A = FLOAT_TYPES, NUM_TYPES, ANY_TYPES
+_I64: frozenset[np.dtype] = frozenset({I64})
+
+_CONV_ATTRS = {
+    "auto_pad": "NOTSET",
+    "dilations": None,
+    "group": 1,
+    "kernel_shape": None,
+    "pads": None,
+    "strides": None,
+}
+_POOL_ATTRS = {
+    "auto_pad": "NOTSET",
+    "ceil_mode": 0,
+    "dilations": None,
+    "kernel_shape": None,
+    "pads": None,
+    "strides": None,
+}
+_ACT_ATTRS = {"activation": "none", "alpha": 0.01, "min": 0.0, "max": 6.0}
+_REDUCE = {"keepdims": 1, "noop_with_empty_axes": 0}
+
+
+def _s(
+    op: str,
+    mn: int,
+    mx: int | None,
+    rule: Rule,
+    attrs: dict[str, Any] | None = None,
+    mno: int = 1,
+    mxo: int | None = 1,
+    free: bool = False,
+) -> OpSchema:
+    return OpSchema(op, mn, mx, mno, mxo, attrs or {}, rule, free)
+
+
+SCHEMAS: dict[str, OpSchema] = {
+    s.op_type: s
+    for s in [
+        # elementwise unary
+        *(
+            _s(op, 1, 1, same(_F))
+            for op in ("Sqrt", "Exp", "Log", "Erf", "Reciprocal", "Sigmoid", "Tanh", "Softplus")
+        ),
+        *(_s(op, 1, 1, same(_N)) for op in ("Abs", "Neg", "Sign", "Relu")),
+        _s("LeakyRelu", 1, 1, same(_F), {"alpha": 0.01}),
+        _s("Elu", 1, 1, same(_F), {"alpha": 1.0}),
+        _s("Selu", 1, 1, same(_F), {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875}),
+        _s("Gelu", 1, 1, same(_F), {"approximate": "none"}),
+        _s("Shrink", 1, 1, same(_N), {"bias": 0.0, "lambd": 0.5}),
+        _s("Not", 1, 1, same(frozenset({BOOL}))),
+        _s("Identity", 1, 1, same(_A)),
+        _s("Dropout", 1, 3, _dropout_rule, {"seed": 0}, 1, 2),
+        _s("Cast", 1, 1, _cast_rule, {"to": None, "saturate": 1}),
+        _s("Clip", 1, 3, same(_N)),
+        # elementwise binary / variadic
+        *(_s(op, 2, 2, same(_N)) for op in ("Add", "Sub", "Mul", "Div")),
+        _s("Pow", 2, 2, _pow_rule),
+        _s("PRelu", 2, 2, same(_F)),
+        *(_s(op, 1, None, same(_N)) for op in ("Max", "Min", "Sum", "Mean")),
+        _s("Equal", 2, 2, same(_A, out="bool")),
+        *(_s(op, 2, 2, same(_N, out="bool")) for op in ("Less", "Greater")),
+        _s("Where", 3, 3, _where_rule),
+        # linear algebra / nn
+        _s("MatMul", 2, 2, same(_N)),
+        _s("Gemm", 2, 3, same(_N), {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}),
+        _s("Conv", 2, 3, same(_F), dict(_CONV_ATTRS)),
+        _s("ConvTranspose", 2, 3, same(_F), {**_CONV_ATTRS, "output_padding": None, "output_shape": None}),
+        _s("BatchNormalization", 5, 5, same(_F), {"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0}),
+        _s("InstanceNormalization", 3, 3, same(_F), {"epsilon": 1e-5}),
+        _s("LayerNormalization", 2, 3, _layernorm_rule, {"axis": -1, "epsilon": 1e-5, "stash_type": 1}, 1, 3),
+        _s("MaxPool", 1, 1, same(_N), {**_POOL_ATTRS, "storage_order": 0}),
+        _s("AveragePool", 1, 1, same(_F), {**_POOL_ATTRS, "count_include_pad": 0}),
+        _s("GlobalAveragePool", 1, 1, same(_F)),
+        _s("GlobalMaxPool", 1, 1, same(_N)),
+        _s("LRN", 1, 1, same(_F), {"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": None}),
+        _s("Softmax", 1, 1, same(_F), {"axis": -1}),
+        _s("LogSoftmax", 1, 1, same(_F), {"axis": -1}),
+        # shape and data movement
+        _s("Flatten", 1, 1, same(_A), {"axis": 1}),
+        _s("Reshape", 2, 2, same(_A, tied=[0], extra={1: _I64}), {"allowzero": 0}),
+        _s("Transpose", 1, 1, same(_A), {"perm": None}),
+        _s("Squeeze", 1, 2, same(_A, tied=[0], extra={1: _I64})),
+        _s("Unsqueeze", 2, 2, same(_A, tied=[0], extra={1: _I64})),
+        _s("Concat", 1, None, same(_A), {"axis": None}),
+        _s("Split", 1, 2, same(_A, tied=[0], extra={1: _I64}), {"axis": 0, "num_outputs": None}, 1, None),
+        _s("Slice", 3, 5, same(_A, tied=[0], extra={1: IDX_TYPES, 2: IDX_TYPES, 3: IDX_TYPES, 4: IDX_TYPES})),
+        _s("Gather", 2, 2, same(_A, tied=[0], extra={1: IDX_TYPES}), {"axis": 0}),
+        _s("Expand", 2, 2, same(_A, tied=[0], extra={1: _I64})),
+        _s("Tile", 2, 2, same(_A, tied=[0], extra={1: _I64})),
+        _s("Pad", 2, 4, same(_A, tied=[0, 2], extra={1: _I64, 3: IDX_TYPES}), {"mode": "constant"}),
+        _s("Shape", 1, 1, _shape_rule, {"start": 0, "end": None}),
+        _s("ConstantOfShape", 1, 1, _cos_rule, {"value": None}),
+        *(
+            _s(op, 1, 2, same(_N, tied=[0], extra={1: _I64}), dict(_REDUCE))
+            for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+        ),
+        # host-only fused ops (see passes/fuse.py)
+        _s("_FusedConv", 2, 3, same(_F), {**_CONV_ATTRS, **_ACT_ATTRS}),
+        _s("_FusedMatMul", 2, 3, same(_N), {"trans_a": 0, "trans_b": 0, "scale": 1.0, **_ACT_ATTRS}),
+        _s("_FusedElementwise", 1, None, _fused_ew_rule, {"program": None}),
+    ]
+}
+
+
+def get_schema(op_type: str, node: Node | None = None) -> OpSchema:
+    """The schema of ``op_type`` or :class:`UnknownOpError`."""
+    s = SCHEMAS.get(op_type)
+    if s is None:
+        raise UnknownOpError(
+            f"unknown op type {op_type!r}", node=node.name if node else None, op_type=op_type
+        )
+    return s
+
+
+def get_attr(node: Node, name: str) -> Any:
+    """``node.attrs[name]`` or the schema default."""
+    if name in node.attrs:
+        return node.attrs[name]
+    return get_schema(node.op_type, node).attrs.get(name)
+
+
+def check_node_signature(node: Node) -> None:
+    """Op type known, input/output counts in range, no unknown attrs, required inputs present."""
+    s = get_schema(node.op_type, node)
+    if node.domain not in ("", "ai.onnx"):
+        raise UnknownOpError(f"unknown domain {node.domain!r}", node=node.name, op_type=node.op_type)
+    n_in = len(node.inputs)
+    if n_in < s.min_inputs or (s.max_inputs is not None and n_in > s.max_inputs):
+        rng = f"{s.min_inputs}..{s.max_inputs if s.max_inputs is not None else 'N'}"
+        raise GraphError(f"has {n_in} inputs, expected {rng}", node=node.name, op_type=node.op_type)
+    for i in range(s.min_inputs):
+        if not node.inputs[i]:
+            raise GraphError(f"required input {i} is missing", node=node.name, op_type=node.op_type)
+    n_out = len(node.outputs)
+    if n_out < s.min_outputs or (s.max_outputs is not None and n_out > s.max_outputs) or not node.outputs[0]:
+        raise GraphError(
+            f"has {n_out} outputs, expected {s.min_outputs}..{s.max_outputs or 'N'}",
+            node=node.name,
+            op_type=node.op_type,
+        )
+    if not s.free_attrs:
+        unknown = sorted(set(node.attrs) - set(s.attrs))
+        if unknown:
+            raise GraphError(f"unknown attribute(s) {unknown}", node=node.name, op_type=node.op_type)
+
+
+def check_node_dtypes(node: Node, in_dtypes: list[DT]) -> list[DT]:
+    """Output dtypes for the given input dtypes (``None`` = unknown).
+
+    Raises:
+        GraphTypeError: naming the node and the offending input.
+    """
+    s = get_schema(node.op_type, node)
+    assert s.rule is not None
+    outs = s.rule(node, list(in_dtypes))
+    n = len(node.outputs)
+    if len(outs) < n:
+        outs = outs + [outs[0]] * (n - len(outs))
+    return outs[:n]

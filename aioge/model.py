@@ -1,0 +1,621 @@
+"""Compiled graphs: GE's CompileGraph + LoadGraph, then ``await model.execute(...)``.
+
+``model = await dev.compile(graph)`` optimises the graph (shape inference,
+constant folding, DCE, CSE, fusion), plans it (issue order, streams joined
+by events, a liveness-based arena), lowers every node to CANN single ops
+and loads the result:
+
+* **sunk** (the host runtime): the whole plan lives inside the C runtime as
+  an ``aiogeGraph``; each run of consecutive steps of one stream (a
+  *segment*) executes as ONE stream task -- no Python and no GIL between
+  nodes (GE's model sinking).  Segments on different streams overlap and
+  join through events.
+* **per-op** (any backend): every lowered op goes through
+  ``aclopCompileAndExecute`` on one stream, with a tensor per value.
+
+Both give the same results.  Weights (graph constants) are uploaded once at
+compile time.  One model may be executed by many coroutines at once: every
+execution gets its own arena (from a pool) and input/output buffers.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import numpy as np
+
+from . import _native, dtypes
+from ._launch import Attr as _Attr
+from ._launch import Const, launch
+from ._native import ffi, lib
+from ._resources import Resource
+from ._scheduler import Completion, wait_all
+from .errors import error_class
+from .tensor import DeviceMemory, Tensor
+
+if TYPE_CHECKING:
+    from .device import Device
+    from .graph import Graph, LoweredNode, Plan
+    from .stream import Stream
+
+__all__ = ("CompiledGraph", "compile_graph")
+
+ARENA, INPUT, OUTPUT, CONST, ABSENT = 0, 1, 2, 3, 4
+_ALIGN = 64
+_NCHW_OPS = frozenset({"Conv2D", "Conv2DTranspose", "MaxPoolV3", "AvgPoolV2", "BatchNorm", "LRN", "_FusedConv"})
+
+
+def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Attrs of aioge's fused ops in the form the host kernels take.
+
+    ``_FusedElementwise``'s ``program`` (a list of ``(opcode, srcs, params)``
+    steps) becomes ``ops`` (ListString), ``srcs`` and ``params`` (two per step).
+    """
+    if op_type != "_FusedElementwise" or "program" not in attrs:
+        return dict(attrs)
+    out = {k: v for k, v in attrs.items() if k != "program"}
+    ops, srcs, params = [], [], []
+    for opcode, regs, ps in attrs["program"]:
+        ops.append(str(opcode))
+        srcs += [int(regs[0]), int(regs[1]) if len(regs) > 1 else -1]
+        ps = [float(p) for p in ps] + [0.0, 0.0]
+        params += ps[:2]
+    out.update(ops=_Attr("ListString", ops), srcs=_Attr("ListInt", srcs), params=_Attr("ListFloat", params))
+    return out
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+@dataclass
+class _Segment:
+    index: int
+    stream: int
+    steps: list[int] = field(default_factory=list)
+    waits: set[int] = field(default_factory=set)  # segment indices
+    record: bool = False
+
+
+@dataclass
+class _Op:
+    """One lowered op with resolved operand places."""
+
+    op_type: str
+    name: str
+    segment: int
+    inputs: list[tuple[Any, int, int]]  # (kind-or-const, loc, at): kind = (dtype, shape) or np.ndarray or None
+    outputs: list[tuple[tuple[np.dtype, tuple[int, ...]], int, int]]
+    attrs: dict[str, Any]
+
+
+def _segments(p: Plan) -> tuple[list[_Segment], dict[int, int]]:
+    """Cut each stream's steps at incoming waits and outgoing records."""
+    segs: list[_Segment] = []
+    open_seg: dict[int, _Segment] = {}
+    seg_of: dict[int, int] = {}
+    for st in p.steps:
+        if st.alias:
+            continue
+        cur = open_seg.get(st.stream)
+        if cur is None or st.waits:
+            cur = _Segment(len(segs), st.stream)
+            segs.append(cur)
+            open_seg[st.stream] = cur
+        for w in st.waits:
+            w_seg = seg_of.get(_real_step(p, w))
+            if w_seg is not None and w_seg != cur.index:
+                cur.waits.add(w_seg)
+        cur.steps.append(st.index)
+        seg_of[st.index] = cur.index
+        if st.record:
+            cur.record = True
+            open_seg.pop(st.stream)  # the next step on this stream starts a new segment
+    return segs, seg_of
+
+
+def _real_step(p: Plan, idx: int) -> int:
+    """Waits on an alias step mean waiting on what produced its storage: the closest earlier real step."""
+    st = p.steps[idx]
+    while st.alias:
+        src = st.node.inputs[0]
+        prod = next((s for s in p.steps[: st.index] if src in s.node.outputs), None)
+        if prod is None:
+            return -1
+        st = prod
+    return st.index
+
+
+class _Build:
+    """Placements of every operand of a planned, lowered graph."""
+
+    def __init__(self, g: Graph, p: Plan, lowered: Mapping[str, LoweredNode], weight_names: Sequence[str]) -> None:
+        self.g = g
+        self.p = p
+        self.inputs = list(g.inputs)
+        self.outputs = list(g.outputs)
+        self.weights = list(weight_names)
+        self.place: dict[str, tuple[int, int]] = {}
+        for i, name in enumerate(self.inputs):
+            self.place[name] = (INPUT, i)
+        for k, name in enumerate(self.weights):
+            self.place[name] = (INPUT, len(self.inputs) + k)
+        self.copies: list[tuple[str, int]] = []  # (value, output index): outputs that need a copy
+        claimed: set[str] = set()
+        for j, o in enumerate(self.outputs):
+            root = self._root(o)
+            buf = p.buffers.get(root)
+            if buf is not None and buf.kind == "arena" and root not in claimed and o not in self.inputs:
+                claimed.add(root)
+                self.place[root] = (OUTPUT, j)
+            else:
+                self.copies.append((o, j))
+        for name, buf in p.buffers.items():
+            if name in self.place:
+                continue
+            if buf.kind == "arena":
+                self.place[name] = (ARENA, int(buf.offset or 0))
+        self.arena_bytes = _aligned(p.arena_bytes)
+        self.segments, self.seg_of = _segments(p)
+        self.ops: list[_Op] = []
+        self.scratch = 0
+        self._lower_all(lowered)
+
+    def _root(self, name: str) -> str:
+        buf = self.p.buffers.get(name)
+        while buf is not None and buf.kind == "alias" and buf.root != name:
+            name = buf.root
+            buf = self.p.buffers.get(name)
+        return name
+
+    def where(self, name: str) -> tuple[int, int]:
+        if name in self.place:
+            return self.place[name]
+        root = self._root(name)
+        if root in self.place:
+            return self.place[root]
+        raise KeyError(name)
+
+    def value_kind(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
+        v = self.g.value(name)
+        return dtypes.normalize(v.dtype), tuple(v.shape)
+
+    def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
+        # temporaries live in a per-stream scratch region after the arena
+        scratch_need = 0
+        node_temps: dict[int, dict[str, tuple[int, int]]] = {}
+        for st in self.p.steps:
+            if st.alias:
+                continue
+            ln = lowered[st.node.name]
+            off = 0
+            places = {}
+            alias_temps = {op.outputs[0] for op in ln.ops if op.alias}
+            for t, (shape, dt) in ln.temps.items():
+                if t in alias_temps:
+                    continue
+                places[t] = off
+                off += _aligned(math.prod(shape) * np.dtype(dt).itemsize)
+            node_temps[st.index] = places
+            scratch_need = max(scratch_need, off)
+        self.scratch = scratch_need
+        for st in self.p.steps:
+            if st.alias:
+                continue
+            ln = lowered[st.node.name]
+            seg = self.seg_of[st.index]
+            base = self.arena_bytes + st.stream * self.scratch
+            temp_place = {t: (ARENA, base + o) for t, o in node_temps[st.index].items()}
+            temp_kind = {t: (np.dtype(dt), tuple(shape)) for t, (shape, dt) in ln.temps.items()}
+
+            def loc(name: str) -> tuple[int, int]:
+                return temp_place[name] if name in temp_place else self.where(name)
+
+            def kind(name: str) -> tuple[np.dtype, tuple[int, ...]]:
+                return temp_kind[name] if name in temp_kind else self.value_kind(name)
+
+            for k, op in enumerate(ln.ops):
+                name = f"{st.node.name}" if len(ln.ops) == 1 else f"{st.node.name}/{k}:{op.op_type}"
+                if op.alias:
+                    src, dst = op.inputs[0], op.outputs[0]
+                    if dst in temp_kind and dst not in temp_place:
+                        temp_place[dst] = loc(src)  # a view: same bytes
+                        continue
+                    if loc(src) == loc(dst):
+                        continue
+                    op_type, ins, attrs = "Identity", [src], {}  # the view must land in a placed value
+                else:
+                    op_type, ins, attrs = op.op_type, list(op.inputs), host_attrs(op.op_type, op.attrs)
+                r_ins: list[tuple[Any, int, int]] = []
+                for x in ins:
+                    if x is None:
+                        r_ins.append((None, ABSENT, 0))
+                    elif isinstance(x, str):
+                        r_ins.append((kind(x), *loc(x)))
+                    else:  # ConstInput
+                        r_ins.append((np.ascontiguousarray(x.value), CONST, 0))
+                r_outs = [(kind(o), *loc(o)) for o in op.outputs]
+                self.ops.append(_Op(op_type, name, seg, r_ins, r_outs, attrs))
+        # outputs that alias an input, a weight or another output: one copy each, at the end
+        if self.copies:
+            final = _Segment(len(self.segments), 0, waits={s.index for s in self.segments if s.stream != 0})
+            self.segments.append(final)
+            for o, j in self.copies:
+                self.ops.append(_Op("Identity", f"output:{o}", final.index, [(self.value_kind(o), *self.where(o))],
+                                    [(self.value_kind(o), OUTPUT, j)], {}))  # fmt: skip
+
+    @property
+    def total_arena(self) -> int:
+        return self.arena_bytes + self.p.num_streams * self.scratch
+
+
+class _ArenaLease:
+    """An arena borrowed by one execution; returned to the pool when the
+    execution's completions release it (i.e. after the device is done)."""
+
+    __slots__ = ("mem", "pool")
+
+    def __init__(self, mem: DeviceMemory, pool: list[DeviceMemory]) -> None:
+        self.mem = mem
+        self.pool = pool
+
+    def __del__(self) -> None:
+        if self.mem.ptr is not None:
+            self.pool.append(self.mem)
+
+
+class CompiledGraph(Resource):
+    """A graph compiled and loaded on a device (``await dev.compile(graph)``).
+
+    Attributes:
+        inputs / outputs: ``{name: (shape, dtype)}`` in graph order.
+        mode: ``"sunk"`` (one device task per segment) or ``"per_op"``.
+        plan: the :class:`aioge.graph.Plan` (arena bytes, streams, steps).
+    """
+
+    def __init__(self, device: Device, graph: Graph, plan: Plan, build: _Build, mode: str,
+                 lowered: Mapping[str, LoweredNode]) -> None:  # fmt: skip
+        self.device = device
+        self.graph = graph
+        self.plan = plan
+        self.mode = mode
+        self._build = build
+        self._lowered = lowered
+        self.inputs = {n: (tuple(graph.value(n).shape), dtypes.normalize(graph.value(n).dtype)) for n in graph.inputs}
+        self.outputs = {n: (tuple(graph.value(n).shape), dtypes.normalize(graph.value(n).dtype)) for n in graph.outputs}
+        self._handle: Any = None
+        self._descs: list[Any] = []
+        self._arenas: list[DeviceMemory] = []
+        self._lock = threading.Lock()
+        self._aux: list[Stream] = []
+        self._weights: list[Tensor] = []
+        self._opened()
+
+    def __repr__(self) -> str:
+        return (f"<aioge.CompiledGraph {self.graph.name!r} mode={self.mode} nodes={len(self._build.ops)} "
+                f"segments={len(self._build.segments)} arena={self._build.total_arena}B>")  # fmt: skip
+
+    # ---- loading (runs on a worker thread) ----
+    def _load(self) -> None:
+        dev = self.device
+        _native.bind_context(dev._ctx)
+        b = self._build
+        s0 = dev.default_stream
+        for name in b.weights:
+            self._weights.append(s0.upload(self.graph.constants[name]))
+        if self.mode == "per_op":
+            return
+        self._aux = [dev.open_stream() for _ in range(1, self.plan.num_streams)]
+        in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
+        out_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.outputs.values()]
+        p = ffi.new("aiogeGraph **")
+        _native.check(lib.aiogeGraphCreate(p, len(in_bytes), ffi.new("size_t[]", in_bytes), len(out_bytes),
+                                           ffi.new("size_t[]", out_bytes), b.total_arena, max(len(b.segments), 1)),
+                      "aiogeGraphCreate")  # fmt: skip
+        self._handle = p[0]
+        cache = dev._cache
+        for op in b.ops:
+            descs, locs, ats = [], [], []
+            for kind, loc, at in op.inputs:
+                descs.append(self._desc(kind, op.op_type))
+                locs.append(loc)
+                ats.append(at)
+            odescs, olocs, oats = [], [], []
+            for kind, loc, at in op.outputs:
+                odescs.append(self._desc(kind, op.op_type))
+                olocs.append(loc)
+                oats.append(at)
+            attr = cache.attr(op.attrs)
+            rc = lib.aiogeGraphAddNode(
+                self._handle, op.segment, op.op_type.encode(), op.name.encode(),
+                len(descs), ffi.new("aclTensorDesc *[]", descs), ffi.new("int32_t[]", locs), ffi.new("int64_t[]", ats),
+                len(odescs), ffi.new("aclTensorDesc *[]", odescs), ffi.new("int32_t[]", olocs),
+                ffi.new("int64_t[]", oats), attr,
+            )  # fmt: skip
+            if rc:
+                raise error_class(rc)(rc, _native.recent_error(), f"compile node {op.name!r} ({op.op_type})")
+
+    def _desc(self, kind: Any, op_type: str) -> Any:
+        fmt = 0 if op_type in _NCHW_OPS else 2  # NCHW : ND
+        if kind is None:
+            d = lib.aclCreateTensorDesc(-1, 0, ffi.NULL, -1)
+        elif isinstance(kind, np.ndarray):
+            a = kind
+            d = lib.aclCreateTensorDesc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.ndim,
+                                        ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL, 2)  # fmt: skip
+            if d != ffi.NULL and a.nbytes:
+                _native.check(lib.aclSetTensorConst(d, _native.host_ptr(a), a.nbytes), "aclSetTensorConst")
+        else:
+            dt, shape = kind
+            fmt = fmt if len(shape) == 4 else 2
+            d = lib.aclCreateTensorDesc(dtypes.ACL_CODE[dt], len(shape), ffi.new("int64_t[]", shape) if shape else ffi.NULL,
+                                        fmt)  # fmt: skip
+        if d == ffi.NULL:
+            raise error_class(100000)(100000, _native.recent_error(), "aclCreateTensorDesc")
+        self._descs.append(d)
+        return d
+
+    # ---- execution ----
+    def _check_feeds(self, feeds: Mapping[str, Any]) -> None:
+        missing = [n for n in self.inputs if n not in feeds]
+        extra = [n for n in feeds if n not in self.inputs]
+        if missing or extra:
+            raise ValueError(f"{self.graph.name}: missing inputs {missing}, unknown inputs {extra}")
+        for n, (shape, dt) in self.inputs.items():
+            x = feeds[n]
+            xs = x.shape if isinstance(x, Tensor) else np.shape(x)
+            xd = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+            if tuple(xs) != shape:
+                raise ValueError(f"{self.graph.name}: input {n!r} has shape {tuple(xs)}, the model takes {shape}")
+            if dtypes.normalize(xd) != dt:
+                raise TypeError(f"{self.graph.name}: input {n!r} has dtype {xd}, the model takes {dt}")
+
+    async def execute(
+        self,
+        feeds: Mapping[str, Any],
+        *,
+        stream: Stream | None = None,
+        as_tensors: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Run the model once.
+
+        Args:
+            feeds: input name -> numpy array (uploaded) or :class:`Tensor` (used in place).
+            stream: the stream for the main segment chain (default: the device's).
+            as_tensors: return output Tensors (stay on the device) instead of numpy arrays.
+            timeout: seconds before ``TimeoutError``.
+
+        Returns:
+            output name -> numpy array (or Tensor).
+
+        Raises:
+            ValueError/TypeError: a feed of the wrong name, shape or dtype (nothing launched).
+            AclError: a node failed on the device (its message names the node).
+
+        Cancellation: returns control at once; the execution still runs to
+        completion and its buffers are released afterwards.
+        """
+        self._check_open()
+        self._check_feeds(feeds)
+        s0 = stream if stream is not None else self.device.default_stream
+        await s0.drain()
+        ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(np.asarray(feeds[n])) for n in self.inputs]
+        outs, comps = self.launch(ins, stream=s0)
+        with anyio.fail_after(timeout) if timeout is not None else _nullcontext():
+            await wait_all(comps)  # every segment's error, not only the last stream's
+            if as_tensors:
+                return dict(outs)
+            return {name: await t.numpy() for name, t in outs.items()}
+
+    def launch(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None = None, *, stream: Stream | None = None
+    ) -> tuple[dict[str, Tensor], list[Completion]]:
+        """Enqueue one execution and return at once (GE's ExecuteGraphWithStreamAsync).
+
+        ``inputs`` are device tensors in graph input order; ``outputs``
+        optional tensors to write into (else allocated).  Returns the output
+        tensors and the launch completions (await them, or the stream).
+        """
+        self._check_open()
+        s0 = stream if stream is not None else self.device.default_stream
+        if len(inputs) != len(self.inputs):
+            raise ValueError(f"{self.graph.name}: {len(inputs)} inputs given, the model takes {len(self.inputs)}")
+        for t, (name, (shape, dt)) in zip(inputs, self.inputs.items()):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{self.graph.name}: input {name!r} must be a Tensor")
+            if t.shape != shape or t.dtype != dt:
+                raise ValueError(f"{self.graph.name}: input {name!r} is {t.shape} {t.dtype}, the model takes {shape} {dt}")
+        if outputs is not None:
+            if len(outputs) != len(self.outputs):
+                raise ValueError(f"{self.graph.name}: {len(outputs)} outputs given, the model has {len(self.outputs)}")
+            for t, (name, (shape, dt)) in zip(outputs, self.outputs.items()):
+                if not isinstance(t, Tensor) or t.shape != shape or t.dtype != dt:
+                    raise ValueError(f"{self.graph.name}: output {name!r} must be a Tensor {shape} {dt}")
+        if self.mode == "per_op":
+            outs, comps = self._run_per_op(s0, list(inputs))
+            if outputs is not None:  # copy into the caller's tensors, in stream order
+                for y, (name, t) in zip(outputs, list(outs.items())):
+                    launch(s0, "Identity", [t], [y])
+                    outs[name] = y
+                comps = [y.launch for y in outputs if y.launch is not None]
+            return outs, comps
+        return self._run_sunk(s0, list(inputs), outputs)
+
+    def _lease_arena(self) -> _ArenaLease:
+        size = self._build.total_arena
+        with self._lock:
+            mem = self._arenas.pop() if self._arenas else None
+        if mem is None or mem.ptr is None:
+            mem = DeviceMemory(self.device, max(size, 1), self.device.default_stream)
+        return _ArenaLease(mem, self._arenas)
+
+    def _run_sunk(
+        self, s0: Stream, ins: list[Tensor], given: Sequence[Tensor] | None = None
+    ) -> tuple[dict[str, Tensor], list[Completion]]:
+        b = self._build
+        streams = [s0, *self._aux]
+        lease = self._lease_arena()
+        if given is not None:
+            outs = dict(zip(self.outputs, given))
+        else:
+            outs = {n: Tensor._empty(s0, shape, dt) for n, (shape, dt) in self.outputs.items()}
+        in_mems = [t._memory() for t in ins] + [w._memory() for w in self._weights]
+        out_mems = [t._memory() for t in outs.values()]
+        in_ptrs = ffi.new("void *[]", [m.ptr for m in in_mems])
+        out_ptrs = ffi.new("void *[]", [m.ptr for m in out_mems])
+        keep = (lease, in_mems, out_mems)
+        comps: dict[int, Completion] = {}
+        n_in, n_out = len(in_mems), len(out_mems)
+        for seg in b.segments:
+            s = streams[seg.stream]
+            with s._lock:
+                s._enter()
+                for m in in_mems:
+                    s._order_read(m)
+                for m in out_mems:
+                    s._order_write(m)
+                for w in seg.waits:
+                    s._wait_for(comps.get(w))
+                start = s._start_mark()
+                rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, lease.mem.ptr, n_in, in_ptrs, n_out, out_ptrs,
+                                                s._handle)  # fmt: skip
+                if rc:
+                    raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
+                comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start)
+        # the outputs are written by the graph as a whole: their writer is the join of all segments
+        with s0._lock:
+            s0._enter()
+            for c in comps.values():
+                s0._wait_for(c)
+            others = [c for c in comps.values() if c.lane is not s0._lane]
+            join = s0._record(keep, f"{self.graph.name}:join", deps=others or None)
+            for m in out_mems:
+                s0._note_write(m, join)
+            for m in in_mems:
+                s0._note_read(m, join)
+        return outs, [*comps.values(), join]
+
+    def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
+        b = self._build
+        vals: dict[str, Tensor] = dict(zip(b.inputs, ins))
+        for name, w in zip(b.weights, self._weights):
+            vals[name] = w
+        g = self.graph
+        for st in self.plan.steps:
+            node = st.node
+            if st.alias:
+                src = vals[node.inputs[0]]
+                vals[node.outputs[0]] = src.reshape(tuple(g.value(node.outputs[0]).shape))
+                continue
+            ln = self._lowered[node.name]
+            temps = dict(ln.temps)
+            for op in ln.ops:
+                args: list[Any] = []
+                for x in op.inputs:
+                    if x is None:
+                        args.append(None)
+                    elif isinstance(x, str):
+                        args.append(vals[x])
+                    else:
+                        args.append(Const(np.ascontiguousarray(x.value)))
+                if op.alias:
+                    o = op.outputs[0]
+                    shape = temps[o][0] if o in temps else tuple(g.value(o).shape)
+                    vals[o] = vals[op.inputs[0]].reshape(tuple(shape))  # type: ignore[index]
+                    continue
+                outs = []
+                for o in op.outputs:
+                    if o in temps:
+                        shape, dt = temps[o]
+                    else:
+                        shape, dt = tuple(g.value(o).shape), g.value(o).dtype
+                    t = Tensor._empty(s0, tuple(shape), dtypes.normalize(dt))
+                    vals[o] = t
+                    outs.append(t)
+                fmts = None
+                if op.op_type in _NCHW_OPS:
+                    fmts = [0 if isinstance(a, Tensor) and a.ndim == 4 else 2 for a in args] + \
+                           [0 if t.ndim == 4 else 2 for t in outs]  # fmt: skip
+                launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts)
+        result: dict[str, Tensor] = {}
+        for n in b.outputs:
+            t = vals[n]
+            shared = [*ins, *self._weights, *result.values()]
+            if any(t._mem is x._mem for x in shared):  # never hand out an input's or a weight's memory
+                t = s0.copy(t)
+            result[n] = t
+        return result, [t.launch for t in result.values() if t.launch is not None]
+
+    # ---- lifecycle ----
+    async def _drain(self) -> None:
+        for s in self._aux:
+            await s.synchronize()
+
+    def _close(self) -> None:
+        for s in self._aux:
+            s.close()
+        if self._handle is not None and not self.device.closed:
+            lib.aiogeGraphDestroy(self._handle)
+        self._handle = None
+        if not self.device.closed:
+            for d in self._descs:
+                lib.aclDestroyTensorDesc(d)
+        self._descs = []
+        for m in self._arenas:
+            m.free()
+        self._arenas = []
+        self._weights = []
+        self.device._models.discard(self)
+
+    def _gc_release(self) -> None:
+        pass  # the device releases the graph when it closes
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def compile_graph(
+    device: Device,
+    graph: Graph,
+    *,
+    optimize: int = 2,
+    max_streams: int = 2,
+    mode: str = "auto",
+) -> CompiledGraph:
+    """Synchronous compile + load (``Device.compile`` runs it off the event loop)."""
+    from .graph import lower_node, plan
+    from .graph import optimize as run_passes
+
+    if mode not in ("auto", "sunk", "per_op"):
+        raise ValueError(f"mode must be 'auto', 'sunk' or 'per_op', not {mode!r}")
+    if mode == "auto":
+        mode = "sunk" if _native.has_host_hooks else "per_op"
+    if mode == "sunk" and not _native.has_host_hooks:
+        raise ValueError("sunk execution needs the aiogeGraph API (the host runtime)")
+    g = run_passes(graph, level=optimize)
+    p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
+    lowered = {st.node.name: lower_node(g, st.node) for st in p.steps if not st.alias}
+    used = {x for ln in lowered.values() for op in ln.ops for x in op.inputs if isinstance(x, str)}
+    used |= {st.node.inputs[0] for st in p.steps if st.alias}
+    used |= set(g.outputs)
+    weights = [n for n in g.constants if n in used]
+    build = _Build(g, p, lowered, weights)
+    model = CompiledGraph(device, g, p, build, mode, lowered)
+    try:
+        model._load()
+    except BaseException:
+        model.close()
+        raise
+    device._models.add(model)
+    return model

@@ -1,0 +1,221 @@
+"""Scheduler benchmark: every figure is a ratio against a baseline measured in the same run.
+
+    python benchmarks/bench_scheduler.py [--quick]
+
+1. tiny op (Add of 16 floats), launch + await, one at a time
+   vs the raw cffi aclopCompileAndExecute + aclrtSynchronizeStream loop   (target <= 1.2x)
+2. 10 000 tiny launches then one await, per launch
+   vs the raw cffi launch loop                                             (target <= 2x)
+3. event-loop lag p99 (1 ms heartbeat) while a stream runs big GEMMs       (target <= 1 ms)
+4. K streams of independent single-threaded work on K cores vs one stream (target >= 0.9*K)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import aioge
+from aioge import _native
+from aioge._native import ffi, lib
+
+
+def best_of(fn, repeats: int) -> float:
+    return min(fn() for _ in range(repeats))
+
+
+class RawAdd:
+    """The baseline: prebuilt descs and buffers, one cffi call per launch."""
+
+    def __init__(self, stream, x, out) -> None:
+        d = lib.aclCreateTensorDesc(0, 1, ffi.new("int64_t[]", [16]), 2)
+        bx = x._memory().buffer
+        bo = out._memory().buffer
+        self.d = d
+        self.ins = ffi.new("aclTensorDesc *[]", [d, d])
+        self.inb = ffi.new("aclDataBuffer *[]", [bx, bx])
+        self.outs = ffi.new("aclTensorDesc *[]", [d])
+        self.outb = ffi.new("aclDataBuffer *[]", [bo])
+        self.attr = lib.aclopCreateAttr()
+        self.s = stream._handle
+        self.name = b"Add"
+
+    def launch(self) -> None:
+        rc = lib.aclopCompileAndExecute(self.name, 2, self.ins, self.inb, 1, self.outs, self.outb, self.attr,
+                                        0, 0, ffi.NULL, self.s)  # fmt: skip
+        assert rc == 0
+
+    def close(self) -> None:
+        lib.aclDestroyTensorDesc(self.d)
+        lib.aclopDestroyAttr(self.attr)
+
+
+async def tiny_round_trip(s, n: int, repeats: int) -> dict[str, float]:
+    x = s.upload(np.ones(16, np.float32))
+    out = s.empty(16)
+    await s.synchronize()
+    raw = RawAdd(s, x, out)
+    sync = lib.aclrtSynchronizeStream
+    h = s._handle
+    _native.bind_context(s.device._ctx)
+
+    def raw_loop() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            raw.launch()
+            sync(h)
+        return (time.perf_counter() - t0) / n
+
+    async def aioge_op() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await aioge.op("Add", [x, x], [out])[0]
+        return (time.perf_counter() - t0) / n
+
+    async def aioge_typed() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await aioge.ops.add(x, x)
+        return (time.perf_counter() - t0) / n
+
+    results = {"raw": [], "op": [], "typed": []}
+    for _ in range(repeats):  # interleave so drift hits all three alike
+        results["raw"].append(raw_loop())
+        results["op"].append(await aioge_op())
+        results["typed"].append(await aioge_typed())
+    raw.close()
+    return {k: min(v) for k, v in results.items()}
+
+
+async def pipelined(s, n: int, repeats: int) -> dict[str, float]:
+    x = s.upload(np.ones(16, np.float32))
+    out = s.empty(16)
+    await s.synchronize()
+    raw = RawAdd(s, x, out)
+    h = s._handle
+
+    def raw_loop() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            raw.launch()
+        t = time.perf_counter() - t0
+        lib.aclrtSynchronizeStream(h)
+        return t / n
+
+    async def aioge_loop() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            aioge.op("Add", [x, x], [out])
+        t = time.perf_counter() - t0
+        await out
+        return t / n
+
+    async def aioge_total() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            aioge.op("Add", [x, x], [out])
+        await out
+        return (time.perf_counter() - t0) / n
+
+    res = {"raw": [], "op": [], "op_total": []}
+    for _ in range(repeats):
+        res["raw"].append(raw_loop())
+        res["op"].append(await aioge_loop())
+        res["op_total"].append(await aioge_total())
+    raw.close()
+    return {k: min(v) for k, v in res.items()}
+
+
+async def loop_lag(s, seconds: float) -> dict[str, float]:
+    a = s.upload(np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32))
+    await s.synchronize()
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def heartbeat() -> None:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await asyncio.sleep(0.001)
+            lags.append(time.perf_counter() - t0 - 0.001)
+
+    hb = asyncio.create_task(heartbeat())
+    t_end = time.perf_counter() + seconds
+    gemms = 0
+    while time.perf_counter() < t_end:
+        y = aioge.ops.matmul(a, a)
+        for _ in range(3):
+            y = aioge.ops.matmul(y, a)
+        await y
+        gemms += 4
+    stop.set()
+    await hb
+    lags.sort()
+    return {"p50_ms": lags[len(lags) // 2] * 1e3, "p99_ms": lags[int(len(lags) * 0.99)] * 1e3,
+            "beats": len(lags), "gemms": gemms}  # fmt: skip
+
+
+async def streams_scaling(dev, k: int, work: int, repeats: int) -> dict[str, float]:
+    """Each launch is a single-threaded kernel (intra-op threads set to 1)."""
+    lib.aiogeHostSetNumThreads(1)
+    try:
+        streams = [dev.open_stream() for _ in range(k)]
+        data = [s.upload(np.ones(1 << 18, np.float32)) for s in streams]
+        outs = [s.empty(1 << 18) for s in streams]
+        for s in streams:
+            await s.synchronize()
+
+        async def run(idx: list[int]) -> float:
+            t0 = time.perf_counter()
+            for _ in range(work):
+                for i in idx:
+                    aioge.op("Mul", [data[i], data[i]], [outs[i]])
+                    aioge.op("Add", [outs[i], data[i]], [outs[i]])
+            await asyncio.gather(*(streams[i].synchronize() for i in idx))
+            return time.perf_counter() - t0
+
+        one, many = [], []
+        for _ in range(repeats):
+            one.append(await run([0]))
+            many.append(await run(list(range(k))))
+        for s in streams:
+            await s.aclose()
+        t1, tk = min(one), min(many)
+        return {"one_stream_s": t1, "k_streams_s": tk, "speedup": k * t1 / tk}
+    finally:
+        lib.aiogeHostSetNumThreads(os.cpu_count() or 1)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    q = args.quick
+    k = os.cpu_count() or 1
+    async with aioge.open_device(0) as dev:
+        async with dev.open_stream() as s:
+            r1 = await tiny_round_trip(s, 500 if q else 3000, 3 if q else 5)
+            print(f"1. tiny op launch+await (one at a time): raw {r1['raw'] * 1e6:.1f} us, "
+                  f"aioge.op {r1['op'] * 1e6:.1f} us ({r1['op'] / r1['raw']:.2f}x), "
+                  f"aioge.ops.add {r1['typed'] * 1e6:.1f} us ({r1['typed'] / r1['raw']:.2f}x)  [target <= 1.2x]")
+            r2 = await pipelined(s, 2000 if q else 10000, 3 if q else 5)
+            print(f"2. pipelined launches, per launch: raw {r2['raw'] * 1e6:.2f} us, "
+                  f"aioge.op {r2['op'] * 1e6:.2f} us ({r2['op'] / r2['raw']:.2f}x); "
+                  f"incl. the final await {r2['op_total'] * 1e6:.2f} us  [target <= 2x]")
+            r3 = await loop_lag(s, 1.0 if q else 3.0)
+            print(f"3. loop lag while GEMMs run: p50 {r3['p50_ms']:.3f} ms, p99 {r3['p99_ms']:.3f} ms "
+                  f"({r3['beats']} beats, {r3['gemms']} GEMMs 1024^2)  [target p99 <= 1 ms]")
+        r4 = await streams_scaling(dev, k, 100 if q else 400, 2 if q else 3)
+        print(f"4. {k} streams of single-threaded work: 1 stream {r4['one_stream_s'] * 1e3:.1f} ms, "
+              f"{k} streams {r4['k_streams_s'] * 1e3:.1f} ms for {k}x the work: "
+              f"{r4['speedup']:.2f}x throughput  [target >= {0.9 * k:.1f}x]")
+    _ = statistics, sys
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

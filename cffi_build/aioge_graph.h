@@ -1,0 +1,36 @@
+/* aioge's graph execution C API: a compiled graph that runs inside the
+ * runtime as one stream task per segment (GE's "model sinking": no Python
+ * and no GIL between nodes).  The host runtime implements it natively; on a
+ * CANN machine a thin C++ shim over ge/ge_api.h can implement the same
+ * calls.  Same cdef rules as acl.h.
+ *
+ * Build: aiogeGraphCreate with the byte sizes of the graph's inputs,
+ * outputs and arena; aiogeGraphAddNode for each node in execution order
+ * (each node is compiled at once through the single-op compile cache, and
+ * its operands are placed: AIOGE_LOC_ARENA at an offset of the arena,
+ * AIOGE_LOC_INPUT / AIOGE_LOC_OUTPUT at an index of the graph's
+ * inputs/outputs, AIOGE_LOC_CONST from the desc's aclSetTensorConst value,
+ * AIOGE_LOC_ABSENT for an omitted optional input).  Nodes belong to
+ * segments (0 .. numSegments-1); a segment runs as one task on the stream
+ * it is executed on, so independent segments can run on several streams
+ * joined by events.  A built graph is immutable: any number of executions
+ * may be in flight at once, each with its own arena. */
+
+typedef struct aiogeGraph aiogeGraph;
+
+#define AIOGE_LOC_ARENA 0
+#define AIOGE_LOC_INPUT 1
+#define AIOGE_LOC_OUTPUT 2
+#define AIOGE_LOC_CONST 3
+#define AIOGE_LOC_ABSENT 4
+
+aclError aiogeGraphCreate(aiogeGraph **graph, int32_t numInputs, const size_t inputBytes[], int32_t numOutputs,
+                          const size_t outputBytes[], size_t arenaBytes, int32_t numSegments);
+aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opType, const char *nodeName,
+                           int32_t numInputs, const aclTensorDesc *const inputDesc[], const int32_t inputLoc[],
+                           const int64_t inputAt[], int32_t numOutputs, const aclTensorDesc *const outputDesc[],
+                           const int32_t outputLoc[], const int64_t outputAt[], const aclopAttr *attr);
+aclError aiogeGraphGetNodeCount(aiogeGraph *graph, int32_t segment, int32_t *count);
+aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream);
+aclError aiogeGraphDestroy(aiogeGraph *graph);

@@ -1,0 +1,363 @@
+/* Sunk graphs: a list of compiled kernels with operand placements, run as
+ * one stream task per segment.  See aioge_graph.h. */
+#include "hrt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *API = "aiogeGraph";
+
+typedef struct {
+    hrt_kernel *k;
+    int nin, nout;
+    int32_t *loc;      /* nin + nout */
+    int64_t *at;
+    char name[64];
+} gnode;
+
+typedef struct {
+    gnode *nodes;
+    int n, cap;
+    int max_operands;
+} gsegment;
+
+struct aiogeGraph {
+    atomic_int refs;   /* the handle + queued executions */
+    int nin, nout, nseg;
+    size_t *in_bytes, *out_bytes;
+    size_t arena_bytes;
+    gsegment *seg;
+};
+
+static void graph_unref(aiogeGraph *g) {
+    if (atomic_fetch_sub(&g->refs, 1) != 1) return;
+    for (int s = 0; s < g->nseg; s++) {
+        for (int i = 0; i < g->seg[s].n; i++) {
+            gnode *nd = &g->seg[s].nodes[i];
+            hrt_kernel_unref(nd->k);
+            free(nd->loc);
+            free(nd->at);
+        }
+        free(g->seg[s].nodes);
+    }
+    free(g->seg);
+    free(g->in_bytes);
+    free(g->out_bytes);
+    free(g);
+}
+
+/* Validate and take a reference (so a concurrent destroy cannot free it). */
+static aiogeGraph *graph_get(aiogeGraph *g, aclError *rc) {
+    if (!g) {
+        *rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "graph is NULL");
+        return NULL;
+    }
+    hrt_handles_lock();
+    bool ok = hrt_handle_valid_locked(g, HRT_H_GRAPH);
+    if (ok) atomic_fetch_add(&g->refs, 1);
+    hrt_handles_unlock();
+    if (!ok) {
+        *rc = hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, API, "graph %p is not live", (void *)g);
+        return NULL;
+    }
+    *rc = ACL_SUCCESS;
+    return g;
+}
+
+aclError aiogeGraphCreate(aiogeGraph **graph, int32_t numInputs, const size_t inputBytes[], int32_t numOutputs,
+                          const size_t outputBytes[], size_t arenaBytes, int32_t numSegments) {
+    if (!graph) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "graph is NULL");
+    if (numInputs < 0 || numOutputs < 0 || numInputs > 100000 || numOutputs > 100000)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API, "bad input/output counts %d/%d", numInputs, numOutputs);
+    if ((numInputs && !inputBytes) || (numOutputs && !outputBytes))
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API, "inputBytes/outputBytes is NULL");
+    if (numSegments < 1 || numSegments > 65536)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API, "numSegments %d is not in [1, 65536]", numSegments);
+    if (arenaBytes > ((size_t)1 << 48)) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "arena of %zu bytes", arenaBytes);
+    aiogeGraph *g = calloc(1, sizeof *g);
+    if (!g) return hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
+    g->in_bytes = calloc((size_t)numInputs + 1, sizeof(size_t));
+    g->out_bytes = calloc((size_t)numOutputs + 1, sizeof(size_t));
+    g->seg = calloc((size_t)numSegments, sizeof(gsegment));
+    if (!g->in_bytes || !g->out_bytes || !g->seg) {
+        free(g->in_bytes);
+        free(g->out_bytes);
+        free(g->seg);
+        free(g);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
+    }
+    if (numInputs) memcpy(g->in_bytes, inputBytes, sizeof(size_t) * (size_t)numInputs);
+    if (numOutputs) memcpy(g->out_bytes, outputBytes, sizeof(size_t) * (size_t)numOutputs);
+    g->nin = numInputs;
+    g->nout = numOutputs;
+    g->nseg = numSegments;
+    g->arena_bytes = arenaBytes;
+    atomic_init(&g->refs, 1);
+    hrt_handle_add(g, HRT_H_GRAPH);
+    *graph = g;
+    return ACL_SUCCESS;
+}
+
+aclError aiogeGraphDestroy(aiogeGraph *graph) {
+    if (!graph) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "graph is NULL");
+    if (!hrt_handle_remove(graph, HRT_H_GRAPH))
+        return hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, API, "graph %p is not live", (void *)graph);
+    graph_unref(graph); /* queued executions keep it alive until they ran */
+    return ACL_SUCCESS;
+}
+
+aclError aiogeGraphGetNodeCount(aiogeGraph *graph, int32_t segment, int32_t *count) {
+    aclError rc;
+    aiogeGraph *g = graph_get(graph, &rc);
+    if (!g) return rc;
+    if (!count || segment < 0 || segment >= g->nseg) rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "bad segment or count");
+    else *count = g->seg[segment].n;
+    graph_unref(g);
+    return rc;
+}
+
+/* Check one operand's placement against the graph's sizes. */
+static aclError check_loc(const aiogeGraph *g, const char *node, const char *what, int idx, int32_t loc, int64_t at,
+                          const hrt_tensor *t, bool is_output) {
+    switch (loc) {
+    case AIOGE_LOC_ARENA:
+        if (at < 0 || (uint64_t)at > g->arena_bytes || t->nbytes > g->arena_bytes - (size_t)at)
+            return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': %s %d at arena offset %lld (+%zu) is outside the %zu-byte arena",
+                             node, what, idx, (long long)at, t->nbytes, g->arena_bytes);
+        return ACL_SUCCESS;
+    case AIOGE_LOC_INPUT:
+        if (is_output) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': output %d cannot write a graph input", node, idx);
+        if (at < 0 || at >= g->nin || t->nbytes > g->in_bytes[at])
+            return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': %s %d reads graph input %lld which is missing or too small",
+                             node, what, idx, (long long)at);
+        return ACL_SUCCESS;
+    case AIOGE_LOC_OUTPUT:
+        if (at < 0 || at >= g->nout || t->nbytes > g->out_bytes[at])
+            return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': %s %d uses graph output %lld which is missing or too small",
+                             node, what, idx, (long long)at);
+        return ACL_SUCCESS;
+    case AIOGE_LOC_CONST:
+        if (is_output || !t->is_const)
+            return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': %s %d is placed CONST but its desc has no const value",
+                             node, what, idx);
+        return ACL_SUCCESS;
+    case AIOGE_LOC_ABSENT:
+        if (is_output || !t->absent)
+            return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': %s %d is placed ABSENT but its desc is not UNDEFINED",
+                             node, what, idx);
+        return ACL_SUCCESS;
+    }
+    return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': %s %d has unknown placement %d", node, what, idx, loc);
+}
+
+aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opType, const char *nodeName,
+                           int32_t numInputs, const aclTensorDesc *const inputDesc[], const int32_t inputLoc[],
+                           const int64_t inputAt[], int32_t numOutputs, const aclTensorDesc *const outputDesc[],
+                           const int32_t outputLoc[], const int64_t outputAt[], const aclopAttr *attr) {
+    aclError rc;
+    aiogeGraph *g = graph_get(graph, &rc);
+    if (!g) return rc;
+    const char *name = nodeName ? nodeName : "?";
+    hrt_tensor *views = NULL;
+    const void **values = NULL;
+    hrt_kernel *k = NULL;
+    if (!opType) {
+        rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': opType is NULL", name);
+        goto out;
+    }
+    if (segment < 0 || segment >= g->nseg || numInputs < 0 || numOutputs < 1 || numInputs > 4096 || numOutputs > 4096 ||
+        (numInputs && (!inputDesc || !inputLoc || !inputAt)) || !outputDesc || !outputLoc || !outputAt) {
+        rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s' (%s): bad segment, counts or NULL arrays", name, opType);
+        goto out;
+    }
+    int n = numInputs + numOutputs;
+    views = calloc((size_t)n, sizeof *views);
+    values = calloc((size_t)(numInputs ? numInputs : 1), sizeof *values);
+    if (!views || !values) {
+        rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
+        goto out;
+    }
+    hrt_handles_lock();
+    bool live = !attr || hrt_handle_valid_locked(attr, HRT_H_ATTR);
+    for (int i = 0; i < numInputs && live; i++) live = inputDesc[i] && hrt_handle_valid_locked(inputDesc[i], HRT_H_DESC);
+    for (int j = 0; j < numOutputs && live; j++) live = outputDesc[j] && hrt_handle_valid_locked(outputDesc[j], HRT_H_DESC);
+    hrt_handles_unlock();
+    if (!live) {
+        rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s' (%s): a desc or the attr is NULL or not live", name, opType);
+        goto out;
+    }
+    for (int i = 0; i < numInputs && !rc; i++) {
+        rc = hrt_view_desc(opType, "input", i, inputDesc[i], &views[i], &values[i]);
+        if (!rc) rc = check_loc(g, name, "input", i, inputLoc[i], inputAt[i], &views[i], false);
+    }
+    for (int j = 0; j < numOutputs && !rc; j++) {
+        const void *unused;
+        rc = hrt_view_desc(opType, "output", j, outputDesc[j], &views[numInputs + j], &unused);
+        if (!rc && (views[numInputs + j].absent || views[numInputs + j].is_const))
+            rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': output %d must be a plain tensor", name, j);
+        if (!rc) rc = check_loc(g, name, "output", j, outputLoc[j], outputAt[j], &views[numInputs + j], true);
+    }
+    if (!rc) rc = hrt_kernel_get(opType, numInputs, views, values, numOutputs, views + numInputs, attr, &k);
+    if (rc) {
+        hrt_error_push(rc, API, name); /* which node refused */
+        goto out;
+    }
+    gsegment *sg = &g->seg[segment];
+    if (sg->n == sg->cap) {
+        int nc = sg->cap ? sg->cap * 2 : 16;
+        gnode *nn = realloc(sg->nodes, sizeof *nn * (size_t)nc);
+        if (!nn) {
+            rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
+            goto out;
+        }
+        sg->nodes = nn;
+        sg->cap = nc;
+    }
+    gnode *nd = &sg->nodes[sg->n];
+    memset(nd, 0, sizeof *nd);
+    nd->loc = malloc(sizeof(int32_t) * (size_t)n);
+    nd->at = malloc(sizeof(int64_t) * (size_t)n);
+    if (!nd->loc || !nd->at) {
+        free(nd->loc);
+        free(nd->at);
+        rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
+        goto out;
+    }
+    if (numInputs) {
+        memcpy(nd->loc, inputLoc, sizeof(int32_t) * (size_t)numInputs);
+        memcpy(nd->at, inputAt, sizeof(int64_t) * (size_t)numInputs);
+    }
+    memcpy(nd->loc + numInputs, outputLoc, sizeof(int32_t) * (size_t)numOutputs);
+    memcpy(nd->at + numInputs, outputAt, sizeof(int64_t) * (size_t)numOutputs);
+    nd->k = k;
+    k = NULL;
+    nd->nin = numInputs;
+    nd->nout = numOutputs;
+    snprintf(nd->name, sizeof nd->name, "%s", name);
+    if (n > sg->max_operands) sg->max_operands = n;
+    sg->n++;
+out:
+    if (k) hrt_kernel_unref(k);
+    free(views);
+    free((void *)values);
+    graph_unref(g);
+    return rc;
+}
+
+/* ------------------------------------------------------------ execution */
+typedef struct {
+    hrt_task t;
+    aiogeGraph *g;
+    int seg;
+    void *arena;
+    void **inputs, **outputs;
+    int nallocs;
+    hrt_alloc **allocs;
+} graph_task;
+
+static aclError run_graph(hrt_task *t) {
+    graph_task *gt = (graph_task *)t;
+    const gsegment *sg = &gt->g->seg[gt->seg];
+    void *small[64];
+    void **ptrs = sg->max_operands <= 64 ? small : malloc(sizeof(void *) * (size_t)sg->max_operands);
+    if (!ptrs) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "graph: out of host memory");
+    aclError rc = ACL_SUCCESS;
+    for (int i = 0; i < sg->n && !rc; i++) {
+        const gnode *nd = &sg->nodes[i];
+        int n = nd->nin + nd->nout;
+        for (int j = 0; j < n; j++) {
+            int64_t at = nd->at[j];
+            switch (nd->loc[j]) {
+            case AIOGE_LOC_ARENA: ptrs[j] = (char *)gt->arena + at; break;
+            case AIOGE_LOC_INPUT: ptrs[j] = gt->inputs[at]; break;
+            case AIOGE_LOC_OUTPUT: ptrs[j] = gt->outputs[at]; break;
+            case AIOGE_LOC_CONST: ptrs[j] = (void *)nd->k->in[j].data; break;
+            default: ptrs[j] = NULL; break;
+            }
+        }
+        hrt_task_fail_clear();
+        rc = nd->k->run(nd->k, ptrs, ptrs + nd->nin);
+        if (rc) {
+            char inner[HRT_MSG_LEN];
+            snprintf(inner, sizeof inner, "%s", hrt_task_fail_msg());
+            hrt_task_fail(rc, "graph node %d '%s' (%s) failed: %s", i, nd->name, nd->k->op_name, inner);
+        }
+    }
+    if (ptrs != small) free(ptrs);
+    return rc;
+}
+
+static void release_graph_task(hrt_task *t) {
+    graph_task *gt = (graph_task *)t;
+    for (int i = 0; i < gt->nallocs; i++) hrt_alloc_unref(gt->allocs[i]);
+    graph_unref(gt->g);
+    free(gt);
+}
+
+/* Device memory of the stream's device holding at least `need` bytes. */
+static aclError take_block(graph_task *gt, void *p, size_t need, int dev, const char *what, int idx) {
+    if (need == 0) return ACL_SUCCESS;
+    if (!p) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s %d is NULL but needs %zu bytes", what, idx, need);
+    hrt_alloc *a = hrt_device_lookup(p, need, true);
+    if (!a)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s %d (%p, %zu bytes) is not inside a device allocation", what, idx,
+                         p, need);
+    gt->allocs[gt->nallocs++] = a;
+    if (a->device != dev)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s %d is memory of device %d, the stream is on device %d", what, idx,
+                         a->device, dev);
+    return ACL_SUCCESS;
+}
+
+aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream) {
+    aclError rc;
+    aiogeGraph *g = graph_get(graph, &rc);
+    if (!g) return rc;
+    if (segment < 0 || segment >= g->nseg || numInputs != g->nin || numOutputs != g->nout ||
+        (numInputs && !inputs) || (numOutputs && !outputs)) {
+        rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute: segment %d of %d, %d/%d inputs, %d/%d outputs", segment,
+                       g->nseg, numInputs, g->nin, numOutputs, g->nout);
+        graph_unref(g);
+        return rc;
+    }
+    hrt_stream *st;
+    rc = hrt_resolve_stream(stream, &st, "aiogeGraphExecuteAsync");
+    if (rc) {
+        graph_unref(g);
+        return rc;
+    }
+    int nptr = g->nin + g->nout;
+    graph_task *gt = calloc(1, sizeof *gt + sizeof(void *) * (size_t)nptr + sizeof(hrt_alloc *) * (size_t)(nptr + 1));
+    if (!gt) {
+        hrt_stream_release(st);
+        graph_unref(g);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
+    }
+    gt->inputs = (void **)(gt + 1);
+    gt->outputs = gt->inputs + g->nin;
+    gt->allocs = (hrt_alloc **)(gt->outputs + g->nout);
+    gt->g = g; /* the reference taken by graph_get moves into the task */
+    gt->seg = segment;
+    gt->arena = arena;
+    int dev = st->ctx->device;
+    rc = take_block(gt, arena, g->arena_bytes, dev, "arena", 0);
+    for (int i = 0; i < g->nin && !rc; i++) {
+        gt->inputs[i] = inputs[i];
+        rc = take_block(gt, inputs[i], g->in_bytes[i], dev, "input", i);
+    }
+    for (int j = 0; j < g->nout && !rc; j++) {
+        gt->outputs[j] = outputs[j];
+        rc = take_block(gt, outputs[j], g->out_bytes[j], dev, "output", j);
+    }
+    if (rc) {
+        release_graph_task(&gt->t);
+        hrt_stream_release(st);
+        return rc;
+    }
+    gt->t.run = run_graph;
+    gt->t.release = release_graph_task;
+    hrt_stream_enqueue(st, &gt->t);
+    hrt_stream_release(st);
+    return ACL_SUCCESS;
+}

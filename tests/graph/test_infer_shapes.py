@@ -1,0 +1,185 @@
+"""Shape and dtype inference, including compile-time shape values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aioge.graph import DynamicShapeError, Graph, GraphTypeError, ShapeInferenceError
+from aioge.graph.passes import infer_shapes
+
+
+def _one(
+    op: str,
+    shapes: list[tuple[int, ...]],
+    attrs: dict | None = None,
+    consts: dict | None = None,
+    dtype: str = "float32",
+    n_out: int = 1,
+) -> list[tuple[int, ...]]:
+    g = Graph()
+    ins = [g.input(f"x{i}", s, dtype).name for i, s in enumerate(shapes)]
+    for k, v in (consts or {}).items():
+        g.constant(v, name=k)
+        ins.append(k)
+    n = g.add_node(op, ins, attrs or {}, num_outputs=n_out, name="n")
+    g.output(n)
+    g2 = infer_shapes(g)
+    return [g2.values[o].shape for o in n.outputs]
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "attrs", "consts", "want"),
+    [
+        ("Add", [(2, 1, 4), (3, 1)], {}, {}, [(2, 3, 4)]),
+        ("MatMul", [(5, 2, 3), (3, 7)], {}, {}, [(5, 2, 7)]),
+        ("MatMul", [(3,), (2, 3, 4)], {}, {}, [(2, 4)]),
+        ("Gemm", [(4, 3), (5, 4)], {"transA": 1, "transB": 1}, {}, [(3, 5)]),
+        (
+            "Conv",
+            [(1, 4, 9, 9), (6, 2, 3, 3)],
+            {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]},
+            {},
+            [(1, 6, 5, 5)],
+        ),
+        ("Conv", [(1, 3, 7), (2, 3, 3)], {"auto_pad": "SAME_UPPER", "strides": [2]}, {}, [(1, 2, 4)]),
+        (
+            "ConvTranspose",
+            [(1, 4, 5, 5), (4, 3, 3, 3)],
+            {"strides": [2, 2], "group": 2},
+            {},
+            [(1, 6, 11, 11)],
+        ),
+        (
+            "MaxPool",
+            [(1, 2, 8, 8)],
+            {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+            {},
+            [(1, 2, 4, 4)],
+        ),
+        ("GlobalAveragePool", [(2, 3, 5, 7)], {}, {}, [(2, 3, 1, 1)]),
+        ("Flatten", [(2, 3, 4)], {"axis": 2}, {}, [(6, 4)]),
+        ("Flatten", [(2, 3, 4)], {"axis": 0}, {}, [(1, 24)]),
+        ("Reshape", [(2, 3, 4)], {}, {"s": np.array([0, -1], np.int64)}, [(2, 12)]),
+        ("Transpose", [(2, 3, 4)], {}, {}, [(4, 3, 2)]),
+        ("Squeeze", [(1, 3, 1)], {}, {}, [(3,)]),
+        ("Unsqueeze", [(3,)], {}, {"a": np.array([0, -1], np.int64)}, [(1, 3, 1)]),
+        ("Concat", [(2, 3), (2, 5)], {"axis": -1}, {}, [(2, 8)]),
+        ("Split", [(7, 2)], {"axis": 0}, {}, [(3, 2), (3, 2), (1, 2)]),
+        (
+            "Slice",
+            [(10, 5)],
+            {},
+            {
+                "s": np.array([-1, 1], np.int64),
+                "e": np.array([-11, 100], np.int64),
+                "a": np.array([0, 1], np.int64),
+                "st": np.array([-3, 2], np.int64),
+            },
+            [(4, 2)],
+        ),
+        ("Gather", [(5, 6)], {"axis": 1}, {"i": np.zeros((2, 3), np.int64)}, [(5, 2, 3)]),
+        ("Expand", [(3, 1)], {}, {"s": np.array([2, 1, 4], np.int64)}, [(2, 3, 4)]),
+        ("Tile", [(2, 3)], {}, {"r": np.array([2, 1], np.int64)}, [(4, 3)]),
+        ("Pad", [(2, 3)], {}, {"p": np.array([1, 0, 2, -1], np.int64)}, [(5, 2)]),
+        ("Shape", [(2, 3, 4)], {"start": 1}, {}, [(2,)]),
+        ("ReduceSum", [(2, 3, 4)], {"keepdims": 0}, {"a": np.array([1], np.int64)}, [(2, 4)]),
+        ("ReduceMean", [(2, 3, 4)], {}, {}, [(1, 1, 1)]),
+        ("LayerNormalization", [(2, 3, 4), (4,)], {}, {}, [(2, 3, 4)]),
+    ],
+)
+def test_shapes(op: str, shapes: list, attrs: dict, consts: dict, want: list) -> None:
+    n_out = len(want)
+    assert _one(op, shapes, attrs, consts, n_out=n_out) == want
+
+
+def test_layernorm_stat_outputs_and_dtypes() -> None:
+    g = Graph()
+    x = g.input("x", (2, 3, 4), "float16")
+    s = g.constant(np.ones(4, np.float16))
+    n = g.add_node("LayerNormalization", [x, s], {"axis": 1}, num_outputs=3, name="ln")
+    g.output(n)
+    g2 = infer_shapes(g)
+    vals = [g2.values[o] for o in n.outputs]
+    assert [v.shape for v in vals] == [(2, 3, 4), (2, 1, 1), (2, 1, 1)]
+    assert [str(v.dtype) for v in vals] == ["float16", "float32", "float32"]
+
+
+def test_comparison_and_cast_dtypes() -> None:
+    g = Graph()
+    x = g.input("x", (3,), "float32")
+    lt = g.add_node("Less", [x, x])
+    c = g.add_node("Cast", [lt], {"to": "int32"})
+    g.output(lt, c)
+    g2 = infer_shapes(g)
+    assert g2.values[lt.output].dtype == np.bool_ and g2.values[c.output].dtype == np.int32
+
+
+def test_shape_values_propagate_through_shape_arithmetic() -> None:
+    g = Graph()
+    x = g.input("x", (2, 6, 4))
+    shp = g.add_node("Shape", [x])
+    b = g.add_node("Gather", [shp, g.constant(np.array([0], np.int64))])
+    target = g.add_node("Concat", [b, g.constant(np.array([-1], np.int64))], {"axis": 0})
+    r = g.add_node("Reshape", [x, target], name="r")
+    g.output(r)
+    assert infer_shapes(g).values["r"].shape == (2, 24)
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "attrs", "consts", "match"),
+    [
+        ("Add", [(2, 3), (4,)], {}, {}, "do not broadcast"),
+        ("MatMul", [(2, 3), (4, 5)], {}, {}, "inner dimensions"),
+        ("Conv", [(1, 3, 8, 8), (4, 2, 3, 3)], {}, {}, "does not fit 3 input channels"),
+        ("Reshape", [(2, 3)], {}, {"s": np.array([4, 2], np.int64)}, "cannot reshape"),
+        ("Concat", [(2, 3), (3, 3)], {"axis": 1}, {}, "does not concatenate"),
+        ("Squeeze", [(2, 3)], {}, {"a": np.array([0], np.int64)}, "cannot squeeze"),
+        ("Transpose", [(2, 3)], {"perm": [0, 0]}, {}, "not a permutation"),
+        ("Softmax", [(2, 3)], {"axis": 2}, {}, "out of range"),
+        ("Gemm", [(2, 3), (2, 3)], {}, {}, "inner dimensions"),
+    ],
+)
+def test_shape_errors_name_the_node(op: str, shapes: list, attrs: dict, consts: dict, match: str) -> None:
+    with pytest.raises(ShapeInferenceError, match=match) as e:
+        _one(op, shapes, attrs, consts)
+    assert e.value.node == "n" and "node 'n'" in str(e.value)
+
+
+def test_runtime_shape_input_is_a_dynamic_shape_error() -> None:
+    g = Graph()
+    x = g.input("x", (2, 3))
+    s = g.input("s", (2,), "int64")
+    g.output(g.add_node("Reshape", [x, s], name="dyn"))
+    with pytest.raises(DynamicShapeError, match=r"dyn.*compile-time constant"):
+        infer_shapes(g)
+
+
+def test_inference_type_error() -> None:
+    g = Graph()
+    x = g.input("x", (2, 3))
+    g.output(g.add_node("Reshape", [x, g.constant(np.array([3, 2], np.float32))], name="r"))
+    with pytest.raises(GraphTypeError, match=r"'r'"):
+        infer_shapes(g)
+
+
+def test_declared_shape_conflict() -> None:
+    g = Graph()
+    x = g.input("x", (2, 3))
+    n = g.add_node("Relu", [x], name="relu")
+    g.values[n.output].shape = (3, 2)
+    g.output(n)
+    with pytest.raises(ShapeInferenceError, match=r"declared"):
+        infer_shapes(g)
+
+
+def test_inference_does_not_mutate_and_sorts_nodes() -> None:
+    g = Graph()
+    x = g.input("x", (2,))
+    a = g.add_node("Relu", [x], name="a")
+    b = g.add_node("Neg", [a], name="b")
+    g.output(b)
+    g.nodes.reverse()
+    g2 = infer_shapes(g)
+    assert g.values["a"].shape is None
+    assert [n.name for n in g2.nodes] == ["a", "b"]

@@ -1,0 +1,284 @@
+"""The Python core: devices, streams, tensors, aioge.op and the first typed ops."""
+
+from __future__ import annotations
+
+import gc
+import warnings
+
+import numpy as np
+import pytest
+
+import aioge
+from aioge import _native, dtypes, errors
+
+pytestmark = [pytest.mark.anyio, pytest.mark.abi]
+
+
+async def test_quickstart_contract(dev):
+    assert dev.backend in ("host", "ascend")
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    async with dev.open_stream() as s:
+        x = s.upload(np.ones((2, 3), np.float32))
+        y = aioge.ops.add(x, x)
+        z = aioge.ops.matmul(y, s.upload(w))
+        np.testing.assert_allclose(await z.numpy(), 2 * np.ones((2, 3)) @ w)
+        await s.synchronize(timeout=1.0)
+        (o,) = aioge.op("Add", [x, x], [aioge.TensorSpec((2, 3), "float32")], attrs={}, stream=s)
+        np.testing.assert_array_equal(await o.numpy(), np.full((2, 3), 2, np.float32))
+
+
+async def test_shape_mismatch_raises_acl_error_and_stream_stays_usable(stream):
+    x = stream.upload(np.ones((2, 3), np.float32))
+    with pytest.raises(aioge.OpOutputMismatchError) as ei:
+        aioge.op("Add", [x, x], [aioge.TensorSpec((2, 4))], stream=stream)
+    e = ei.value
+    assert isinstance(e, aioge.AclError) and isinstance(e, ValueError)
+    assert e.code == 100022 and e.name == "ACL_ERROR_OP_OUTPUT_NOT_MATCH" and e.op == "Add"
+    assert "[2,4]" in e.message
+    with pytest.raises(aioge.OpInputMismatchError):
+        aioge.op("Add", [x, stream.upload(np.ones((4,), np.float32))], [aioge.TensorSpec((2, 3))], stream=stream)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        aioge.ops.add(x, stream.upload(np.ones((4,), np.float32)))
+    y = aioge.ops.add(x, x)
+    np.testing.assert_array_equal(await y.numpy(), np.full((2, 3), 2, np.float32))
+    await stream.synchronize()
+
+
+async def test_generic_op_with_attrs_const_host_and_absent_inputs(stream):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.ones((2, 3), np.float32)
+    x, y = stream.upload(a), stream.upload(b)
+    (mm,) = aioge.op("MatMul", [x, y, None], [aioge.TensorSpec((2, 2))], {"transpose_x2": True}, stream=stream)
+    np.testing.assert_allclose(await mm.numpy(), a @ b.T)
+    (c,) = aioge.op("Add", [x, aioge.Const(np.array([1, 2, 3], np.float32))], [aioge.TensorSpec((2, 3))])
+    np.testing.assert_array_equal(await c.numpy(), a + [1, 2, 3])
+    (h,) = aioge.op("Add", [x, aioge.HostInput(np.array([4, 5, 6], np.float32))], [aioge.TensorSpec((2, 3))])
+    np.testing.assert_array_equal(await h.numpy(), a + [4, 5, 6])
+    (cast,) = aioge.op("Cast", [x], [aioge.TensorSpec((2, 3), "int64")], {"dst_type": aioge.DataType.INT64})
+    np.testing.assert_array_equal(await cast.numpy(), a.astype(np.int64))
+    with pytest.raises(aioge.OpAttrMismatchError, match="dst_type"):
+        aioge.op("Cast", [x], [aioge.TensorSpec((2, 3), "int64")])
+    with pytest.raises(aioge.OpNotFoundError):
+        aioge.op("NotAnOp", [x], [aioge.TensorSpec((2, 3))])
+    with pytest.raises(TypeError, match="attr"):
+        aioge.op("Add", [x, x], [aioge.TensorSpec((2, 3))], {"bad": object()})
+    with pytest.raises(ValueError, match="stream="):
+        aioge.op("Fills", [], [aioge.TensorSpec((2,))])
+    # writing into an existing tensor
+    out = stream.zeros((2, 3))
+    aioge.op("Add", [x, y], [out])
+    np.testing.assert_array_equal(await out.numpy(), a + b)
+
+
+async def test_write_then_read_keeps_stream_order(stream):
+    x = stream.upload(np.zeros(1000, np.float32))
+    one = stream.upload(np.ones(1000, np.float32))
+    for _ in range(200):
+        aioge.op("Add", [x, one], [x])
+    np.testing.assert_array_equal(await x.numpy(), np.full(1000, 200, np.float32))
+
+
+async def test_typed_ops_match_numpy(stream):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.standard_normal((5,)).astype(np.float32) + 3
+    x, y = stream.upload(a), stream.upload(b)
+    np.testing.assert_allclose(await aioge.ops.sub(x, y).numpy(), a - b, rtol=1e-6)
+    np.testing.assert_allclose(await aioge.ops.mul(x, y).numpy(), a * b, rtol=1e-6)
+    np.testing.assert_allclose(await aioge.ops.div(x, y).numpy(), a / b, rtol=1e-6)
+    np.testing.assert_allclose(await aioge.ops.add(2.0, x).numpy(), 2 + a, rtol=1e-6)
+    np.testing.assert_array_equal(await aioge.ops.relu(x).numpy(), np.maximum(a, 0))
+    np.testing.assert_array_equal(await aioge.ops.cast(x, "float16").numpy(), a.astype(np.float16))
+    v = stream.upload(b)
+    np.testing.assert_allclose(await aioge.ops.matmul(x, v).numpy(), a @ b, rtol=1e-5)
+    np.testing.assert_allclose(await aioge.ops.matmul(v, x.reshape(5, 4)).numpy(), b @ a.reshape(5, 4), rtol=1e-5)
+    bt = rng.standard_normal((3, 5, 2)).astype(np.float32)
+    np.testing.assert_allclose(await aioge.ops.matmul(x, stream.upload(bt)).numpy(), a @ bt, rtol=1e-5)
+    np.testing.assert_allclose(
+        await aioge.ops.matmul(x, x, transpose_b=True).numpy(), a @ a.T, rtol=1e-5, atol=1e-6
+    )
+    with pytest.raises(ValueError, match="inner dims"):
+        aioge.ops.matmul(x, x)
+    with pytest.raises(TypeError, match="dtypes"):
+        aioge.ops.add(x, stream.upload(a.astype(np.float64)))
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "float64", "int32", "int8"])
+async def test_upload_download_round_trip_all_dtypes(stream, dt):
+    a = (np.arange(24).reshape(2, 3, 4) - 7).astype(dtypes.normalize(dt))
+    t = stream.upload(a)
+    assert t.shape == (2, 3, 4) and t.dtype == dtypes.normalize(dt) and t.nbytes == a.nbytes
+    back = await t.numpy()
+    assert back.dtype == a.dtype
+    np.testing.assert_array_equal(back.astype(np.float64), a.astype(np.float64))
+
+
+async def test_empty_and_scalar_tensors(stream):
+    e = stream.upload(np.zeros((0, 3), np.float32))
+    assert (await e.numpy()).shape == (0, 3)
+    s = stream.upload(np.float32(2.5))
+    assert (await aioge.ops.add(s, s).numpy()) == np.float32(5)
+    z = aioge.ops.add(e, e)
+    assert (await z.numpy()).shape == (0, 3)
+
+
+async def test_tensor_views_and_copies(stream):
+    a = np.arange(6, dtype=np.float32)
+    t = stream.upload(a)
+    v = t.reshape(2, -1)
+    assert v.shape == (2, 3)
+    c = stream.copy(v)
+    aioge.op("Add", [t, t], [t])  # writes through the other view
+    np.testing.assert_array_equal(await v.numpy(), (2 * a).reshape(2, 3))
+    np.testing.assert_array_equal(await c.numpy(), a.reshape(2, 3))
+    with pytest.raises(ValueError):
+        t.reshape(4, 2)
+    np.testing.assert_array_equal(await stream.zeros((2, 2), "int32").numpy(), np.zeros((2, 2), np.int32))
+
+
+async def test_lifecycle_idempotent_close_and_use_after_close(dev):
+    s = dev.open_stream()
+    x = s.upload(np.ones(3, np.float32))
+    await s.aclose()
+    await s.aclose()
+    s.close()
+    assert s.closed
+    with pytest.raises(aioge.ClosedResourceError):
+        s.upload(np.ones(3, np.float32))
+    with pytest.raises(aioge.ClosedResourceError):
+        await s.synchronize()
+    # the tensor outlives its stream: it moves to the device's default stream
+    np.testing.assert_array_equal(await x.numpy(), np.ones(3, np.float32))
+    x.close()
+    x.close()
+    with pytest.raises(aioge.ClosedResourceError):
+        aioge.ops.add(x, x)
+
+
+async def test_close_with_work_in_flight_refuses_and_aclose_drains(dev):
+    s = dev.open_stream()
+    g = _gate(s)
+    x = s.upload(np.ones(4, np.float32))
+    with pytest.raises(aioge.BusyResourceError, match="aclose"):
+        s.close()
+    assert not s.closed
+    _native.lib.aiogeHostOpenGate(g)
+    await s.aclose()
+    assert s.closed
+    del x
+
+
+async def test_device_close_closes_streams_and_frees_memory():
+    before = _native.counters()
+    async with aioge.open_device(0) as d:
+        s = d.open_stream()
+        t = s.upload(np.ones(1000, np.float32))
+        assert _native.counters()["device_allocations"] == before["device_allocations"] + 1
+        await s.synchronize()
+    assert s.closed and d.closed
+    assert _native.counters()["device_allocations"] == before["device_allocations"]
+    with pytest.raises(aioge.ClosedResourceError):
+        await t.numpy()
+    with pytest.raises(aioge.ClosedResourceError):
+        d.open_stream()
+
+
+def test_unclosed_stream_warns_when_collected():
+    d = aioge.open_device(0)
+    try:
+        s = d.open_stream()
+        # (a tensor would keep its stream alive: tensors hold their home stream)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            del s
+            gc.collect()
+        assert any(issubclass(x.category, ResourceWarning) and "Stream" in str(x.message) for x in w)
+    finally:
+        d.close()
+
+
+async def test_wrong_device_is_a_misuse_error():
+    async with aioge.open_device(0) as d1, aioge.open_device(0) as d2:
+        s1, s2 = d1.open_stream(), d2.open_stream()
+        x = s1.upload(np.ones(2, np.float32))
+        with pytest.raises(aioge.WrongDeviceError):
+            aioge.op("Add", [x, x], [aioge.TensorSpec((2,))], stream=s2)
+        await s1.aclose()
+        await s2.aclose()
+
+
+async def test_memory_info_and_device_count(dev):
+    free, total = dev.memory_info()
+    assert 0 < free <= total
+    assert aioge.device_count() >= 1
+
+
+def test_error_classes_by_code():
+    assert errors.error_class(100021) is errors.OpInputMismatchError
+    assert errors.error_class(507046) is errors.StreamSyncTimeoutError
+    assert issubclass(errors.StreamSyncTimeoutError, TimeoutError)
+    assert issubclass(errors.OutOfDeviceMemoryError, MemoryError)
+    assert errors.error_class(107999) is errors.AclParamError  # unknown code: its band
+    assert errors.error_class(207777) is errors.AclResourceError
+    assert errors.error_class(300000) is errors.AclCapacityError
+    assert errors.error_class(545000) is errors.AclInternalError
+    assert errors.error_class(999) is errors.AclError
+    e = errors.error_class(507015)(507015, "kernel failed", "Add")
+    assert isinstance(e, errors.AicoreExceptionError) and isinstance(e, errors.AclInternalError)
+    assert str(e) == "Add: ACL_ERROR_RT_AICORE_EXCEPTION (507015): kernel failed"
+    assert errors.code_name(100000) == "ACL_ERROR_INVALID_PARAM"
+    assert not issubclass(errors.ClosedResourceError, errors.AclError)
+    import pickle
+
+    e2 = pickle.loads(pickle.dumps(e))
+    assert type(e2) is type(e) and e2.code == 507015 and e2.op == "Add"
+
+
+def test_generated_error_table_is_current():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parent.parent / "tools" / "gen_error_codes.py"
+    assert subprocess.run([sys.executable, str(tool), "--check"]).returncode == 0
+
+
+def test_dtype_mapping():
+    assert dtypes.to_acl(np.float32) == aioge.DataType.FLOAT
+    assert dtypes.to_acl("bfloat16") == aioge.DataType.BF16 == 27
+    assert dtypes.to_numpy(1) == np.float16
+    assert dtypes.to_numpy(aioge.DataType.BOOL) == np.bool_
+    for dt in ("float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+               "uint64", "bool", "bfloat16"):  # fmt: skip
+        assert dtypes.to_numpy(dtypes.to_acl(dt)) == dtypes.normalize(dt)
+    with pytest.raises(TypeError):
+        dtypes.normalize("datetime64[s]")
+    with pytest.raises(TypeError):
+        dtypes.to_numpy(-1)
+
+
+def test_public_surface():
+    for name in aioge.__all__:
+        assert hasattr(aioge, name), name
+    assert aioge.Tensor.__module__ == "aioge"
+    exported = {n for n in dir(aioge) if not n.startswith("_")}
+    assert set(aioge.__all__) <= exported
+
+
+def test_only_native_imports_the_compiled_module():
+    from pathlib import Path
+
+    root = Path(aioge.__file__).parent
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if p.parent.name != "_native" and ("_hostrt" in p.read_text() or "_acl_abi" in p.read_text())
+    ]
+    assert offenders == []
+
+
+def _gate(s, timeout_ms=10_000):
+    g = _native.ffi.new("uint64_t *")
+    _native.bind_context(s.device._ctx)
+    _native.check(_native.lib.aiogeHostLaunchGate(s._handle, timeout_ms, g), "gate")
+    return g[0]
