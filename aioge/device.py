@@ -164,7 +164,7 @@ class Device(Resource):
                 break
             await pending.done.wait()
             if pending.result is not None:
-                return pending.result
+                return pending.result  # type: ignore[no-any-return]
             if not isinstance(pending.error, anyio.get_cancelled_exc_class()):
                 assert pending.error is not None
                 raise pending.error

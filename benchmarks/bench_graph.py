@@ -24,9 +24,9 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "graph"))
-import models as M  # noqa: E402
+import models as M
 
-import aioge  # noqa: E402
+import aioge
 
 
 def ort_session(model_bytes: bytes) -> ort.InferenceSession:

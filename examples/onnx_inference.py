@@ -12,6 +12,7 @@ import asyncio
 import sys
 import time
 
+import anyio
 import numpy as np
 
 import aioge
@@ -49,13 +50,14 @@ def build_model() -> bytes:
         helper.make_node("Flatten", ["g"], ["f"]),
         helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], transB=1),
     ]
-    graph = helper.make_graph(nodes, "resnet_tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 32, 32])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)], inits)  # fmt: skip
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 32, 32])
+    logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "resnet_tiny", [x], [logits], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
 async def main() -> None:
-    data = open(sys.argv[1], "rb").read() if len(sys.argv) > 1 else build_model()
+    data = await anyio.Path(sys.argv[1]).read_bytes() if len(sys.argv) > 1 else build_model()
     graph = aioge.load_onnx(data)
     print(graph)
     async with aioge.open_device(0) as dev:

@@ -33,11 +33,11 @@ def as_tensor_like(x: Any, like: Tensor) -> Tensor | Const:
 
 
 def shape_of(x: Tensor | Const) -> tuple[int, ...]:
-    return x.shape if type(x) is Tensor else tuple(x.array.shape)
+    return x.shape if isinstance(x, Tensor) else tuple(x.array.shape)
 
 
 def dtype_of(x: Tensor | Const) -> np.dtype:
-    return x.dtype if type(x) is Tensor else dtypes.normalize(x.array.dtype)
+    return x.dtype if isinstance(x, Tensor) else dtypes.normalize(x.array.dtype)
 
 
 def broadcast_shape(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:

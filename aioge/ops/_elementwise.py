@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
-
 from .. import dtypes
 from ._common import as_tensor_like, broadcast_shape, dtype_of, emit, require_tensor, shape_of
 
