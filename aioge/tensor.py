@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _native, dtypes
-from ._native import ffi, lib
+from . import dtypes
 from ._scheduler import Completion
 from .errors import ClosedResourceError
 
