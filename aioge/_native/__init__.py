@@ -173,7 +173,7 @@ def _load_blas() -> str:
         # priority: load it from a thread at the host runtime's background
         # priority, so device work never crowds out an event loop sharing the
         # cores (AIOGE_HOST_WORKER_NICE, as for stream workers)
-        nice = int(os.environ.get("AIOGE_HOST_WORKER_NICE", "5") or 0)
+        nice = int(os.environ.get("AIOGE_HOST_WORKER_NICE", "10") or 0)
         if nice > 0 and hasattr(os, "setpriority"):
             try:
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)

@@ -42,6 +42,7 @@ static void *helper(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "hrt-pool-%d", index);
     pthread_setname_np(pthread_self(), name);
+    hrt_thread_background(); /* device work yields to an event loop sharing the cores */
     pthread_mutex_lock(&pool_mu);
     for (;;) {
         job *j = open_jobs;
