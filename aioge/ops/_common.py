@@ -22,6 +22,7 @@ __all__ = (
     "as_tensor_like",
     "broadcast_shape",
     "check_dtype",
+    "const",
     "emit",
     "emit_on",
     "int_list",
@@ -69,6 +70,15 @@ def check_dtype(op: str, dt: np.dtype, allowed: frozenset[np.dtype], what: str =
         )
 
 
+def const(value: Any, dtype: Any = None) -> Const:
+    """A :class:`Const` that keeps a 0-d value 0-d (``np.ascontiguousarray`` would make it 1-d)."""
+    arr = np.asarray(value, dtype)
+    c = Const(arr)
+    if arr.ndim == 0:
+        c.array = np.array(arr)
+    return c
+
+
 def as_tensor_like(x: Any, like: Tensor) -> Tensor | Const:
     """A tensor operand, or a Python/numpy scalar or array as a constant of ``like``'s dtype."""
     if type(x) is Tensor:
@@ -78,7 +88,7 @@ def as_tensor_like(x: Any, like: Tensor) -> Tensor | Const:
     arr = np.asarray(x)
     if arr.dtype == object:
         raise TypeError(f"cannot use {type(x).__name__} as an operand")
-    return Const(arr.astype(like.dtype, copy=False))
+    return const(arr.astype(like.dtype, copy=False))
 
 
 def shape_of(x: Tensor | Const) -> tuple[int, ...]:

@@ -13,6 +13,7 @@ from ._common import (
     as_tensor_like,
     broadcast_shape,
     check_dtype,
+    const,
     dtype_of,
     emit,
     require_tensor,
@@ -112,7 +113,7 @@ def gemm(
             f"{b.shape}{' (transposed)' if trans_b else ''}"
         )
     if c is None:
-        cc: Any = Const(np.zeros((), a.dtype))
+        cc: Any = const(np.zeros((), a.dtype))
         beta = 0.0
     else:
         cc = as_tensor_like(c, a)

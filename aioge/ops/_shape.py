@@ -19,6 +19,7 @@ from ..tensor import Tensor
 from ._common import (
     MOVABLE,
     check_dtype,
+    const,
     emit,
     emit_on,
     host_ints,
@@ -358,7 +359,7 @@ def pad(
         return emit("Identity", [x], [(x.shape, x.dtype)])[0]
     inputs: list[Any] = [x, host_ints(flat)]
     if mode == "constant":
-        inputs.append(Const(np.asarray(constant_value).astype(x.dtype).reshape(())))
+        inputs.append(const(np.asarray(constant_value).astype(x.dtype).reshape(())))
     return emit("PadV3", inputs, [(tuple(out), x.dtype)], {"mode": mode, "paddings_contiguous": False})[0]
 
 
@@ -379,5 +380,5 @@ def fill(shape: Sequence[int], value: Any, dtype: dtypes.DTypeLike = "float32", 
     if not sh:  # a zero-length dims input cannot be const: fill one element and view it as a scalar
         return fill((1,), value, dt, stream=stream).reshape(())
     dims = Const(np.asarray(sh, np.int64))
-    val = Const(np.asarray(value).astype(dt).reshape(()))
+    val = const(np.asarray(value).astype(dt).reshape(()))
     return emit_on(stream, "Fill", [dims, val], [(sh, dt)])[0]
