@@ -38,7 +38,7 @@ static void cs_chunk(void *vp, int64_t b, int64_t e) {
             size_t l = p->len[i];
             if (!l) continue;
             if (p->split)
-                memcpy((char *)c->out[i] + (size_t)o * l, (const char *)c->in[0] + (size_t)o * p->whole + p->off[i], l);
+                memcpy((char *)c->out[i] + (size_t)o * l, (const char *)c->in[p->first] + (size_t)o * p->whole + p->off[i], l);
             else
                 memcpy((char *)c->out[0] + (size_t)o * p->whole + p->off[i], (const char *)c->in[p->first + i] + (size_t)o * l, l);
         }
@@ -223,6 +223,7 @@ static aclError split_common(hrt_kernel *k, int xi, int64_t axis, const int64_t 
         return hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
     }
     p->split = true;
+    p->first = xi;
     p->outer = k_prod(x->dims, 0, ax);
     size_t inner = (size_t)k_prod(x->dims, ax + 1, x->ndim) * es, off = 0;
     for (int i = 0; i < n && !rc; i++) {
