@@ -25,7 +25,11 @@ OPS = settings(
     derandomize=True,
     database=None,
     max_examples=30,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
 )
 
 
@@ -33,7 +37,9 @@ def few(n: int) -> settings:
     return settings(OPS, max_examples=n)
 
 
-def shapes(min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int = 6) -> st.SearchStrategy[tuple[int, ...]]:
+def shapes(
+    min_dims: int = 0, max_dims: int = 4, min_side: int = 1, max_side: int = 6
+) -> st.SearchStrategy[tuple[int, ...]]:
     return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple)
 
 
@@ -43,19 +49,23 @@ def broadcastable_pair(max_dims: int = 4) -> st.SearchStrategy[tuple[tuple[int, 
     @st.composite
     def build(draw: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
         out = draw(shapes(0, max_dims, 1, 5))
+
         def derive() -> tuple[int, ...]:
             k = draw(st.integers(0, len(out)))
-            sub = list(out[len(out) - k:])
+            sub = list(out[len(out) - k :])
             for i in range(len(sub)):
                 if draw(st.booleans()):
                     sub[i] = 1
             return tuple(sub)
+
         return derive(), derive()
 
     return build()
 
 
-def rand(rng: np.random.Generator, shape: tuple[int, ...], dt: Any, lo: float = -3, hi: float = 3) -> np.ndarray:
+def rand(
+    rng: np.random.Generator, shape: tuple[int, ...], dt: Any, lo: float = -3, hi: float = 3
+) -> np.ndarray:
     dt = np.dtype(dt)
     if dt == np.bool_:
         return rng.random(shape) < 0.5
@@ -80,8 +90,15 @@ def _ulp(ref: np.ndarray, dt: np.dtype) -> np.ndarray:
     return np.spacing(np.abs(ref.astype(np.float64)).astype(dt)).astype(np.float64)
 
 
-def check(got: np.ndarray, ref: Any, dt: Any = None, *, rtol: float | None = None, atol: float = 0.0,
-          ulps: float = 1.0) -> None:  # fmt: skip
+def check(
+    got: np.ndarray,
+    ref: Any,
+    dt: Any = None,
+    *,
+    rtol: float | None = None,
+    atol: float = 0.0,
+    ulps: float = 1.0,
+) -> None:
     """Assert ``got`` matches ``ref`` (computed in float64).
 
     float32/float64: a relative tolerance; float16/bfloat16: within ``ulps``
@@ -92,7 +109,9 @@ def check(got: np.ndarray, ref: Any, dt: Any = None, *, rtol: float | None = Non
         _check(got, np.asarray(ref), np.dtype(got.dtype if dt is None else dt), rtol, atol, ulps)
 
 
-def _check(got: np.ndarray, ref: np.ndarray, dt: np.dtype, rtol: float | None, atol: float, ulps: float) -> None:
+def _check(
+    got: np.ndarray, ref: np.ndarray, dt: np.dtype, rtol: float | None, atol: float, ulps: float
+) -> None:
     assert got.dtype == dt, f"dtype {got.dtype} != {dt}"
     assert got.shape == ref.shape, f"shape {got.shape} != {ref.shape}"
     if dt.kind in "iub":
@@ -112,11 +131,10 @@ def _check(got: np.ndarray, ref: np.ndarray, dt: np.dtype, rtol: float | None, a
     err = np.abs(g - r)
     bad = fin & (err > tol)
     if bad.any():
-        i = np.argwhere(bad)[0]
-        raise AssertionError(
-            f"{bad.sum()} of {bad.size} values off; first at {tuple(i)}: got {g[tuple(i)]!r}, want {r[tuple(i)]!r} "
-            f"(tol {tol[tuple(i)] if np.ndim(tol) else tol!r})"
-        )
+        i = tuple(np.argwhere(bad)[0])
+        t = tol[i] if np.ndim(tol) else tol
+        msg = f"{bad.sum()} of {bad.size} values off; first at {i}: got {g[i]!r}, want {r[i]!r} (tol {t!r})"
+        raise AssertionError(msg)
 
 
 def rounded(ref: np.ndarray, dt: Any) -> np.ndarray:
@@ -127,8 +145,9 @@ def rounded(ref: np.ndarray, dt: Any) -> np.ndarray:
 
 # ----------------------------------------------------------- onnxruntime
 @functools.lru_cache(maxsize=256)
-def _ort_session(op: str, attrs: tuple[tuple[str, Any], ...], in_specs: tuple[tuple[tuple[int, ...], str], ...],
-                 opset: int) -> Any:  # fmt: skip
+def _ort_session(
+    op: str, attrs: tuple[tuple[str, Any], ...], in_specs: tuple[tuple[tuple[int, ...], str], ...], opset: int
+) -> Any:
 
     import onnxruntime as ort
     from onnx import TensorProto, helper
@@ -136,7 +155,10 @@ def _ort_session(op: str, attrs: tuple[tuple[str, Any], ...], in_specs: tuple[tu
     tp = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16}
     names = [f"i{j}" for j in range(len(in_specs))]
     node = helper.make_node(op, names, ["y"], **dict(attrs))
-    inputs = [helper.make_tensor_value_info(n, tp[dt], list(sh)) for n, (sh, dt) in zip(names, in_specs)]
+    inputs = [
+        helper.make_tensor_value_info(n, tp[dt], list(sh))
+        for n, (sh, dt) in zip(names, in_specs, strict=False)
+    ]
     g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", tp[in_specs[0][1]], None)])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = min(m.ir_version, 9)

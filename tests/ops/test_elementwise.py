@@ -6,7 +6,22 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opsutil import BF16, F16, F32, F64, FLOATS, INTS, broadcastable_pair, check, erf, few, rand, rounded, shapes, up
+from opsutil import (
+    BF16,
+    F16,
+    F32,
+    F64,
+    FLOATS,
+    INTS,
+    broadcastable_pair,
+    check,
+    erf,
+    few,
+    rand,
+    rounded,
+    shapes,
+    up,
+)
 
 import aioge
 from aioge import TensorSpec, ops
@@ -55,8 +70,11 @@ async def test_div_float(stream, pair, dt, seed):
 
 
 @few(30)
-@given(pair=broadcastable_pair(), dt=st.sampled_from([np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.int8)]),
-       seed=st.integers(0, 2**16))  # fmt: skip
+@given(
+    pair=broadcastable_pair(),
+    dt=st.sampled_from([np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.int8)]),
+    seed=st.integers(0, 2**16),
+)
 async def test_div_int_truncates_and_zero(stream, pair, dt, seed):
     rng = np.random.default_rng(seed)
     a, b = rand(rng, pair[0], dt), rand(rng, pair[1], dt)
@@ -95,14 +113,21 @@ CMP = {
 
 @pytest.mark.parametrize("name", sorted(CMP))
 @few(25)
-@given(pair=broadcastable_pair(), dt=st.sampled_from([*ARITH, np.dtype(np.bool_)]), seed=st.integers(0, 2**16))
+@given(
+    pair=broadcastable_pair(), dt=st.sampled_from([*ARITH, np.dtype(np.bool_)]), seed=st.integers(0, 2**16)
+)
 async def test_comparisons(stream, name, pair, dt, seed):
     fn, ref_fn = CMP[name]
     rng = np.random.default_rng(seed)
     a, b = rand(rng, pair[0], dt), rand(rng, pair[1], dt)
     if dt.kind == "f" or dt == BF16:
-        b = np.where(rng.random(pair[1]) < 0.3, np.broadcast_to(a, np.broadcast_shapes(a.shape, b.shape))
-                     [tuple(slice(0, s) for s in b.shape)] if a.shape == b.shape else b, b).astype(dt)  # fmt: skip
+        b = np.where(
+            rng.random(pair[1]) < 0.3,
+            np.broadcast_to(a, np.broadcast_shapes(a.shape, b.shape))[tuple(slice(0, s) for s in b.shape)]
+            if a.shape == b.shape
+            else b,
+            b,
+        ).astype(dt)
     got = await fn(up(stream, a), up(stream, b)).numpy()
     check(got, ref_fn(a.astype(np.float64) if dt == BF16 else a, b.astype(np.float64) if dt == BF16 else b))
 
@@ -127,8 +152,11 @@ async def test_scalar_operands(stream):
 
 
 @few(30)
-@given(shapes3=st.tuples(broadcastable_pair(3), shapes(0, 3, 1, 4)), dt=st.sampled_from([*ARITH, np.dtype(np.bool_)]),
-       seed=st.integers(0, 2**16))  # fmt: skip
+@given(
+    shapes3=st.tuples(broadcastable_pair(3), shapes(0, 3, 1, 4)),
+    dt=st.sampled_from([*ARITH, np.dtype(np.bool_)]),
+    seed=st.integers(0, 2**16),
+)
 async def test_where_broadcast(stream, shapes3, dt, seed):
     (sa, sb), sc = shapes3
     rng = np.random.default_rng(seed)
@@ -138,15 +166,23 @@ async def test_where_broadcast(stream, shapes3, dt, seed):
         sc = sa
     c, x, y = rng.random(sc) < 0.5, rand(rng, sa, dt), rand(rng, sb, dt)
     got = await ops.where(up(stream, c), up(stream, x), up(stream, y)).numpy()
-    check(got, np.where(c, x, y).astype(dt) if dt != BF16 else np.where(c, x.astype(np.float64), y.astype(np.float64)),
-          dt, ulps=0)  # fmt: skip
+    check(
+        got,
+        np.where(c, x, y).astype(dt)
+        if dt != BF16
+        else np.where(c, x.astype(np.float64), y.astype(np.float64)),
+        dt,
+        ulps=0,
+    )
 
 
 async def test_select_rank1_condition_picks_rows(stream):
     c = np.array([True, False, True])
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     y = -x
-    (out,) = aioge.op("Select", [up(stream, c), up(stream, x), up(stream, y)], [TensorSpec((3, 4), "float32")])
+    (out,) = aioge.op(
+        "Select", [up(stream, c), up(stream, x), up(stream, y)], [TensorSpec((3, 4), "float32")]
+    )
     check(await out.numpy(), np.where(c[:, None], x, y))
 
 
@@ -203,8 +239,16 @@ async def test_unary_specials(stream):
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-40, 88.8, -104.0, 3.4e38], np.float32)
     t = up(stream, x)
     with np.errstate(all="ignore"):
-        for fn, ref in ((ops.exp, np.exp), (ops.log, np.log), (ops.tanh, np.tanh), (ops.sqrt, np.sqrt),
-                        (ops.floor, np.floor), (ops.ceil, np.ceil), (ops.round, np.rint), (ops.abs, np.abs)):  # fmt: skip
+        for fn, ref in (
+            (ops.exp, np.exp),
+            (ops.log, np.log),
+            (ops.tanh, np.tanh),
+            (ops.sqrt, np.sqrt),
+            (ops.floor, np.floor),
+            (ops.ceil, np.ceil),
+            (ops.round, np.rint),
+            (ops.abs, np.abs),
+        ):
             got = await fn(t).numpy()
             want = ref(x.astype(np.float64)).astype(np.float32)
             check(got, want, rtol=3e-6, atol=1e-44)
@@ -218,8 +262,12 @@ async def test_gelu_tanh_and_leaky(stream):
     x = np.linspace(-6, 6, 301).astype(np.float32)
     t = up(stream, x)
     v = x.astype(np.float64)
-    check(await ops.gelu(t, approximate="tanh").numpy(),
-          0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3))), rtol=1e-5, atol=1e-6)  # fmt: skip
+    check(
+        await ops.gelu(t, approximate="tanh").numpy(),
+        0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3))),
+        rtol=1e-5,
+        atol=1e-6,
+    )
     check(await ops.leaky_relu(t, 0.2).numpy(), np.where(v > 0, v, 0.2 * v))
     check(await ops.round(t, 1).numpy(), np.round(x, 1), rtol=1e-6)
 
@@ -241,8 +289,12 @@ CAST_TYPES = [*FLOATS, *INTS, np.dtype(np.bool_)]
 
 
 @few(60)
-@given(shape=shapes(0, 3, 1, 8), src=st.sampled_from(CAST_TYPES), dst=st.sampled_from(CAST_TYPES),
-       seed=st.integers(0, 2**16))  # fmt: skip
+@given(
+    shape=shapes(0, 3, 1, 8),
+    src=st.sampled_from(CAST_TYPES),
+    dst=st.sampled_from(CAST_TYPES),
+    seed=st.integers(0, 2**16),
+)
 async def test_cast(stream, shape, src, dst, seed):
     rng = np.random.default_rng(seed)
     x = rand(rng, shape, src, -100, 100)
@@ -259,7 +311,12 @@ async def test_cast(stream, shape, src, dst, seed):
                 want = x.astype(dst)
     else:
         want = x.astype(dst) if dst != BF16 else x.astype(np.float32).astype(BF16)
-    check(got, np.asarray(want).astype(np.float64) if got.dtype.kind == "f" or got.dtype == BF16 else want, dst, ulps=0)
+    check(
+        got,
+        np.asarray(want).astype(np.float64) if got.dtype.kind == "f" or got.dtype == BF16 else want,
+        dst,
+        ulps=0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -284,14 +341,25 @@ async def test_cann_unary_attrs(stream, op_type, attrs, ref):
     check(await y.numpy(), ref(x.astype(np.float64)), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("op_type", ["Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum", "Pow",
-                                     "SquaredDifference"])  # fmt: skip
+@pytest.mark.parametrize(
+    "op_type",
+    ["Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum", "Pow", "SquaredDifference"],
+)
 async def test_cann_binary_names(stream, op_type):
     a = np.linspace(0.5, 2, 12).astype(np.float32).reshape(3, 4)
     b = np.linspace(1, 3, 4).astype(np.float32)
-    ref = {"Add": a + b, "AddV2": a + b, "Sub": a - b, "Mul": a * b, "RealDiv": a / b, "Div": a / b,
-           "Maximum": np.maximum(a, b), "Minimum": np.minimum(a, b), "Pow": a.astype(np.float64) ** b,
-           "SquaredDifference": (a - b) ** 2}[op_type]  # fmt: skip
+    ref = {
+        "Add": a + b,
+        "AddV2": a + b,
+        "Sub": a - b,
+        "Mul": a * b,
+        "RealDiv": a / b,
+        "Div": a / b,
+        "Maximum": np.maximum(a, b),
+        "Minimum": np.minimum(a, b),
+        "Pow": a.astype(np.float64) ** b,
+        "SquaredDifference": (a - b) ** 2,
+    }[op_type]
     (y,) = aioge.op(op_type, [up(stream, a), up(stream, b)], [TensorSpec((3, 4), "float32")])
     check(await y.numpy(), ref, rtol=1e-6)
 
@@ -299,8 +367,11 @@ async def test_cann_binary_names(stream, op_type):
 async def test_cann_clip_by_value_broadcast(stream):
     x = np.linspace(-3, 3, 24).astype(np.float32).reshape(4, 6)
     lo = np.full((6,), -1, np.float32)
-    (y,) = aioge.op("ClipByValue", [up(stream, x), up(stream, lo), aioge.Const(np.float32(1.5))],
-                    [TensorSpec((4, 6), "float32")])  # fmt: skip
+    (y,) = aioge.op(
+        "ClipByValue",
+        [up(stream, x), up(stream, lo), aioge.Const(np.float32(1.5))],
+        [TensorSpec((4, 6), "float32")],
+    )
     check(await y.numpy(), np.clip(x, -1, 1.5))
 
 
@@ -311,4 +382,6 @@ async def test_big_elementwise_uses_pool(stream):
     check(await ops.add(ta, ta).numpy(), a + a, rtol=0)
     check(await ops.exp(ta).numpy(), np.exp(a.astype(np.float64)), rtol=3e-6)
     h = up(stream, a.astype(np.float16))
-    check(await ops.mul(h, h).numpy(), rounded(a.astype(np.float16).astype(np.float64) ** 2, F16), F16, ulps=0.5)
+    check(
+        await ops.mul(h, h).numpy(), rounded(a.astype(np.float16).astype(np.float64) ** 2, F16), F16, ulps=0.5
+    )

@@ -27,9 +27,14 @@ def _tol(dt, k):
 
 @few(40)
 @given(
-    m=st.integers(1, 9), n=st.integers(1, 9), k=st.integers(1, 9),
-    ta=st.booleans(), tb=st.booleans(), dt=st.sampled_from(MM_DTYPES), seed=st.integers(0, 2**16),
-)  # fmt: skip
+    m=st.integers(1, 9),
+    n=st.integers(1, 9),
+    k=st.integers(1, 9),
+    ta=st.booleans(),
+    tb=st.booleans(),
+    dt=st.sampled_from(MM_DTYPES),
+    seed=st.integers(0, 2**16),
+)
 async def test_matmul_2d(stream, m, n, k, ta, tb, dt, seed):
     rng = np.random.default_rng(seed)
     a = rand(rng, (k, m) if ta else (m, k), dt, -1, 1)
@@ -43,9 +48,14 @@ async def test_matmul_2d(stream, m, n, k, ta, tb, dt, seed):
 @few(40)
 @given(
     batch=st.tuples(st.lists(st.integers(1, 3), max_size=3), st.lists(st.integers(1, 3), max_size=3)),
-    m=st.integers(1, 6), n=st.integers(1, 6), k=st.integers(1, 6),
-    ta=st.booleans(), tb=st.booleans(), dt=st.sampled_from([F32, F16, F64]), seed=st.integers(0, 2**16),
-)  # fmt: skip
+    m=st.integers(1, 6),
+    n=st.integers(1, 6),
+    k=st.integers(1, 6),
+    ta=st.booleans(),
+    tb=st.booleans(),
+    dt=st.sampled_from([F32, F16, F64]),
+    seed=st.integers(0, 2**16),
+)
 async def test_batch_matmul_broadcast(stream, batch, m, n, k, ta, tb, dt, seed):
     ba, bb = batch
     # make the batch dims broadcastable: where both have a dim, one of them is 1 or they agree
@@ -82,23 +92,39 @@ async def test_many_small_batched_gemms(stream):
 async def test_large_gemm_matches_numpy(stream):
     rng = np.random.default_rng(4)
     a, b = rng.random((300, 200), np.float32), rng.random((200, 250), np.float32)
-    check(await ops.matmul(up(stream, a), up(stream, b)).numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    check(
+        await ops.matmul(up(stream, a), up(stream, b)).numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4
+    )
 
 
 @few(30)
 @given(
-    m=st.integers(1, 7), n=st.integers(1, 7), k=st.integers(1, 7), ta=st.booleans(), tb=st.booleans(),
-    cshape=st.sampled_from(["mn", "n", "1n", "m1", "1", "none"]), alpha=st.sampled_from([1.0, 0.5, -2.0]),
-    beta=st.sampled_from([1.0, 0.0, 3.0]), dt=st.sampled_from([F32, F16, F64]), seed=st.integers(0, 2**16),
-)  # fmt: skip
+    m=st.integers(1, 7),
+    n=st.integers(1, 7),
+    k=st.integers(1, 7),
+    ta=st.booleans(),
+    tb=st.booleans(),
+    cshape=st.sampled_from(["mn", "n", "1n", "m1", "1", "none"]),
+    alpha=st.sampled_from([1.0, 0.5, -2.0]),
+    beta=st.sampled_from([1.0, 0.0, 3.0]),
+    dt=st.sampled_from([F32, F16, F64]),
+    seed=st.integers(0, 2**16),
+)
 async def test_gemm(stream, m, n, k, ta, tb, cshape, alpha, beta, dt, seed):
     rng = np.random.default_rng(seed)
     a = rand(rng, (k, m) if ta else (m, k), dt, -1, 1)
     b = rand(rng, (n, k) if tb else (k, n), dt, -1, 1)
     shp = {"mn": (m, n), "n": (n,), "1n": (1, n), "m1": (m, 1), "1": (1,), "none": None}[cshape]
     c = None if shp is None else rand(rng, shp, dt, -1, 1)
-    y = ops.gemm(up(stream, a), up(stream, b), None if c is None else up(stream, c), alpha=alpha, beta=beta,
-                 trans_a=ta, trans_b=tb)  # fmt: skip
+    y = ops.gemm(
+        up(stream, a),
+        up(stream, b),
+        None if c is None else up(stream, c),
+        alpha=alpha,
+        beta=beta,
+        trans_a=ta,
+        trans_b=tb,
+    )
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     ref = alpha * ((a64.T if ta else a64) @ (b64.T if tb else b64))
     if c is not None:
@@ -109,22 +135,42 @@ async def test_gemm(stream, m, n, k, ta, tb, cshape, alpha, beta, dt, seed):
 async def test_cann_matmul_v2_bias_and_attrs(stream):
     rng = np.random.default_rng(5)
     a, b, bias = rng.random((4, 3), np.float32), rng.random((5, 3), np.float32), rng.random(5, np.float32)
-    (y,) = aioge.op("MatMulV2", [up(stream, a), up(stream, b), up(stream, bias), None],
-                    [TensorSpec((4, 5), "float32")], {"transpose_x1": False, "transpose_x2": True, "offset_x": 0})  # fmt: skip
+    (y,) = aioge.op(
+        "MatMulV2",
+        [up(stream, a), up(stream, b), up(stream, bias), None],
+        [TensorSpec((4, 5), "float32")],
+        {"transpose_x1": False, "transpose_x2": True, "offset_x": 0},
+    )
     check(await y.numpy(), a.astype(np.float64) @ b.T + bias, rtol=1e-6)
-    (y,) = aioge.op("MatMul", [up(stream, a.T.copy()), up(stream, b.T.copy()), None], [TensorSpec((4, 5), "float32")],
-                    {"transpose_x1": True})  # fmt: skip
+    (y,) = aioge.op(
+        "MatMul",
+        [up(stream, a.T.copy()), up(stream, b.T.copy()), None],
+        [TensorSpec((4, 5), "float32")],
+        {"transpose_x1": True},
+    )
     check(await y.numpy(), a.astype(np.float64) @ b.T, rtol=1e-6)
 
 
 async def test_cann_batch_matmul_v2(stream):
     rng = np.random.default_rng(6)
-    a, b, bias = rng.random((2, 3, 4, 5), np.float32), rng.random((3, 6, 5), np.float32), rng.random(6, np.float32)
-    (y,) = aioge.op("BatchMatMulV2", [up(stream, a), up(stream, b), up(stream, bias), None],
-                    [TensorSpec((2, 3, 4, 6), "float32")], {"adj_x1": False, "adj_x2": True})  # fmt: skip
+    a, b, bias = (
+        rng.random((2, 3, 4, 5), np.float32),
+        rng.random((3, 6, 5), np.float32),
+        rng.random(6, np.float32),
+    )
+    (y,) = aioge.op(
+        "BatchMatMulV2",
+        [up(stream, a), up(stream, b), up(stream, bias), None],
+        [TensorSpec((2, 3, 4, 6), "float32")],
+        {"adj_x1": False, "adj_x2": True},
+    )
     check(await y.numpy(), a.astype(np.float64) @ np.swapaxes(b, -1, -2) + bias, rtol=1e-6)
-    (y,) = aioge.op("BatchMatMul", [up(stream, a), up(stream, np.swapaxes(b, -1, -2).copy())],
-                    [TensorSpec((2, 3, 4, 6), "float32")], {"adj_x1": False, "adj_x2": False})  # fmt: skip
+    (y,) = aioge.op(
+        "BatchMatMul",
+        [up(stream, a), up(stream, np.swapaxes(b, -1, -2).copy())],
+        [TensorSpec((2, 3, 4, 6), "float32")],
+        {"adj_x1": False, "adj_x2": False},
+    )
     check(await y.numpy(), a.astype(np.float64) @ np.swapaxes(b, -1, -2), rtol=1e-6)
 
 
@@ -132,8 +178,12 @@ async def test_cann_gemm_host_alpha_beta(stream):
     rng = np.random.default_rng(7)
     a, b, c = rng.random((3, 4), np.float32), rng.random((4, 2), np.float32), rng.random((3, 2), np.float32)
     alpha, beta = np.array([2.0], np.float32), np.array([0.5], np.float32)
-    (y,) = aioge.op("GEMM", [up(stream, a), up(stream, b), up(stream, c), aioge.HostInput(alpha), up(stream, beta)],
-                    [TensorSpec((3, 2), "float32")], {"transpose_a": False, "transpose_b": False})  # fmt: skip
+    (y,) = aioge.op(
+        "GEMM",
+        [up(stream, a), up(stream, b), up(stream, c), aioge.HostInput(alpha), up(stream, beta)],
+        [TensorSpec((3, 2), "float32")],
+        {"transpose_a": False, "transpose_b": False},
+    )
     check(await y.numpy(), 2 * (a.astype(np.float64) @ b) + 0.5 * c, rtol=1e-6)
 
 

@@ -23,8 +23,12 @@ def _softmax64(x, axis):
 
 
 @few(40)
-@given(shape=shapes(1, 4, 1, 7), data=st.integers(0, 2**16), dt=st.sampled_from([F32, F16, BF16, F64]),
-       log=st.booleans())  # fmt: skip
+@given(
+    shape=shapes(1, 4, 1, 7),
+    data=st.integers(0, 2**16),
+    dt=st.sampled_from([F32, F16, BF16, F64]),
+    log=st.booleans(),
+)
 async def test_softmax(stream, shape, data, dt, log):
     rng = np.random.default_rng(data)
     axis = int(rng.integers(-len(shape), len(shape)))
@@ -45,9 +49,13 @@ async def test_softmax(stream, shape, data, dt, log):
 
 async def test_softmax_big_rows_and_half_to_float(stream):
     x = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32) * 5
-    check(await ops.softmax(up(stream, x)).numpy(), _softmax64(x.astype(np.float64), -1), rtol=1e-5, atol=1e-9)
+    check(
+        await ops.softmax(up(stream, x)).numpy(), _softmax64(x.astype(np.float64), -1), rtol=1e-5, atol=1e-9
+    )
     h = x.astype(np.float16)
-    (y,) = aioge.op("SoftmaxV2", [up(stream, h)], [TensorSpec(h.shape, "float32")], {"axes": [-1], "half_to_float": True})
+    (y,) = aioge.op(
+        "SoftmaxV2", [up(stream, h)], [TensorSpec(h.shape, "float32")], {"axes": [-1], "half_to_float": True}
+    )
     check(await y.numpy(), _softmax64(h.astype(np.float64), -1), rtol=1e-5, atol=1e-9)
     # a row of -inf gives NaN (0/0), like numpy
     z = np.full((2, 3), -np.inf, np.float32)
@@ -56,17 +64,26 @@ async def test_softmax_big_rows_and_half_to_float(stream):
 
 
 @few(40)
-@given(shape=shapes(1, 4, 1, 8), data=st.integers(0, 2**16), dt=st.sampled_from([F32, F16, BF16, F64]),
-       affine=st.sampled_from(["both", "weight", "none"]))  # fmt: skip
+@given(
+    shape=shapes(1, 4, 1, 8),
+    data=st.integers(0, 2**16),
+    dt=st.sampled_from([F32, F16, BF16, F64]),
+    affine=st.sampled_from(["both", "weight", "none"]),
+)
 async def test_layer_norm(stream, shape, data, dt, affine):
     rng = np.random.default_rng(data)
     axis = int(rng.integers(-len(shape), len(shape)))
     x = rand(rng, shape, dt, -3, 3)
-    ns = x.shape[axis % len(shape):]
+    ns = x.shape[axis % len(shape) :]
     g = rand(rng, ns, dt, 0.5, 1.5) if affine != "none" else None
     b = rand(rng, ns, dt, -1, 1) if affine == "both" else None
-    got = await ops.layer_norm(up(stream, x), None if g is None else up(stream, g), None if b is None else up(stream, b),
-                               axis=axis, epsilon=1e-5).numpy()  # fmt: skip
+    got = await ops.layer_norm(
+        up(stream, x),
+        None if g is None else up(stream, g),
+        None if b is None else up(stream, b),
+        axis=axis,
+        epsilon=1e-5,
+    ).numpy()
     x64 = x.astype(np.float64)
     red = tuple(range(axis % len(shape), len(shape)))
     ref = (x64 - x64.mean(axis=red, keepdims=True)) / np.sqrt(x64.var(axis=red, keepdims=True) + 1e-5)
@@ -85,18 +102,31 @@ async def test_cann_layer_norm_stats_and_v3(stream):
     x = rng.standard_normal((2, 3, 8)).astype(np.float32)
     g, b = rng.random((3, 8), np.float32), rng.random((3, 8), np.float32)
     # begin_norm_axis 2, begin_params_axis 1: gamma covers (3, 8) and broadcasts over the rows
-    y, mean, var = aioge.op("LayerNorm", [up(stream, x), up(stream, g), up(stream, b)],
-                            [TensorSpec((2, 3, 8), "float32"), TensorSpec((2, 3, 1), "float32"),
-                             TensorSpec((2, 3, 1), "float32")],
-                            {"begin_norm_axis": 2, "begin_params_axis": 1, "epsilon": 1e-7})  # fmt: skip
+    y, mean, var = aioge.op(
+        "LayerNorm",
+        [up(stream, x), up(stream, g), up(stream, b)],
+        [
+            TensorSpec((2, 3, 8), "float32"),
+            TensorSpec((2, 3, 1), "float32"),
+            TensorSpec((2, 3, 1), "float32"),
+        ],
+        {"begin_norm_axis": 2, "begin_params_axis": 1, "epsilon": 1e-7},
+    )
     x64 = x.astype(np.float64)
     mu, va = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
     check(await y.numpy(), (x64 - mu) / np.sqrt(va + 1e-7) * g + b, rtol=1e-4, atol=1e-5)
     check(await mean.numpy(), mu, rtol=1e-5, atol=1e-6)
     check(await var.numpy(), va, rtol=1e-5, atol=1e-6)
-    y, mean, rstd = aioge.op("LayerNormV3", [up(stream, x), up(stream, g[0]), up(stream, b[0])],
-                             [TensorSpec((2, 3, 8), "float32"), TensorSpec((2, 3, 1), "float32"),
-                              TensorSpec((2, 3, 1), "float32")], {"begin_norm_axis": -1, "begin_params_axis": -1})  # fmt: skip
+    y, mean, rstd = aioge.op(
+        "LayerNormV3",
+        [up(stream, x), up(stream, g[0]), up(stream, b[0])],
+        [
+            TensorSpec((2, 3, 8), "float32"),
+            TensorSpec((2, 3, 1), "float32"),
+            TensorSpec((2, 3, 1), "float32"),
+        ],
+        {"begin_norm_axis": -1, "begin_params_axis": -1},
+    )
     check(await rstd.numpy(), 1 / np.sqrt(va + 1e-5), rtol=1e-5)
 
 
@@ -105,7 +135,7 @@ async def test_cann_layer_norm_stats_and_v3(stream):
 async def test_rms_norm(stream, shape, data, dt):
     rng = np.random.default_rng(data)
     k = int(rng.integers(1, len(shape) + 1))
-    x, g = rand(rng, shape, dt), rand(rng, shape[len(shape) - k:], dt, 0.5, 1.5)
+    x, g = rand(rng, shape, dt), rand(rng, shape[len(shape) - k :], dt, 0.5, 1.5)
     got = await ops.rms_norm(up(stream, x), up(stream, g), epsilon=1e-6).numpy()
     x64 = x.astype(np.float64)
     red = tuple(range(len(shape) - k, len(shape)))
@@ -117,16 +147,26 @@ async def test_rms_norm(stream, shape, data, dt):
 
 
 @few(20)
-@given(n=st.integers(1, 3), c=st.integers(1, 5), hw=st.tuples(st.integers(1, 5), st.integers(1, 5)),
-       nhwc=st.booleans(), dt=st.sampled_from([F32, F16, F64]), seed=st.integers(0, 2**16))  # fmt: skip
+@given(
+    n=st.integers(1, 3),
+    c=st.integers(1, 5),
+    hw=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    nhwc=st.booleans(),
+    dt=st.sampled_from([F32, F16, F64]),
+    seed=st.integers(0, 2**16),
+)
 async def test_batch_norm(stream, n, c, hw, nhwc, dt, seed):
     rng = np.random.default_rng(seed)
     x = rand(rng, (n, c, *hw), dt)
     sc, bi, mu = (rand(rng, (c,), dt) for _ in range(3))
     va = rand(rng, (c,), dt, 0.2, 2)
     xin = x.transpose(0, 2, 3, 1).copy() if nhwc else x
-    got = await ops.batch_norm(up(stream, xin), *(up(stream, t) for t in (sc, bi, mu, va)), epsilon=1e-5,
-                               data_format="NHWC" if nhwc else "NCHW").numpy()  # fmt: skip
+    got = await ops.batch_norm(
+        up(stream, xin),
+        *(up(stream, t) for t in (sc, bi, mu, va)),
+        epsilon=1e-5,
+        data_format="NHWC" if nhwc else "NCHW",
+    ).numpy()
     f = lambda t: t.astype(np.float64)[None, :, None, None]  # noqa: E731
     ref = (x.astype(np.float64) - f(mu)) / np.sqrt(f(va) + 1e-5) * f(sc) + f(bi)
     if nhwc:
@@ -138,12 +178,21 @@ async def test_cann_batch_norm_training(stream):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((4, 3, 2, 2)).astype(np.float32)
     sc, of = np.ones(3, np.float32), np.zeros(3, np.float32)
-    outs = aioge.op("BatchNorm", [up(stream, x), up(stream, sc), up(stream, of), None, None],
-                    [TensorSpec(x.shape, "float32")] + [TensorSpec((3,), "float32")] * 4,
-                    {"epsilon": 1e-3, "is_training": True}, formats=[NCHW, ND, ND, ND, ND, NCHW, ND, ND, ND, ND])  # fmt: skip
+    outs = aioge.op(
+        "BatchNorm",
+        [up(stream, x), up(stream, sc), up(stream, of), None, None],
+        [TensorSpec(x.shape, "float32")] + [TensorSpec((3,), "float32")] * 4,
+        {"epsilon": 1e-3, "is_training": True},
+        formats=[NCHW, ND, ND, ND, ND, NCHW, ND, ND, ND, ND],
+    )
     x64 = x.astype(np.float64)
     mu, va = x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3))
-    check(await outs[0].numpy(), (x64 - mu[:, None, None]) / np.sqrt(va[:, None, None] + 1e-3), rtol=1e-4, atol=1e-5)
+    check(
+        await outs[0].numpy(),
+        (x64 - mu[:, None, None]) / np.sqrt(va[:, None, None] + 1e-3),
+        rtol=1e-4,
+        atol=1e-5,
+    )
     check(await outs[1].numpy(), mu, rtol=1e-5, atol=1e-6)
     check(await outs[2].numpy(), x64.var(axis=(0, 2, 3), ddof=1), rtol=1e-5)
 
@@ -177,11 +226,26 @@ async def test_conv2d_vs_onnxruntime(stream, case, nhwc, bias, seed):
     x = rng.standard_normal((n, cin, *hw)).astype(np.float32)
     w = rng.standard_normal((cout, cin // groups, *k)).astype(np.float32)
     b = rng.standard_normal(cout).astype(np.float32)
-    ref = ort_run("Conv", [x, w, b] if bias else [x, w], kernel_shape=list(k), strides=list(s), dilations=list(d),
-                  pads=list(p), group=groups)  # fmt: skip
+    ref = ort_run(
+        "Conv",
+        [x, w, b] if bias else [x, w],
+        kernel_shape=list(k),
+        strides=list(s),
+        dilations=list(d),
+        pads=list(p),
+        group=groups,
+    )
     xin = x.transpose(0, 2, 3, 1).copy() if nhwc else x
-    y = ops.conv2d(up(stream, xin), up(stream, w), up(stream, b) if bias else None, strides=s, pads=p, dilations=d,
-                   groups=groups, data_format="NHWC" if nhwc else "NCHW")  # fmt: skip
+    y = ops.conv2d(
+        up(stream, xin),
+        up(stream, w),
+        up(stream, b) if bias else None,
+        strides=s,
+        pads=p,
+        dilations=d,
+        groups=groups,
+        data_format="NHWC" if nhwc else "NCHW",
+    )
     got = await y.numpy()
     check(got, ref.transpose(0, 2, 3, 1) if nhwc else ref, rtol=1e-4, atol=1e-4)
 
@@ -192,8 +256,13 @@ async def test_conv2d_dtypes(stream, dt):
     x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
     w = rng.standard_normal((6, 2, 3, 3)).astype(np.float32)
     xd, wd = x.astype(dt), w.astype(dt)
-    ref = ort_run("Conv", [xd.astype(np.float32), wd.astype(np.float32)], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
-                  group=2).astype(np.float64)  # fmt: skip
+    ref = ort_run(
+        "Conv",
+        [xd.astype(np.float32), wd.astype(np.float32)],
+        kernel_shape=[3, 3],
+        pads=[1, 1, 1, 1],
+        group=2,
+    ).astype(np.float64)
     got = await ops.conv2d(up(stream, xd), up(stream, wd), pads=1, groups=2).numpy()
     if dt == F64:
         check(got, ref, dt, rtol=1e-5, atol=1e-5)
@@ -207,7 +276,12 @@ async def test_conv2d_resnet_shapes(stream):
     for k, pad, s in ((3, 1, 1), (1, 0, 1), (1, 0, 2)):
         w = (rng.standard_normal((64, 64, k, k)) * 0.1).astype(np.float32)
         ref = ort_run("Conv", [x, w], kernel_shape=[k, k], pads=[pad] * 4, strides=[s, s])
-        check(await ops.conv2d(up(stream, x), up(stream, w), pads=pad, strides=s).numpy(), ref, rtol=1e-4, atol=1e-4)
+        check(
+            await ops.conv2d(up(stream, x), up(stream, w), pads=pad, strides=s).numpy(),
+            ref,
+            rtol=1e-4,
+            atol=1e-4,
+        )
 
 
 async def test_cann_conv2d_ort_style_call(stream):
@@ -217,23 +291,53 @@ async def test_cann_conv2d_ort_style_call(stream):
     x = rng.standard_normal((1, 4, 5, 5)).astype(np.float32)
     w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
     b = rng.standard_normal(4).astype(np.float32)
-    attrs = {"strides": [1, 1, 1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1, 1, 1], "group": 2,
-             "data_format": "NCHW", "auto_pad": "NOTSET", "dim_size": 4, "trans_2d": False}  # fmt: skip
-    (y,) = aioge.op("Conv2D", [up(stream, x), up(stream, w), up(stream, b), None], [TensorSpec((1, 4, 5, 5), "float32")],
-                    attrs, formats=[NCHW, NCHW, ND, ND, NCHW])  # fmt: skip
-    check(await y.numpy(), ort_run("Conv", [x, w, b], kernel_shape=[3, 3], pads=[1] * 4, group=2), rtol=1e-4, atol=1e-5)
+    attrs = {
+        "strides": [1, 1, 1, 1],
+        "pads": [1, 1, 1, 1],
+        "dilations": [1, 1, 1, 1],
+        "group": 2,
+        "data_format": "NCHW",
+        "auto_pad": "NOTSET",
+        "dim_size": 4,
+        "trans_2d": False,
+    }
+    (y,) = aioge.op(
+        "Conv2D",
+        [up(stream, x), up(stream, w), up(stream, b), None],
+        [TensorSpec((1, 4, 5, 5), "float32")],
+        attrs,
+        formats=[NCHW, NCHW, ND, ND, NCHW],
+    )
+    check(
+        await y.numpy(),
+        ort_run("Conv", [x, w, b], kernel_shape=[3, 3], pads=[1] * 4, group=2),
+        rtol=1e-4,
+        atol=1e-5,
+    )
     # TensorFlow style: NHWC data with an HWCN filter (ND filter desc)
-    (y,) = aioge.op("Conv2D", [up(stream, x.transpose(0, 2, 3, 1).copy()), up(stream, w.transpose(2, 3, 1, 0).copy()),
-                               None, None], [TensorSpec((1, 5, 5, 4), "float32")],
-                    {"strides": [1, 1, 1, 1], "pads": [1, 1, 1, 1], "groups": 2, "data_format": "NHWC"},
-                    formats=[NHWC, ND, ND, ND, NHWC])  # fmt: skip
-    check(await y.numpy(), ort_run("Conv", [x, w], kernel_shape=[3, 3], pads=[1] * 4, group=2).transpose(0, 2, 3, 1),
-          rtol=1e-4, atol=1e-5)  # fmt: skip
+    (y,) = aioge.op(
+        "Conv2D",
+        [up(stream, x.transpose(0, 2, 3, 1).copy()), up(stream, w.transpose(2, 3, 1, 0).copy()), None, None],
+        [TensorSpec((1, 5, 5, 4), "float32")],
+        {"strides": [1, 1, 1, 1], "pads": [1, 1, 1, 1], "groups": 2, "data_format": "NHWC"},
+        formats=[NHWC, ND, ND, ND, NHWC],
+    )
+    check(
+        await y.numpy(),
+        ort_run("Conv", [x, w], kernel_shape=[3, 3], pads=[1] * 4, group=2).transpose(0, 2, 3, 1),
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 @few(40)
-@given(case=conv_case(transpose=True), bias=st.booleans(), nhwc=st.booleans(), seed=st.integers(0, 2**16),
-       opad=st.tuples(st.integers(0, 1), st.integers(0, 1)))  # fmt: skip
+@given(
+    case=conv_case(transpose=True),
+    bias=st.booleans(),
+    nhwc=st.booleans(),
+    seed=st.integers(0, 2**16),
+    opad=st.tuples(st.integers(0, 1), st.integers(0, 1)),
+)
 async def test_conv_transpose2d_vs_onnxruntime(stream, case, bias, nhwc, seed, opad):
     n, cin, cout, groups, k, s, d, p, hw = case
     op_ = tuple(min(o, si - 1) for o, si in zip(opad, s, strict=True))
@@ -245,12 +349,28 @@ async def test_conv_transpose2d_vs_onnxruntime(stream, case, bias, nhwc, seed, o
     x = rng.standard_normal((n, cin, *hw)).astype(np.float32)
     w = rng.standard_normal((cin, cout // groups, *k)).astype(np.float32)
     b = rng.standard_normal(cout).astype(np.float32)
-    ref = ort_run("ConvTranspose", [x, w, b] if bias else [x, w], kernel_shape=list(k), strides=list(s),
-                  dilations=list(d), pads=list(p), group=groups, output_padding=list(op_))  # fmt: skip
+    ref = ort_run(
+        "ConvTranspose",
+        [x, w, b] if bias else [x, w],
+        kernel_shape=list(k),
+        strides=list(s),
+        dilations=list(d),
+        pads=list(p),
+        group=groups,
+        output_padding=list(op_),
+    )
     xin = x.transpose(0, 2, 3, 1).copy() if nhwc else x
-    y = ops.conv_transpose2d(up(stream, xin), up(stream, w), up(stream, b) if bias else None, strides=s, pads=p,
-                             dilations=d, groups=groups, output_padding=op_,
-                             data_format="NHWC" if nhwc else "NCHW")  # fmt: skip
+    y = ops.conv_transpose2d(
+        up(stream, xin),
+        up(stream, w),
+        up(stream, b) if bias else None,
+        strides=s,
+        pads=p,
+        dilations=d,
+        groups=groups,
+        output_padding=op_,
+        data_format="NHWC" if nhwc else "NCHW",
+    )
     check(await y.numpy(), ref.transpose(0, 2, 3, 1) if nhwc else ref, rtol=1e-4, atol=1e-4)
 
 
@@ -259,13 +379,24 @@ async def test_cann_conv2d_transpose_d(stream):
     x = rng.standard_normal((1, 3, 4, 4)).astype(np.float32)
     w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
     attrs = {"input_size": [1, 2, 8, 8], "strides": [1, 1, 2, 2], "pads": [1, 0, 1, 0], "data_format": "NCHW"}
-    (y,) = aioge.op("Conv2DTransposeD", [up(stream, x), up(stream, w), None, None], [TensorSpec((1, 2, 8, 8), "float32")],
-                    attrs, formats=[NCHW, NCHW, ND, ND, NCHW])  # fmt: skip
-    ref = ort_run("ConvTranspose", [x, w], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 0], output_padding=[0, 0])
+    (y,) = aioge.op(
+        "Conv2DTransposeD",
+        [up(stream, x), up(stream, w), None, None],
+        [TensorSpec((1, 2, 8, 8), "float32")],
+        attrs,
+        formats=[NCHW, NCHW, ND, ND, NCHW],
+    )
+    ref = ort_run(
+        "ConvTranspose", [x, w], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 0], output_padding=[0, 0]
+    )
     check(await y.numpy(), ref, rtol=1e-4, atol=1e-5)
-    (y,) = aioge.op("Conv2DTranspose", [HostInput(np.array([1, 2, 8, 8], np.int32)), up(stream, x), up(stream, w),
-                                        None, None], [TensorSpec((1, 2, 8, 8), "float32")],
-                    {k: v for k, v in attrs.items() if k != "input_size"}, formats=[ND, NCHW, NCHW, ND, ND, NCHW])  # fmt: skip
+    (y,) = aioge.op(
+        "Conv2DTranspose",
+        [HostInput(np.array([1, 2, 8, 8], np.int32)), up(stream, x), up(stream, w), None, None],
+        [TensorSpec((1, 2, 8, 8), "float32")],
+        {k: v for k, v in attrs.items() if k != "input_size"},
+        formats=[ND, NCHW, NCHW, ND, ND, NCHW],
+    )
     check(await y.numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
@@ -280,8 +411,14 @@ def pool_case(draw):
 
 
 @few(60)
-@given(case=pool_case(), is_max=st.booleans(), ceil=st.booleans(), incl=st.booleans(), nhwc=st.booleans(),
-       seed=st.integers(0, 2**16))  # fmt: skip
+@given(
+    case=pool_case(),
+    is_max=st.booleans(),
+    ceil=st.booleans(),
+    incl=st.booleans(),
+    nhwc=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 async def test_pool_vs_onnxruntime(stream, case, is_max, ceil, incl, nhwc, seed):
     n, c, k, s, p, hw = case
     if hw[0] + p[0] + p[2] < k[0] or hw[1] + p[1] + p[3] < k[1]:
@@ -312,22 +449,47 @@ async def test_pool_auto_pad(stream, auto_pad):
 
 async def test_global_avg_pool_and_cann_padding_modes(stream):
     x = np.random.default_rng(8).standard_normal((2, 3, 5, 4)).astype(np.float32)
-    check(await ops.global_avg_pool(up(stream, x)).numpy(), x.astype(np.float64).mean(axis=(2, 3), keepdims=True),
-          rtol=1e-6)  # fmt: skip
+    check(
+        await ops.global_avg_pool(up(stream, x)).numpy(),
+        x.astype(np.float64).mean(axis=(2, 3), keepdims=True),
+        rtol=1e-6,
+    )
     xh = x.transpose(0, 2, 3, 1).copy()
-    check(await ops.global_avg_pool(up(stream, xh), data_format="NHWC").numpy(),
-          xh.astype(np.float64).mean(axis=(1, 2), keepdims=True), rtol=1e-6)  # fmt: skip
+    check(
+        await ops.global_avg_pool(up(stream, xh), data_format="NHWC").numpy(),
+        xh.astype(np.float64).mean(axis=(1, 2), keepdims=True),
+        rtol=1e-6,
+    )
     # ORT-style MaxPoolV3 SAME and the TF MaxPool / AvgPool ops
-    (y,) = aioge.op("MaxPoolV3", [up(stream, x)], [TensorSpec((2, 3, 3, 2), "float32")],
-                    {"ksize": [1, 1, 3, 3], "strides": [1, 1, 2, 2], "padding_mode": "SAME", "data_format": "NCHW"},
-                    formats=[NCHW, NCHW])  # fmt: skip
-    check(await y.numpy(), ort_run("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"))
-    (y,) = aioge.op("AvgPool", [up(stream, xh)], [TensorSpec((2, 2, 2, 3), "float32")],
-                    {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}, formats=[NHWC, NHWC])  # fmt: skip
-    check(await y.numpy(), ort_run("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2]).transpose(0, 2, 3, 1),
-          rtol=1e-6)  # fmt: skip
-    (y,) = aioge.op("AvgPoolV2", [up(stream, x)], [TensorSpec((2, 3, 2, 2), "float32")],
-                    {"ksize": [1, 1, 2, 2], "strides": [1, 1, 2, 2], "divisor_override": 2}, formats=[NCHW, NCHW])  # fmt: skip
+    (y,) = aioge.op(
+        "MaxPoolV3",
+        [up(stream, x)],
+        [TensorSpec((2, 3, 3, 2), "float32")],
+        {"ksize": [1, 1, 3, 3], "strides": [1, 1, 2, 2], "padding_mode": "SAME", "data_format": "NCHW"},
+        formats=[NCHW, NCHW],
+    )
+    check(
+        await y.numpy(), ort_run("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
+    )
+    (y,) = aioge.op(
+        "AvgPool",
+        [up(stream, xh)],
+        [TensorSpec((2, 2, 2, 3), "float32")],
+        {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"},
+        formats=[NHWC, NHWC],
+    )
+    check(
+        await y.numpy(),
+        ort_run("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2]).transpose(0, 2, 3, 1),
+        rtol=1e-6,
+    )
+    (y,) = aioge.op(
+        "AvgPoolV2",
+        [up(stream, x)],
+        [TensorSpec((2, 3, 2, 2), "float32")],
+        {"ksize": [1, 1, 2, 2], "strides": [1, 1, 2, 2], "divisor_override": 2},
+        formats=[NCHW, NCHW],
+    )
     check(await y.numpy(), x[:, :, :4, :4].reshape(2, 3, 2, 2, 2, 2).sum(axis=(3, 5)) / 2, rtol=1e-6)
 
 
@@ -337,8 +499,12 @@ async def test_max_pool_int8(stream):
 
 
 @few(20)
-@given(size=st.sampled_from([1, 3, 5]), c=st.integers(1, 7), seed=st.integers(0, 2**16),
-       dt=st.sampled_from([F32, F16]))  # fmt: skip
+@given(
+    size=st.sampled_from([1, 3, 5]),
+    c=st.integers(1, 7),
+    seed=st.integers(0, 2**16),
+    dt=st.sampled_from([F32, F16]),
+)
 async def test_lrn_vs_onnxruntime(stream, size, c, seed, dt):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, c, 3, 3)).astype(dt)

@@ -28,8 +28,16 @@ def shape_and_axes(draw):
     if draw(st.booleans()) or not shape:
         axes = None
     else:
-        axes = tuple(draw(st.lists(st.integers(-len(shape), len(shape) - 1), min_size=1, max_size=len(shape),
-                                   unique_by=lambda a: a % len(shape))))  # fmt: skip
+        axes = tuple(
+            draw(
+                st.lists(
+                    st.integers(-len(shape), len(shape) - 1),
+                    min_size=1,
+                    max_size=len(shape),
+                    unique_by=lambda a: a % len(shape),
+                )
+            )
+        )
     return shape, axes
 
 
@@ -77,8 +85,14 @@ async def test_reduce_empty_axes_and_zero_size(stream):
 
 
 @few(40)
-@given(shape=shapes(1, 4, 1, 6), data=st.integers(0, 2**16), dt=st.sampled_from([F32, F16, F64, *INTS]),
-       keep=st.booleans(), use_axis=st.booleans(), is_max=st.booleans())  # fmt: skip
+@given(
+    shape=shapes(1, 4, 1, 6),
+    data=st.integers(0, 2**16),
+    dt=st.sampled_from([F32, F16, F64, *INTS]),
+    keep=st.booleans(),
+    use_axis=st.booleans(),
+    is_max=st.booleans(),
+)
 async def test_argmax_argmin(stream, shape, data, dt, keep, use_axis, is_max):
     rng = np.random.default_rng(data)
     x = rand(rng, shape, dt, -2, 2)
@@ -93,14 +107,20 @@ async def test_argmax_argmin(stream, shape, data, dt, keep, use_axis, is_max):
 async def test_argmax_nan_and_int32(stream):
     x = np.array([[1, np.nan, 3], [np.nan, 5, np.nan]], np.float32)
     check(await ops.argmax(up(stream, x), axis=1).numpy(), np.argmax(x, axis=1))
-    check(await ops.argmin(up(stream, x), axis=1, dtype="int32").numpy(), np.argmin(x, axis=1).astype(np.int32))
+    check(
+        await ops.argmin(up(stream, x), axis=1, dtype="int32").numpy(), np.argmin(x, axis=1).astype(np.int32)
+    )
 
 
 async def test_cann_reduce_axes_input(stream):
     x = np.random.default_rng(1).standard_normal((2, 3, 4)).astype(np.float32)
     t = up(stream, x)
-    (y,) = aioge.op("ReduceSum", [t, HostInput(np.array([0, 2], np.int64))], [TensorSpec((1, 3, 1), "float32")],
-                    {"keep_dims": True})  # fmt: skip
+    (y,) = aioge.op(
+        "ReduceSum",
+        [t, HostInput(np.array([0, 2], np.int64))],
+        [TensorSpec((1, 3, 1), "float32")],
+        {"keep_dims": True},
+    )
     check(await y.numpy(), x.sum(axis=(0, 2), keepdims=True), rtol=1e-6)
     (y,) = aioge.op("ReduceMean", [t, aioge.Const(np.array([-1], np.int32))], [TensorSpec((2, 3), "float32")])
     check(await y.numpy(), x.mean(axis=-1), rtol=1e-6)
@@ -120,8 +140,14 @@ async def test_cann_reduce_axes_input(stream):
 
 async def test_cann_argmax_v2(stream):
     x = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
-    (y,) = aioge.op("ArgMaxV2", [up(stream, x), HostInput(np.array(1, np.int32))], [TensorSpec((3,), "int32")])
+    (y,) = aioge.op(
+        "ArgMaxV2", [up(stream, x), HostInput(np.array(1, np.int32))], [TensorSpec((3,), "int32")]
+    )
     check(await y.numpy(), x.argmax(1).astype(np.int32))
-    (y,) = aioge.op("ArgMin", [up(stream, x), HostInput(np.array([0], np.int64))], [TensorSpec((5,), "int64")],
-                    {"dtype": int(aioge.DataType.INT64)})  # fmt: skip
+    (y,) = aioge.op(
+        "ArgMin",
+        [up(stream, x), HostInput(np.array([0], np.int64))],
+        [TensorSpec((5,), "int64")],
+        {"dtype": int(aioge.DataType.INT64)},
+    )
     check(await y.numpy(), x.argmin(0))

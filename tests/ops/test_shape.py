@@ -6,20 +6,32 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opsutil import BF16, F16, F32, check, few, rand, shapes, up
+from opsutil import BF16, F16, F32, few, rand, shapes, up
 
 import aioge
 from aioge import Const, HostInput, TensorSpec, ops
 
 pytestmark = pytest.mark.anyio
 
-ANY = [F32, F16, BF16, np.dtype(np.float64), np.dtype(np.int8), np.dtype(np.int32), np.dtype(np.int64),
-       np.dtype(np.uint8), np.dtype(np.bool_), np.dtype(np.uint16)]  # fmt: skip
+ANY = [
+    F32,
+    F16,
+    BF16,
+    np.dtype(np.float64),
+    np.dtype(np.int8),
+    np.dtype(np.int32),
+    np.dtype(np.int64),
+    np.dtype(np.uint8),
+    np.dtype(np.bool_),
+    np.dtype(np.uint16),
+]
 
 
 def _eq(got, want):
     assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
-    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), np.ascontiguousarray(want).reshape(-1).view(np.uint8))
+    np.testing.assert_array_equal(
+        got.reshape(-1).view(np.uint8), np.ascontiguousarray(want).reshape(-1).view(np.uint8)
+    )
 
 
 @few(60)
@@ -82,14 +94,24 @@ async def test_slice_onnx_semantics(stream, case, dt, seed):
     idx = [slice(None)] * len(shape)
     for a, b, e, s in specs:
         idx[a] = slice(b, e, s)
-    got = await ops.slice(up(stream, x), [s[1] for s in specs], [s[2] for s in specs], [s[0] for s in specs],
-                          [s[3] for s in specs]).numpy()  # fmt: skip
+    got = await ops.slice(
+        up(stream, x),
+        [s[1] for s in specs],
+        [s[2] for s in specs],
+        [s[0] for s in specs],
+        [s[3] for s in specs],
+    ).numpy()
     _eq(got, x[tuple(idx)])
 
 
 @few(50)
-@given(xs=shapes(1, 3, 1, 5), ishape=shapes(0, 2, 0, 4), dt=st.sampled_from(ANY), seed=st.integers(0, 2**16),
-       i64=st.booleans())  # fmt: skip
+@given(
+    xs=shapes(1, 3, 1, 5),
+    ishape=shapes(0, 2, 0, 4),
+    dt=st.sampled_from(ANY),
+    seed=st.integers(0, 2**16),
+    i64=st.booleans(),
+)
 async def test_gather(stream, xs, ishape, dt, seed, i64):
     rng = np.random.default_rng(seed)
     x = rand(rng, xs, dt)
@@ -109,18 +131,29 @@ async def test_gather_bad_index_fails_the_launch_only(stream):
         await stream.synchronize()
     # the stream stays usable
     _eq(await ops.gather(up(stream, x), [-1, 0], axis=0).numpy(), x[[-1, 0]])
-    (y,) = aioge.op("GatherV2", [up(stream, x), up(stream, np.array([-1], np.int32)), HostInput(np.array([0]))],
-                    [TensorSpec((1, 3), "float32")])  # fmt: skip
+    (y,) = aioge.op(
+        "GatherV2",
+        [up(stream, x), up(stream, np.array([-1], np.int32)), HostInput(np.array([0]))],
+        [TensorSpec((1, 3), "float32")],
+    )
     with pytest.raises(aioge.AclError, match="negative_index_support"):
         await y.numpy()
     with pytest.raises(aioge.AclError):
         await stream.synchronize()
-    (y,) = aioge.op("Gather", [up(stream, x), up(stream, np.array([[1, 2]], np.int64))], [TensorSpec((1, 2, 3), "float32")])
+    (y,) = aioge.op(
+        "Gather",
+        [up(stream, x), up(stream, np.array([[1, 2]], np.int64))],
+        [TensorSpec((1, 2, 3), "float32")],
+    )
     _eq(await y.numpy(), x[[[1, 2]]])
 
 
 @few(40)
-@given(pair=st.tuples(shapes(0, 3, 1, 4), shapes(0, 2, 1, 3)), dt=st.sampled_from(ANY), seed=st.integers(0, 2**16))
+@given(
+    pair=st.tuples(shapes(0, 3, 1, 4), shapes(0, 2, 1, 3)),
+    dt=st.sampled_from(ANY),
+    seed=st.integers(0, 2**16),
+)
 async def test_broadcast_to_and_tile(stream, pair, dt, seed):
     shape, extra = pair
     rng = np.random.default_rng(seed)
@@ -133,8 +166,12 @@ async def test_broadcast_to_and_tile(stream, pair, dt, seed):
 
 
 @few(50)
-@given(shape=shapes(1, 4, 1, 5), mode=st.sampled_from(["constant", "reflect", "edge"]), dt=st.sampled_from(ANY),
-       seed=st.integers(0, 2**16))  # fmt: skip
+@given(
+    shape=shapes(1, 4, 1, 5),
+    mode=st.sampled_from(["constant", "reflect", "edge"]),
+    dt=st.sampled_from(ANY),
+    seed=st.integers(0, 2**16),
+)
 async def test_pad(stream, shape, mode, dt, seed):
     rng = np.random.default_rng(seed)
     x = rand(rng, shape, dt)
@@ -201,41 +238,97 @@ async def test_cann_data_movement(stream):
     _eq(await run("Transpose", [t, HostInput(np.array([2, 0, 1]))], (4, 2, 3)), x.transpose(2, 0, 1))
     _eq(await run("TransposeD", [t], (3, 2, 4), {"perm": [1, 0, 2]}), x.transpose(1, 0, 2))
     _eq(await run("ConcatV2D", [t, t], (2, 6, 4), {"concat_dim": 1, "N": 2}), np.concatenate([x, x], 1))
-    _eq(await run("Concat", [HostInput(np.array(2, np.int32)), t, t], (2, 3, 8), {"N": 2}), np.concatenate([x, x], 2))
+    _eq(
+        await run("Concat", [HostInput(np.array(2, np.int32)), t, t], (2, 3, 8), {"N": 2}),
+        np.concatenate([x, x], 2),
+    )
     _eq(await run("ConcatV2", [t, t, HostInput(np.array(0, np.int32))], (4, 3, 4)), np.concatenate([x, x], 0))
     _eq(await run("Pack", [t, t], (2, 2, 3, 4), {"axis": 1, "N": 2}), np.stack([x, x], 1))
     _eq(await run("SliceD", [t], (1, 2, 3), {"offsets": [1, 1, 0], "size": [1, -1, 3]}), x[1:2, 1:, 0:3])
-    _eq(await run("Slice", [t, HostInput(np.array([0, 0, 1])), HostInput(np.array([2, 1, 2]))], (2, 1, 2)),
-        x[0:2, 0:1, 1:3])  # fmt: skip
+    _eq(
+        await run("Slice", [t, HostInput(np.array([0, 0, 1])), HostInput(np.array([2, 1, 2]))], (2, 1, 2)),
+        x[0:2, 0:1, 1:3],
+    )
     # TF StridedSlice with masks: x[..., ::-2] with new axis and shrink
     begin, end, strides = np.array([0, 0, -1]), np.array([0, 0, 0]), np.array([1, 1, -2])
-    _eq(await run("StridedSlice", [t, HostInput(begin), HostInput(end), HostInput(strides)], (2, 3, 2),
-                  {"begin_mask": 3, "end_mask": 7}), x[:, :, ::-2])  # fmt: skip
-    _eq(await run("StridedSliceD", [t], (1, 3, 4),
-                  {"begin": [1, 0, 0], "end": [2, 0, 3], "strides": [1, 1, 1], "shrink_axis_mask": 1,
-                   "new_axis_mask": 2}), x[1, None, 0:3])  # fmt: skip
-    _eq(await run("StridedSliceD", [t], (2, 3),
-                  {"begin": [0, 1], "end": [0, 2], "strides": [1, 1], "ellipsis_mask": 1, "shrink_axis_mask": 2}),
-        x[..., 1])  # fmt: skip
-    _eq(await run("BroadcastToD", [up(stream, x[:1])], (3, 2, 3, 4), {"shape": [3, 2, 3, 4]}),
-        np.broadcast_to(x[:1], (3, 2, 3, 4)))  # fmt: skip
-    _eq(await run("BroadcastTo", [up(stream, x[:, :1]), HostInput(np.array([2, 5, 4]))], (2, 5, 4)),
-        np.broadcast_to(x[:, :1], (2, 5, 4)))  # fmt: skip
+    _eq(
+        await run(
+            "StridedSlice",
+            [t, HostInput(begin), HostInput(end), HostInput(strides)],
+            (2, 3, 2),
+            {"begin_mask": 3, "end_mask": 7},
+        ),
+        x[:, :, ::-2],
+    )
+    _eq(
+        await run(
+            "StridedSliceD",
+            [t],
+            (1, 3, 4),
+            {
+                "begin": [1, 0, 0],
+                "end": [2, 0, 3],
+                "strides": [1, 1, 1],
+                "shrink_axis_mask": 1,
+                "new_axis_mask": 2,
+            },
+        ),
+        x[1, None, 0:3],
+    )
+    _eq(
+        await run(
+            "StridedSliceD",
+            [t],
+            (2, 3),
+            {"begin": [0, 1], "end": [0, 2], "strides": [1, 1], "ellipsis_mask": 1, "shrink_axis_mask": 2},
+        ),
+        x[..., 1],
+    )
+    _eq(
+        await run("BroadcastToD", [up(stream, x[:1])], (3, 2, 3, 4), {"shape": [3, 2, 3, 4]}),
+        np.broadcast_to(x[:1], (3, 2, 3, 4)),
+    )
+    _eq(
+        await run("BroadcastTo", [up(stream, x[:, :1]), HostInput(np.array([2, 5, 4]))], (2, 5, 4)),
+        np.broadcast_to(x[:, :1], (2, 5, 4)),
+    )
     _eq(await run("TileD", [t], (2, 6, 4), {"multiples": [1, 2, 1]}), np.tile(x, (1, 2, 1)))
     _eq(await run("Tile", [t, HostInput(np.array([2, 1, 1, 2]))], (2, 2, 3, 8)), np.tile(x, (2, 1, 1, 2)))
     pads = np.array([[0, 1], [1, 1], [2, 0]])
-    _eq(await run("PadV3", [t, HostInput(pads), Const(np.array(7, np.int32))], (3, 5, 6),
-                  {"mode": "constant", "paddings_contiguous": True}), np.pad(x, pads, constant_values=7))  # fmt: skip
-    _eq(await run("PadV3", [t, HostInput(pads.T.copy().reshape(-1))], (3, 5, 6),
-                  {"mode": "reflect", "paddings_contiguous": False}), np.pad(x, pads, mode="reflect"))  # fmt: skip
+    _eq(
+        await run(
+            "PadV3",
+            [t, HostInput(pads), Const(np.array(7, np.int32))],
+            (3, 5, 6),
+            {"mode": "constant", "paddings_contiguous": True},
+        ),
+        np.pad(x, pads, constant_values=7),
+    )
+    _eq(
+        await run(
+            "PadV3",
+            [t, HostInput(pads.T.copy().reshape(-1))],
+            (3, 5, 6),
+            {"mode": "reflect", "paddings_contiguous": False},
+        ),
+        np.pad(x, pads, mode="reflect"),
+    )
     _eq(await run("Pad", [t, HostInput(pads)], (3, 5, 6)), np.pad(x, pads))
-    _eq(await run("Fill", [Const(np.array([2, 2], np.int64)), up(stream, np.array([5], np.int32))], (2, 2)),
-        np.full((2, 2), 5, np.int32))  # fmt: skip
+    _eq(
+        await run("Fill", [Const(np.array([2, 2], np.int64)), up(stream, np.array([5], np.int32))], (2, 2)),
+        np.full((2, 2), 5, np.int32),
+    )
     _eq(await run("Fills", [t], (2, 3, 4), {"value": 2.0}), np.full_like(x, 2))
     _eq(await run("ZerosLike", [t], (2, 3, 4)), np.zeros_like(x))
     _eq(await run("OnesLike", [t], (2, 3, 4)), np.ones_like(x))
-    parts = aioge.op("SplitV", [t, HostInput(np.array([1, -1])), HostInput(np.array(2))],
-                     [TensorSpec((2, 3, 1), "int32"), TensorSpec((2, 3, 3), "int32")], {"num_split": 2})  # fmt: skip
+    parts = aioge.op(
+        "SplitV",
+        [t, HostInput(np.array([1, -1])), HostInput(np.array(2))],
+        [TensorSpec((2, 3, 1), "int32"), TensorSpec((2, 3, 3), "int32")],
+        {"num_split": 2},
+    )
     _eq(await parts[1].numpy(), x[:, :, 1:])
-    parts = aioge.op("Split", [HostInput(np.array(1)), t], [TensorSpec((2, 1, 4), "int32")] * 3, {"num_split": 3})
+    parts = aioge.op(
+        "Split", [HostInput(np.array(1)), t], [TensorSpec((2, 1, 4), "int32")] * 3, {"num_split": 3}
+    )
     _eq(await parts[2].numpy(), x[:, 2:3])
