@@ -15,8 +15,8 @@ import numpy as np
 from . import _native, dtypes
 from ._native import ffi, lib
 from ._scheduler import Completion
-from .errors import error_class
 from .dtypes import ACL_CODE as _ACL_CODE
+from .errors import error_class
 from .tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
@@ -253,16 +253,16 @@ def launch(
                 if type(x) is Tensor:
                     m = x._mem
                     if m is None or m.ptr is None:
-                        x._memory()
-                    if m.device is not stream.device:  # type: ignore[union-attr]
+                        m = x._memory()  # raises ClosedResourceError
+                    if m.device is not stream.device:
                         stream._order_read(m)  # raises WrongDeviceError
-                    w = m.writer  # type: ignore[union-attr]
+                    w = m.writer
                     if w is not None and not w._done and w.lane is not stream._lane:
                         stream._wait_for(w)
                     key = (codes[x.dtype], x.shape, formats[i] if formats else _ND, False)
                     d = descs.get(key)
                     din[i] = d if d is not None else cache.desc(*key)
-                    bin_[i] = m.buffer  # type: ignore[union-attr]
+                    bin_[i] = m.buffer
                     keep.append(m)
                     reads.append(m)
                 elif x is None:
@@ -270,8 +270,8 @@ def launch(
                 elif isinstance(x, Const):
                     a = x.array
                     fmt = formats[i] if formats else _ND
-                    d = lib.aclCreateTensorDesc(codes[a.dtype], a.ndim, ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL,
-                                                fmt)  # fmt: skip
+                    dims = ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL
+                    d = lib.aclCreateTensorDesc(codes[a.dtype], a.ndim, dims, fmt)
                     temp_descs.append(d)
                     if a.nbytes:
                         _native.check(lib.aclSetTensorConst(d, _native.host_ptr(a), a.nbytes), "aclSetTensorConst")
@@ -308,11 +308,11 @@ def launch(
             if m.stream is not stream:
                 m.readers[stream] = comp
         for y in outputs:
-            m = y._mem
-            m.writer = comp  # type: ignore[union-attr]
-            m.stream = stream  # type: ignore[union-attr]
-            if m.readers:  # type: ignore[union-attr]
-                m.readers.clear()  # type: ignore[union-attr]
+            om = y._memory()
+            om.writer = comp
+            om.stream = stream
+            if om.readers:
+                om.readers.clear()
     return comp
 
 

@@ -93,9 +93,15 @@ class Device(Resource):
         # compiled graphs live until closed or until the device closes (as GE graphs live in their session)
         self._models: set[CompiledGraph] = set()
         self._compiling: dict[Any, Any] = {}
+        from ._allocator import BlockPool
         from ._launch import LaunchCache
 
         self._cache: LaunchCache = LaunchCache()
+        free, total = ffi.new("size_t *"), ffi.new("size_t *")
+        cap = int(total[0]) // 4 if lib.aclrtGetMemInfo(1, free, total) == 0 else 1 << 30
+        _native.recent_error()
+        #: freed device blocks kept for reuse (at most a quarter of the device's memory)
+        self._pool = BlockPool(self._ctx, cap)
         self._opened()
 
     def _describe(self) -> str:
@@ -164,7 +170,7 @@ class Device(Resource):
                 break
             await pending.done.wait()
             if pending.result is not None:
-                return pending.result
+                return pending.result  # type: ignore[no-any-return]
             if not isinstance(pending.error, anyio.get_cancelled_exc_class()):
                 assert pending.error is not None
                 raise pending.error
@@ -220,6 +226,7 @@ class Device(Resource):
         _native.bind_context(self._ctx)
         for m in list(self._memory):
             m.free()
+        self._pool.release()
         self._cache.clear()
         lib.aclrtDestroyContext(self._ctx)
         lib.aclrtResetDevice(self.id)

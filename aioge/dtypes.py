@@ -63,7 +63,7 @@ class Format(enum.IntEnum):
     NCL = 47
 
 
-DTypeLike = Union[str, type, np.dtype, DataType]
+DTypeLike = Union[str, type, np.dtype, DataType]  # noqa: UP007 (a runtime alias; py3.10 has no type statement)
 
 _NP_TO_ACL: dict[np.dtype, DataType] = {
     np.dtype(np.float32): DataType.FLOAT,
@@ -96,9 +96,9 @@ def normalize(dtype: Any) -> np.dtype:
     if isinstance(dtype, DataType):
         return to_numpy(dtype)
     if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        return bfloat16
+        return bfloat16  # type: ignore[no-any-return]
     try:
-        dt = np.dtype(dtype)
+        dt: np.dtype = np.dtype(dtype)
     except TypeError as e:
         raise TypeError(f"not a dtype: {dtype!r}") from e
     if dt not in _NP_TO_ACL:

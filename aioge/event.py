@@ -56,9 +56,7 @@ class Event(Resource):
     @property
     def done(self) -> bool:
         """True once the recorded work has run (asks the runtime, never waits)."""
-        if not self._comp.done:
-            self._comp.lane.poll()
-        return self._comp.done
+        return self._comp.done or self.query()
 
     def query(self) -> bool:
         """Ask the runtime (``aclrtQueryEventStatus``) whether the event completed."""

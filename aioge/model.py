@@ -69,6 +69,56 @@ def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def expand_host_ops(g: Graph, ln: LoweredNode) -> LoweredNode:
+    """Rewrite fused ops the host runtime runs as a pair of kernels.
+
+    ``_FusedConv`` (ONNX-style attrs) becomes CANN ``Conv2D`` (bias fused in
+    the GEMM) followed, if it has an activation, by a one-step
+    ``_FusedElementwise`` over a node-local temporary.
+    """
+    from .graph import LoweredNode, LoweredOp
+    from .graph.errors import LoweringError
+
+    if not any(op.op_type == "_FusedConv" for op in ln.ops):
+        return ln
+    ops: list[Any] = []
+    temps = dict(ln.temps)
+    for op in ln.ops:
+        if op.op_type != "_FusedConv":
+            ops.append(op)
+            continue
+        a = op.attrs
+        ks = list(a["kernel_shape"])
+        if len(ks) != 2:
+            raise LoweringError(f"{ln.node.name}: _FusedConv with {len(ks)} spatial dims is not supported")
+        st, dl = list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1]))
+        pads = list(a.get("pads", [0, 0, 0, 0]))  # ONNX: top, left, bottom, right
+        conv = {"strides": [1, 1, *st], "pads": [pads[0], pads[2], pads[1], pads[3]], "dilations": [1, 1, *dl],
+                "groups": int(a.get("group", 1)), "data_format": "NCHW"}  # fmt: skip
+        x, w = op.inputs[0], op.inputs[1]
+        b = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] else None
+        act = str(a.get("activation", "none"))
+        out = op.outputs[0]
+        if act == "none":
+            ops.append(LoweredOp("Conv2D", (x, w, b), (out,), conv))
+            continue
+        params = (float(a.get("alpha", 0.01)),) if act == "LeakyRelu" else \
+            (float(a.get("min", -math.inf)), float(a.get("max", math.inf))) if act == "Clip" else ()  # fmt: skip
+        tmp = f"{out}::preact"
+        temps[tmp] = _kind_of(g, out)
+        ops.append(LoweredOp("Conv2D", (x, w, b), (tmp,), conv))
+        ops.append(LoweredOp("_FusedElementwise", (tmp,), (out,), {"program": [(act, (0,), params)]}))
+    return LoweredNode(ln.node, tuple(ops), temps)
+
+
+def _kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Static shape and dtype of a graph value (after shape inference)."""
+    v = g.value(name)
+    if v.shape is None or v.dtype is None:
+        raise ValueError(f"value {name!r} has no inferred shape/dtype")
+    return tuple(v.shape), dtypes.normalize(v.dtype)
+
+
 def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -182,19 +232,19 @@ class _Build:
         raise KeyError(name)
 
     def value_kind(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
-        v = self.g.value(name)
-        return dtypes.normalize(v.dtype), tuple(v.shape)
+        shape, dt = _kind_of(self.g, name)
+        return dt, shape
 
     def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
         # temporaries live in a per-stream scratch region after the arena
         scratch_need = 0
-        node_temps: dict[int, dict[str, tuple[int, int]]] = {}
+        node_temps: dict[int, dict[str, int]] = {}
         for st in self.p.steps:
             if st.alias:
                 continue
             ln = lowered[st.node.name]
             off = 0
-            places = {}
+            places: dict[str, int] = {}
             alias_temps = {op.outputs[0] for op in ln.ops if op.alias}
             for t, (shape, dt) in ln.temps.items():
                 if t in alias_temps:
@@ -213,22 +263,24 @@ class _Build:
             temp_place = {t: (ARENA, base + o) for t, o in node_temps[st.index].items()}
             temp_kind = {t: (np.dtype(dt), tuple(shape)) for t, (shape, dt) in ln.temps.items()}
 
-            def loc(name: str) -> tuple[int, int]:
+            def loc(name: str, temp_place: dict[str, tuple[int, int]] = temp_place) -> tuple[int, int]:
                 return temp_place[name] if name in temp_place else self.where(name)
 
-            def kind(name: str) -> tuple[np.dtype, tuple[int, ...]]:
+            def kind(name: str, temp_kind: dict[str, Any] = temp_kind) -> tuple[np.dtype, tuple[int, ...]]:
                 return temp_kind[name] if name in temp_kind else self.value_kind(name)
 
             for k, op in enumerate(ln.ops):
                 name = f"{st.node.name}" if len(ln.ops) == 1 else f"{st.node.name}/{k}:{op.op_type}"
                 if op.alias:
                     src, dst = op.inputs[0], op.outputs[0]
+                    assert isinstance(src, str), "an alias views a value"
                     if dst in temp_kind and dst not in temp_place:
                         temp_place[dst] = loc(src)  # a view: same bytes
                         continue
                     if loc(src) == loc(dst):
                         continue
-                    op_type, ins, attrs = "Identity", [src], {}  # the view must land in a placed value
+                    op_type, attrs = "Identity", {}  # the view must land in a placed value
+                    ins: list[Any] = [src]
                 else:
                     op_type, ins, attrs = op.op_type, list(op.inputs), host_attrs(op.op_type, op.attrs)
                 r_ins: list[tuple[Any, int, int]] = []
@@ -286,8 +338,8 @@ class CompiledGraph(Resource):
         self.mode = mode
         self._build = build
         self._lowered = lowered
-        self.inputs = {n: (tuple(graph.value(n).shape), dtypes.normalize(graph.value(n).dtype)) for n in graph.inputs}
-        self.outputs = {n: (tuple(graph.value(n).shape), dtypes.normalize(graph.value(n).dtype)) for n in graph.outputs}
+        self.inputs = {n: _kind_of(graph, n) for n in graph.inputs}
+        self.outputs = {n: _kind_of(graph, n) for n in graph.outputs}
         self._handle: Any = None
         self._descs: list[Any] = []
         self._arenas: list[DeviceMemory] = []
@@ -353,8 +405,8 @@ class CompiledGraph(Resource):
         else:
             dt, shape = kind
             fmt = fmt if len(shape) == 4 else 2
-            d = lib.aclCreateTensorDesc(dtypes.ACL_CODE[dt], len(shape), ffi.new("int64_t[]", shape) if shape else ffi.NULL,
-                                        fmt)  # fmt: skip
+            dims = ffi.new("int64_t[]", shape) if shape else ffi.NULL
+            d = lib.aclCreateTensorDesc(dtypes.ACL_CODE[dt], len(shape), dims, fmt)
         if d == ffi.NULL:
             raise error_class(100000)(100000, _native.recent_error(), "aclCreateTensorDesc")
         self._descs.append(d)
@@ -430,7 +482,9 @@ class CompiledGraph(Resource):
             if not isinstance(t, Tensor):
                 raise TypeError(f"{self.graph.name}: input {name!r} must be a Tensor")
             if t.shape != shape or t.dtype != dt:
-                raise ValueError(f"{self.graph.name}: input {name!r} is {t.shape} {t.dtype}, the model takes {shape} {dt}")
+                raise ValueError(
+                    f"{self.graph.name}: input {name!r} is {t.shape} {t.dtype}, the model takes {shape} {dt}"
+                )
         if outputs is not None:
             if len(outputs) != len(self.outputs):
                 raise ValueError(f"{self.graph.name}: {len(outputs)} outputs given, the model has {len(self.outputs)}")
@@ -511,7 +565,7 @@ class CompiledGraph(Resource):
             node = st.node
             if st.alias:
                 src = vals[node.inputs[0]]
-                vals[node.outputs[0]] = src.reshape(tuple(g.value(node.outputs[0]).shape))
+                vals[node.outputs[0]] = src.reshape(_kind_of(g, node.outputs[0])[0])
                 continue
             ln = self._lowered[node.name]
             temps = dict(ln.temps)
@@ -526,7 +580,7 @@ class CompiledGraph(Resource):
                         args.append(Const(np.ascontiguousarray(x.value)))
                 if op.alias:
                     o = op.outputs[0]
-                    shape = temps[o][0] if o in temps else tuple(g.value(o).shape)
+                    shape = temps[o][0] if o in temps else _kind_of(g, o)[0]
                     vals[o] = vals[op.inputs[0]].reshape(tuple(shape))  # type: ignore[index]
                     continue
                 outs = []
@@ -534,7 +588,7 @@ class CompiledGraph(Resource):
                     if o in temps:
                         shape, dt = temps[o]
                     else:
-                        shape, dt = tuple(g.value(o).shape), g.value(o).dtype
+                        shape, dt = _kind_of(g, o)
                     t = Tensor._empty(s0, tuple(shape), dtypes.normalize(dt))
                     vals[o] = t
                     outs.append(t)
@@ -605,7 +659,7 @@ def compile_graph(
         raise ValueError("sunk execution needs the aiogeGraph API (the host runtime)")
     g = run_passes(graph, level=optimize)
     p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
-    lowered = {st.node.name: lower_node(g, st.node) for st in p.steps if not st.alias}
+    lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node)) for st in p.steps if not st.alias}
     used = {x for ln in lowered.values() for op in ln.ops for x in op.inputs if isinstance(x, str)}
     used |= {st.node.inputs[0] for st in p.steps if st.alias}
     used |= set(g.outputs)

@@ -94,7 +94,7 @@ class Stream(Resource):
         return self._lane.in_flight
 
     @property
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, float]:
         """Counters: ``launched``, ``completed``, ``in_flight``, ``failed``, and
         ``device_ms`` (summed device time of completed launches; timing streams)."""
         lane = self._lane

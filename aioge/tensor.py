@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _native, dtypes
-from ._native import ffi, lib
+from . import dtypes
 from ._scheduler import Completion
 from .errors import ClosedResourceError
 
@@ -71,15 +70,12 @@ class DeviceMemory:
     lives here, so every view sees the same last writer and readers.
     """
 
-    __slots__ = ("__weakref__", "buffer", "device", "nbytes", "ptr", "readers", "stream", "writer")
+    __slots__ = ("__weakref__", "buffer", "cap", "device", "nbytes", "ptr", "readers", "stream", "writer")
 
     def __init__(self, device: Device, nbytes: int, stream: Stream) -> None:
-        device._check_open()
-        _native.bind_context(device._ctx)
-        p = ffi.new("void **")
-        # aclrtMalloc refuses 0 bytes; an empty tensor still gets a valid address
-        _native.check(lib.aclrtMalloc(p, max(nbytes, 1), 0), "aclrtMalloc")
-        self.ptr = p[0]
+        if device._closed:
+            device._check_open()
+        self.ptr, self.buffer, self.cap = device._pool.take(nbytes)
         self.nbytes = nbytes
         self.device = device
         #: stream of the last write (or of the allocation)
@@ -87,11 +83,6 @@ class DeviceMemory:
         self.writer: Completion | None = None
         #: latest read per other stream (for write-after-read ordering)
         self.readers: dict[Stream, Completion] = {}
-        self.buffer = lib.aclCreateDataBuffer(self.ptr, nbytes)
-        if self.buffer == ffi.NULL:
-            lib.aclrtFree(self.ptr)
-            self.ptr = None
-            raise MemoryError("aclCreateDataBuffer failed")
         device._memory.add(self)
 
     def home(self) -> Stream:
@@ -100,15 +91,14 @@ class DeviceMemory:
         return s if not s.closed else self.device.default_stream
 
     def free(self) -> None:
+        """Give the block back (to the device's pool, or to the runtime); idempotent."""
         ptr, self.ptr = self.ptr, None
         if ptr is None:
             return
-        self.device._memory.discard(self)
-        if self.device.closed:
-            return  # the device released everything already
-        lib.aclDestroyDataBuffer(self.buffer)
-        _native.bind_context(self.device._ctx)
-        lib.aclrtFree(ptr)
+        dev = self.device
+        dev._memory.discard(self)
+        if not dev._closed:  # once closed, the device released everything already
+            dev._pool.give(ptr, self.buffer, self.cap)
 
     def __del__(self) -> None:
         try:
@@ -244,14 +234,16 @@ class Tensor:
     def __await__(self) -> Any:
         return self.ready().__await__()
 
-    async def numpy(self, *, timeout: float | None = None) -> np.ndarray:
+    async def numpy(self, *, timeout: float | None = None, stream: Stream | None = None) -> np.ndarray:
         """Copy to a new host array, in stream order.
 
-        The copy is enqueued on the tensor's stream behind the launch that
-        wrote it, into page-locked staging memory; the loop is never blocked.
+        The copy is enqueued on the tensor's stream (or ``stream``, which then
+        waits for the tensor on the device) behind the launch that wrote it,
+        into page-locked staging memory; the loop is never blocked.
 
         Args:
             timeout: seconds to wait before raising ``TimeoutError``.
+            stream: the stream to copy on (e.g. a dedicated copy-out stream).
 
         Raises:
             AclError: the producing launch (or the copy) failed.
@@ -260,7 +252,8 @@ class Tensor:
         Cancellation: returns control at once; the staging memory is released
         once the copy has run.
         """
-        return await self._memory().home()._download(self, timeout)
+        s = stream if stream is not None else self._memory().home()
+        return await s._download(self, timeout)
 
     def close(self) -> None:
         """Drop this tensor's memory reference now (idempotent)."""

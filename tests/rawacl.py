@@ -85,8 +85,10 @@ class Raw:
         """Launch; ``ins``/``outs`` are (desc, buffer) pairs.  Returns the raw code."""
         return int(lib.aclopCompileAndExecute(
             op_type.encode(),
-            len(ins), ffi.new("aclTensorDesc *[]", [d for d, _ in ins]), ffi.new("aclDataBuffer *[]", [b for _, b in ins]),
-            len(outs), ffi.new("aclTensorDesc *[]", [d for d, _ in outs]), ffi.new("aclDataBuffer *[]", [b for _, b in outs]),
+            len(ins), ffi.new("aclTensorDesc *[]", [d for d, _ in ins]),
+            ffi.new("aclDataBuffer *[]", [b for _, b in ins]),
+            len(outs), ffi.new("aclTensorDesc *[]", [d for d, _ in outs]),
+            ffi.new("aclDataBuffer *[]", [b for _, b in outs]),
             attr if attr is not None else ffi.NULL, 0, 0, ffi.NULL, self.stream if stream is None else stream,
         ))  # fmt: skip
 

@@ -282,3 +282,51 @@ def _gate(s, timeout_ms=10_000):
     _native.bind_context(s.device._ctx)
     _native.check(_native.lib.aiogeHostLaunchGate(s._handle, timeout_ms, g), "gate")
     return g[0]
+
+
+async def test_caching_allocator_reuses_freed_blocks(dev):
+    s = dev.default_stream
+    pool = dev._pool
+    x = s.upload(np.ones(1000, np.float32))
+    await x
+    before = _native.counters()["device_allocations"]
+    hits = pool.hits
+    for _ in range(20):
+        y = aioge.ops.add(x, 1.0)  # each result frees the previous one's block
+        await y
+    assert pool.hits - hits >= 18
+    assert _native.counters()["device_allocations"] - before <= 2
+    np.testing.assert_array_equal(await y.numpy(), np.full(1000, 2, np.float32))
+
+
+def test_allocator_size_classes_and_release():
+    from aioge._allocator import size_class
+
+    assert size_class(0) == 512 and size_class(1) == 512 and size_class(513) == 1024
+    assert size_class(1 << 20) == 1 << 20 and size_class((1 << 20) + 1) == 2 << 20
+    with _sync_device() as d:
+        pool = d._pool
+        pool.limit = 4096
+        t = d.default_stream.empty(512)  # 2048 bytes
+        t.close()
+        del t
+        import gc
+
+        gc.collect()
+        assert pool.cached == 2048
+        big = d.default_stream.empty(4096)  # does not fit the cache limit when freed
+        big.close()
+        del big
+        gc.collect()
+        assert pool.cached == 2048
+        pool.release()
+        assert pool.cached == 0
+
+
+class _sync_device:
+    def __enter__(self):
+        self.d = aioge.open_device(0)
+        return self.d
+
+    def __exit__(self, *exc):
+        self.d.close()

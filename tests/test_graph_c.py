@@ -34,9 +34,10 @@ class G:
         """ins/outs: lists of (desc, loc, at)."""
         return lib.aiogeGraphAddNode(
             self.h, seg, op.encode(), name.encode(),
-            len(ins), ffi.new("aclTensorDesc *[]", [d for d, _, _ in ins]), ffi.new("int32_t[]", [l for _, l, _ in ins]),
-            ffi.new("int64_t[]", [a for _, _, a in ins]),
-            len(outs), ffi.new("aclTensorDesc *[]", [d for d, _, _ in outs]), ffi.new("int32_t[]", [l for _, l, _ in outs]),
+            len(ins), ffi.new("aclTensorDesc *[]", [d for d, _, _ in ins]),
+            ffi.new("int32_t[]", [l for _, l, _ in ins]), ffi.new("int64_t[]", [a for _, _, a in ins]),
+            len(outs), ffi.new("aclTensorDesc *[]", [d for d, _, _ in outs]),
+            ffi.new("int32_t[]", [l for _, l, _ in outs]),
             ffi.new("int64_t[]", [a for _, _, a in outs]), attr if attr is not None else ffi.NULL,
         )  # fmt: skip
 

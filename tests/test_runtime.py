@@ -610,7 +610,8 @@ def test_optional_const_and_host_placed_inputs(rt):
     dh = rt.desc("float32", (3,))
     assert lib.aclSetTensorPlaceMent(dh, 1) == 0
     out3 = rt.malloc(24)
-    assert rt.op("Add", [(d23, rt.buf(a, 24)), (dh, rt.buf(_native.host_ptr(hval), 12))], [(d23, rt.buf(out3, 24))]) == 0
+    hbuf = rt.buf(_native.host_ptr(hval), 12)
+    assert rt.op("Add", [(d23, rt.buf(a, 24)), (dh, hbuf)], [(d23, rt.buf(out3, 24))]) == 0
     assert rt.sync() == 0
     base = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(rt.to_host(out2, (2, 3), "float32"), base + [10, 20, 30])

@@ -166,20 +166,37 @@ def _load_blas() -> str:
     """Point the host runtime at the scipy-openblas32 wheel's library."""
     if not has_host_hooks:
         return ""
-    explicit = os.environ.get("AIOGE_BLAS_LIBRARY")
-    candidates = [explicit] if explicit else []
-    if not explicit:
-        try:
-            import scipy_openblas32
 
-            libdir = pathlib.Path(scipy_openblas32.get_lib_dir())
-            candidates += [str(p) for p in sorted(libdir.glob(f"lib{scipy_openblas32.get_library()}*.so*"))]
-        except Exception:  # wheel missing or broken: the C fallback GEMM is used
-            pass
-    for c in candidates:
-        if lib.aiogeHostSetBlasLibrary(c.encode()) == 0:
-            break
-        recent_error()  # clear the failure text; fall back
+    def load() -> None:
+        # OpenBLAS starts its worker threads when the library loads (importing
+        # scipy_openblas32 loads it), and they inherit the loading thread's
+        # priority: load it from a thread at the host runtime's background
+        # priority, so device work never crowds out an event loop sharing the
+        # cores (AIOGE_HOST_WORKER_NICE, as for stream workers)
+        nice = int(os.environ.get("AIOGE_HOST_WORKER_NICE", "5") or 0)
+        if nice > 0 and hasattr(os, "setpriority"):
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+            except OSError:
+                pass
+        explicit = os.environ.get("AIOGE_BLAS_LIBRARY")
+        candidates = [explicit] if explicit else []
+        if not explicit:
+            try:
+                import scipy_openblas32
+
+                libdir = pathlib.Path(scipy_openblas32.get_lib_dir())
+                candidates += [str(p) for p in sorted(libdir.glob(f"lib{scipy_openblas32.get_library()}*.so*"))]
+            except Exception:  # wheel missing or broken: the C fallback GEMM is used
+                pass
+        for c in candidates:
+            if lib.aiogeHostSetBlasLibrary(c.encode()) == 0:
+                break
+            recent_error()  # clear the failure text; fall back
+
+    t = threading.Thread(target=load, name="aioge-blas-load")
+    t.start()
+    t.join()
     return blas_info()
 
 

@@ -189,6 +189,10 @@ class Graph:
         self.inputs: list[str] = []
         self.outputs: list[str] = []
         self._counter = 0
+        # node-name index, rebuilt when `nodes` changed behind our back (passes edit the list)
+        self._names: set[str] = set()
+        self._names_key: tuple[int, int] = (0, -1)
+        self._issued: set[str] = set()
 
     # ---------------------------------------------------------------- builder
     def input(self, name: str, shape: Sequence[int], dtype: Any = "float32") -> Value:
@@ -228,7 +232,7 @@ class Graph:
         names default to ``<node name>`` (one output) or ``<node name>:<i>``.
         """
         name = name or self.fresh_name(op_type)
-        if any(n.name == name for n in self.nodes):
+        if self.has_node(name):
             raise DuplicateValueError(f"node name {name!r} already used", node=name, op_type=op_type)
         in_names = [self._name_of(i) for i in inputs]
         if outputs is None:
@@ -243,7 +247,10 @@ class Graph:
         for o in node.outputs:
             if o:
                 self.values[o] = Value(o)
+        names = self._node_names()
         self.nodes.append(node)
+        names.add(name)
+        self._names_key = (id(self.nodes), len(self.nodes))
         return node
 
     def output(self, *values: ValueLike) -> None:
@@ -270,13 +277,25 @@ class Graph:
         if name in self.values:
             raise DuplicateValueError(f"value {name!r} is already defined", node=node)
 
+    def _node_names(self) -> set[str]:
+        key = (id(self.nodes), len(self.nodes))
+        if key != self._names_key:
+            self._names = {n.name for n in self.nodes}
+            self._names_key = key
+        return self._names
+
+    def has_node(self, name: str) -> bool:
+        """Whether a node is called ``name``."""
+        return name in self._node_names()
+
     def fresh_name(self, prefix: str) -> str:
-        """A value/node name not used yet in this graph."""
-        taken = self.values.keys() | {n.name for n in self.nodes}
+        """A value/node name not used yet in this graph (names handed out are never repeated)."""
+        names = self._node_names()
         while True:
             self._counter += 1
             cand = f"{prefix}_{self._counter}"
-            if cand not in taken:
+            if cand not in self.values and cand not in names and cand not in self._issued:
+                self._issued.add(cand)
                 return cand
 
     # ---------------------------------------------------------------- queries
@@ -430,13 +449,21 @@ class Graph:
         g.inputs = list(self.inputs)
         g.outputs = list(self.outputs)
         g._counter = self._counter
+        g._issued = set(self._issued)
         return g
 
     def replace_uses(self, old: str, new: str) -> None:
         """Make every consumer (and graph output slot) of ``old`` read ``new``."""
+        self.rename_uses({old: new})
+
+    def rename_uses(self, mapping: Mapping[str, str]) -> None:
+        """``replace_uses`` for many values in one sweep."""
+        if not mapping:
+            return
         for n in self.nodes:
-            n.inputs = [new if i == old else i for i in n.inputs]
-        self.outputs = [new if o == old else o for o in self.outputs]
+            if any(i in mapping for i in n.inputs):
+                n.inputs = [mapping.get(i, i) for i in n.inputs]
+        self.outputs = [mapping.get(o, o) for o in self.outputs]
 
     def remove_nodes(self, nodes: Iterable[Node]) -> None:
         """Remove nodes (by identity) and the Values of their outputs no one else defines."""

@@ -59,6 +59,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .errors import PlanError
 from .ir import Graph, Node
 from .schema import ALIAS_OPS
@@ -327,16 +329,25 @@ def plan(
     offsets = _assign(
         arena,
         size,
-        _parallel_conflict(arena, uses, producer, to_end, stream_of, position, start_clock, used),
+        _parallel_neighbours(arena, uses, producer, to_end, stream_of, position, start_clock, used),
         producer,
     )
     arena_bytes = max((offsets[r] + size[r] for r in arena), default=0)
     if memory_slack is not None and used > 1 and arena_bytes > (1.0 + memory_slack) * peak:
         # ---- phase 2: reuse as in the serial issue order, made safe by extra waits
-        def serial_conflict(a: str, b: str) -> bool:
-            return not (last_use[a] < producer[b] or last_use[b] < producer[a])
-
-        offsets = _assign(arena, size, serial_conflict, producer)
+        first_np = np.array([producer[r] for r in arena], np.int64)
+        last_np = np.array([last_use[r] for r in arena], np.int64)
+        offsets = _assign(
+            arena,
+            size,
+            _neighbours(
+                arena,
+                lambda rows: (
+                    ~((last_np[rows, None] < first_np[None, :]) | (last_np[None, :] < first_np[rows, None]))
+                ),
+            ),
+            producer,
+        )
         arena_bytes = max((offsets[r] + size[r] for r in arena), default=0)
         mem_deps = [list(d) for d in deps]
         by_offset = sorted(arena, key=lambda r: offsets[r])
@@ -356,16 +367,18 @@ def plan(
         for i in range(n_steps)
     ]
 
+    last_reader: dict[str, int] = {}
+    for i, n in enumerate(order):
+        for x in n.inputs:
+            if x:
+                last_reader[x] = i
+    outputs = set(g.outputs)
     buffers: dict[str, Buffer] = {}
     for name, k in kind.items():
         r = root[name]
         nbytes = g.values[name].nbytes
         first = producer.get(name, -1)
-        last = (
-            n_steps
-            if name in g.outputs
-            else max([i for i, n in enumerate(order) if name in n.inputs], default=first)
-        )
+        last = n_steps if name in outputs else last_reader.get(name, first)
         if k == "arena":
             buffers[name] = Buffer(
                 name, k, nbytes, size.get(name, 0), offsets.get(name, 0), name, first, last_use[name]
@@ -418,7 +431,20 @@ def _waits(
     return waits, start_clock
 
 
-def _parallel_conflict(
+def _neighbours(values: list[str], conflict_rows: Callable[[np.ndarray], np.ndarray]) -> dict[str, list[str]]:
+    """Conflict lists from a vectorized ``conflict_rows(rows) -> bool[len(rows), len(values)]``."""
+    out: dict[str, list[str]] = {v: [] for v in values}
+    n = len(values)
+    for lo in range(0, n, 256):  # row blocks bound the temporary matrices
+        rows = np.arange(lo, min(lo + 256, n))
+        c = conflict_rows(rows)
+        c[np.arange(len(rows)), rows] = False
+        for i, j in zip(*np.nonzero(c), strict=True):
+            out[values[rows[i]]].append(values[j])
+    return out
+
+
+def _parallel_neighbours(
     arena: list[str],
     uses: dict[str, set[int]],
     producer: dict[str, int],
@@ -427,40 +453,33 @@ def _parallel_conflict(
     position: list[int],
     start_clock: list[tuple[int, ...]],
     used: int,
-) -> Callable[[str, str], bool]:
-    """conflict(a, b): neither root's uses all happen before the other's producing step."""
-    front: dict[str, list[int]] = {}
-    for r in arena:
-        f = [-1] * used
+) -> dict[str, list[str]]:
+    """Roots conflict unless every use of one happens before the other's producing step."""
+    front = np.full((len(arena), used), -1, np.int64)
+    for k, r in enumerate(arena):
         for u in uses[r]:
-            f[stream_of[u]] = max(f[stream_of[u]], position[u])
-        front[r] = f
+            front[k, stream_of[u]] = max(front[k, stream_of[u]], position[u])
+    clock = np.array([start_clock[producer[r]] for r in arena], np.int64).reshape(len(arena), used)
+    ends = np.array([r in to_end for r in arena], bool)
 
-    def before(a: str, b: str) -> bool:
-        if a in to_end:
-            return False
-        clock = start_clock[producer[b]]
-        return all(x <= c for x, c in zip(front[a], clock, strict=False))
+    def rows(idx: np.ndarray) -> np.ndarray:
+        # before[a, b]: all uses of a complete before b is produced
+        a_before_b = (front[idx, None, :] <= clock[None, :, :]).all(axis=2) & ~ends[idx, None]
+        b_before_a = (front[None, :, :] <= clock[idx, None, :]).all(axis=2) & ~ends[None, :]
+        result: np.ndarray = ~(a_before_b | b_before_a)
+        return result
 
-    return lambda a, b: not (before(a, b) or before(b, a))
+    return _neighbours(arena, rows)
 
 
 def _assign(
     values: Sequence[str],
     size: dict[str, int],
-    conflict: Callable[[str, str], bool],
+    neighbours: dict[str, list[str]],
     producer: dict[str, int],
 ) -> dict[str, int]:
     """Best-fit offsets; tries two greedy orders and keeps the smaller arena."""
-    conf = conflict
-    # conflict lists once (pairs), reused by both orders
     vals = list(values)
-    neighbours: dict[str, list[str]] = {v: [] for v in vals}
-    for i, a in enumerate(vals):
-        for b in vals[i + 1 :]:
-            if conf(a, b):
-                neighbours[a].append(b)
-                neighbours[b].append(a)
     best: dict[str, int] | None = None
     best_peak = math.inf
     for key in (lambda v: (-size[v], producer[v]), lambda v: (producer[v],)):

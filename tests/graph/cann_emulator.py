@@ -113,7 +113,7 @@ REQUIRED = {
 
 
 def _onnx_pads(p4: list[int]) -> list[int]:
-    t, b, l, r = p4  # noqa: E741
+    t, b, l, r = p4
     return [t, l, b, r]
 
 

@@ -41,6 +41,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     outputs = set(g.outputs)
     # constants
     seen: dict[Any, str] = {}
+    same: dict[str, str] = {}
     for name in sorted(g.constants):
         arr = g.constants[name]
         key = _freeze(arr)
@@ -50,7 +51,8 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
             continue
         if name in outputs:
             continue
-        g.replace_uses(name, orig)
+        same[name] = orig
+    g.rename_uses(same)
     # nodes
     index: dict[tuple[Any, ...], Node] = {}
     dead: list[Node] = []
@@ -82,4 +84,5 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
 
 def _redirect(g: Graph, old: str, new: str) -> None:
     for m in g.nodes:
-        m.inputs = [new if i == old else i for i in m.inputs]
+        if old in m.inputs:
+            m.inputs = [new if i == old else i for i in m.inputs]

@@ -123,7 +123,8 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         conv.outputs = [bn.outputs[0]]
         dead.append(bn)
         g.values.pop(old_out, None)
-    g.nodes = [n for n in g.nodes if all(n is not d for d in dead)]
+    dead_ids = {id(d) for d in dead}
+    g.nodes = [n for n in g.nodes if id(n) not in dead_ids]
     g.prune_values()
     return g
 
@@ -181,8 +182,10 @@ def fuse_bias_activation(graph: Graph) -> Graph:
     g = graph.copy()
     consumers = g.consumers()
     dead: list[Node] = []
+    dead_ids: set[int] = set()
+    position = {id(m): i for i, m in enumerate(g.nodes)}
     for n in g.topological_order():
-        if n.op_type not in ("Conv", "MatMul", "Gemm") or any(n is d for d in dead):
+        if n.op_type not in ("Conv", "MatMul", "Gemm") or id(n) in dead_ids:
             continue
         out = n.outputs[0]
         shape = g.values[out].shape or ()
@@ -253,14 +256,14 @@ def fuse_bias_activation(graph: Graph) -> Graph:
                 attrs["scale"] = scale
         attrs.update(act_attrs)
         fused = Node(fused_op, ins, [tail], attrs, g.fresh_name(f"{n.name}/fused"))
-        idx = next(i for i, m in enumerate(g.nodes) if m is n)
-        g.nodes[idx] = fused
+        g.nodes[position[id(n)]] = fused
         dead.extend(absorbed)
+        dead_ids.update(id(m) for m in absorbed)
         for m in [n, *absorbed]:
             for o in m.outputs:
                 if o and o != tail:
                     g.values.pop(o, None)
-    g.nodes = [m for m in g.nodes if all(m is not d for d in dead)]
+    g.nodes = [m for m in g.nodes if id(m) not in dead_ids]
     g.prune_values()
     return g
 

@@ -13,6 +13,7 @@
  * Activations: none Relu LeakyRelu(alpha) Sigmoid Tanh Gelu (erf) GeluTanh
  * Clip(min, max).  Everything computes in float32 (float64 for float64). */
 #include "kcommon.h"
+#include "kmath.h"
 
 static const char *API = "aclopCompileAndExecute";
 
@@ -40,6 +41,20 @@ static int opcode_of(const char *name) {
 }
 
 /* ---------------------------------------------------------- math, 2 types */
+/* erf for float32 from erfc(|x|) = t * exp(-x^2 + P(t)), t = 1 / (1 + |x|/2)
+ * (Numerical Recipes' Chebyshev fit, relative error < 1.2e-7): arithmetic
+ * and k_expf only, so the loops vectorise. */
+static inline float k_erff(float x) {
+    float z = k_fabsf(x);
+    float t = 1.0f / (1.0f + 0.5f * z);
+    float p = -z * z - 1.26551223f +
+              t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f + t * (0.27886807f +
+              t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));  /* fmt */
+    float r = 1.0f - t * k_expf(p);
+    return k_self(k_isnanf(x), x, k_copysignf(r, x));
+}
+static inline float k_log1pf(float x) { return k_logf(1.0f + x); }
+static inline float k_powf(float x, float y) { return powf(x, y); }
 #define DEF_MATH(T, SUF, EXP, LOG, SQRT, TANH, ERF, POW, LOG1P)                                         \
     static void unary_##SUF(int op, T *x, int64_t n, double p0, double p1) {                             \
         const T a = (T)p0, b = (T)p1;                                                                   \
@@ -102,7 +117,7 @@ static int opcode_of(const char *name) {
         }                                                                                               \
     }
 
-DEF_MATH(float, f, expf, logf, sqrtf, tanhf, erff, powf, log1pf)
+DEF_MATH(float, f, k_expf, k_logf, sqrtf, k_tanhf, k_erff, k_powf, k_log1pf)
 DEF_MATH(double, d, exp, log, sqrt, tanh, erf, pow, log1p)
 
 /* Activation codes map onto the unary opcodes (E_NONE: nothing). */
@@ -158,15 +173,18 @@ static void ew_load_d(const void *src, int64_t off, int64_t s, double *dst, int6
     else for (int64_t i = 0; i < n; i++) dst[i] = x[0];
 }
 
-static void ew_rows(void *vp, int64_t r0, int64_t r1) {
+/* work units are (row, block of EW_BLOCK inner elements) pairs */
+static void ew_units(void *vp, int64_t u0, int64_t u1) {
     ew_exec *x = vp;
     const ew_plan *p = x->p;
+    int64_t nb = (p->inner + EW_BLOCK - 1) / EW_BLOCK;
     int nreg = p->k + p->n;
     bool dbl = p->dt == ACL_DOUBLE;
     size_t esz = dbl ? sizeof(double) : sizeof(float);
     char *regs = malloc(esz * EW_BLOCK * (size_t)nreg);
     if (!regs) return; /* cannot happen in practice; output left unwritten */
-    for (int64_t r = r0; r < r1; r++) {
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t r = u / nb, c0 = (u % nb) * EW_BLOCK;
         /* input offsets of row r (outer dims = all but the last) */
         int64_t base[EW_MAX_REGS];
         for (int j = 0; j < p->k; j++) base[j] = 0;
@@ -176,7 +194,7 @@ static void ew_rows(void *vp, int64_t r0, int64_t r1) {
             q /= p->dims[d];
             for (int j = 0; j < p->k; j++) base[j] += idx * p->stride[j][d];
         }
-        for (int64_t c0 = 0; c0 < p->inner; c0 += EW_BLOCK) {
+        {
             int64_t m = p->inner - c0 < EW_BLOCK ? p->inner - c0 : EW_BLOCK;
             for (int j = 0; j < p->k; j++) {
                 int64_t s = p->stride[j][p->ndim - 1];
@@ -216,8 +234,9 @@ static aclError ew_run(const hrt_kernel *k, void *const *in, void *const *out) {
     const ew_plan *p = k->plan;
     if (p->rows * p->inner == 0) return ACL_SUCCESS;
     ew_exec x = {p, in, out[0]};
-    int64_t work = p->inner * (p->n + 1);
-    hrt_parallel_for(p->rows, K_GRAIN / (work ? work : 1) + 1, ew_rows, &x);
+    int64_t nb = (p->inner + EW_BLOCK - 1) / EW_BLOCK;
+    int64_t per_unit = (p->inner < EW_BLOCK ? p->inner : EW_BLOCK) * (p->n + 1);
+    hrt_parallel_for(p->rows * nb, K_GRAIN / (per_unit ? per_unit : 1) + 1, ew_units, &x);
     return ACL_SUCCESS;
 }
 
@@ -288,9 +307,36 @@ static aclError ew_compile(hrt_kernel *k, const aclopAttr *attrs) {
             s *= x;
         }
     }
-    p->inner = p->dims[p->ndim - 1];
+    /* merge neighbouring dims where every input is contiguous (or broadcast)
+     * across both, so the inner loop runs long: [N,C,H,W] + [C,1,1] -> [N,C,HW] */
+    int nd = 0;
+    for (int d = 0; d < p->ndim; d++) {
+        if (p->dims[d] == 1 && p->ndim > 1) continue;
+        if (nd > 0) {
+            bool merge = true;
+            for (int j = 0; j < p->k && merge; j++) {
+                int64_t prev = p->stride[j][nd - 1], cur = p->stride[j][d];
+                merge = (prev == 0 && cur == 0) || (cur != 0 && prev == cur * p->dims[d]);
+            }
+            if (merge) {
+                p->dims[nd - 1] *= p->dims[d];
+                for (int j = 0; j < p->k; j++) p->stride[j][nd - 1] = p->stride[j][d];
+                continue;
+            }
+        }
+        p->dims[nd] = p->dims[d];
+        for (int j = 0; j < p->k; j++) p->stride[j][nd] = p->stride[j][d];
+        nd++;
+    }
+    if (nd == 0) { /* every dim is 1 */
+        p->dims[0] = 1;
+        for (int j = 0; j < p->k; j++) p->stride[j][0] = 0;
+        nd = 1;
+    }
+    p->ndim = nd;
+    p->inner = p->dims[nd - 1];
     p->rows = 1;
-    for (int d = 0; d < p->ndim - 1; d++) p->rows *= p->dims[d];
+    for (int d = 0; d < nd - 1; d++) p->rows *= p->dims[d];
     k->plan = p;
     k->plan_free = free;
     k->run = ew_run;
@@ -323,17 +369,20 @@ static void act_rows(void *vp, int64_t r0, int64_t r1) {
     else unary_f(p->act, (float *)x->y + r0 * p->n, (r1 - r0) * p->n, a, b);
 }
 
-static aclError fmm_gemm(const fmm_plan *p, const void *a, const void *b, const void *bias, void *c) {
+typedef struct {
+    const fmm_plan *p;
+    const void *a, *b;
+    void *c;
+    double beta;
+    aclError rc;
+} fmm_batch_ctx;
+
+static void fmm_batches(void *vp, int64_t b0, int64_t b1) {
+    fmm_batch_ctx *x = vp;
+    const fmm_plan *p = x->p;
     int64_t lda = p->ta ? p->m : p->kk, ldb = p->tb ? p->kk : p->n;
     int64_t asz = p->m * p->kk, bsz = p->kk * p->n, csz = p->m * p->n;
-    bool dbl = p->dt == ACL_DOUBLE;
-    size_t es = dbl ? 8 : 4;
-    double beta = 0;
-    if (bias) {
-        for (int64_t r = 0; r < p->m * p->nbatch; r++) memcpy((char *)c + (size_t)(r * p->n) * es, bias, es * (size_t)p->n);
-        beta = 1;
-    }
-    for (int64_t bi = 0; bi < p->nbatch; bi++) {
+    for (int64_t bi = b0; bi < b1; bi++) {
         int64_t oa = 0, ob = 0, q = bi;
         for (int d = p->bnd - 1; d >= 0; d--) {
             int64_t idx = q % p->bdims[d];
@@ -342,17 +391,50 @@ static aclError fmm_gemm(const fmm_plan *p, const void *a, const void *b, const 
             ob += idx * p->bstride[d];
         }
         aclError rc;
-        if (dbl)
-            rc = hrt_dgemm(p->ta, p->tb, p->m, p->n, p->kk, p->scale, (const double *)a + oa * asz, lda,
-                           (const double *)b + ob * bsz, ldb, beta, (double *)c + bi * csz, p->n);
+        if (p->dt == ACL_DOUBLE)
+            rc = hrt_dgemm(p->ta, p->tb, p->m, p->n, p->kk, p->scale, (const double *)x->a + oa * asz, lda,
+                           (const double *)x->b + ob * bsz, ldb, x->beta, (double *)x->c + bi * csz, p->n);
         else
-            rc = hrt_sgemm(p->ta, p->tb, p->m, p->n, p->kk, (float)p->scale, (const float *)a + oa * asz, lda,
-                           (const float *)b + ob * bsz, ldb, (float)beta, (float *)c + bi * csz, p->n);
-        if (rc) return rc;
+            rc = hrt_sgemm(p->ta, p->tb, p->m, p->n, p->kk, (float)p->scale, (const float *)x->a + oa * asz, lda,
+                           (const float *)x->b + ob * bsz, ldb, (float)x->beta, (float *)x->c + bi * csz, p->n);
+        if (rc) x->rc = rc;
     }
+}
+
+static aclError fmm_gemm(const fmm_plan *p, const void *a, const void *b, const void *bias, void *c) {
+    bool dbl = p->dt == ACL_DOUBLE;
+    size_t es = dbl ? 8 : 4;
+    double beta = 0;
+    if (bias) {
+        for (int64_t r = 0; r < p->m * p->nbatch; r++) memcpy((char *)c + (size_t)(r * p->n) * es, bias, es * (size_t)p->n);
+        beta = 1;
+    }
+    fmm_batch_ctx x = {p, a, b, c, beta, ACL_SUCCESS};
+    /* x2 shared by every batch and x1 stacked contiguously: one tall GEMM */
+    bool b_shared = true, a_full = true;
+    for (int d = 0; d < p->bnd; d++) {
+        b_shared &= p->bstride[d] == 0 || p->bdims[d] == 1;
+        a_full &= p->astride[d] != 0 || p->bdims[d] == 1;
+    }
+    double mnk = (double)p->m * (double)p->n * (double)p->kk;
+    if (p->nbatch > 1 && b_shared && a_full && !p->ta) {
+        fmm_plan tall = *p;
+        tall.m = p->m * p->nbatch;
+        tall.nbatch = 1;
+        tall.bnd = 0;
+        x.p = &tall;
+        fmm_batches(&x, 0, 1);
+        x.p = p;
+    } else if (p->nbatch > 1 && hrt_blas_loaded() && mnk < K_GEMM_SMALL) {
+        /* small GEMMs run single-threaded in OpenBLAS: spread the batch over the pool */
+        hrt_parallel_for(p->nbatch, (int64_t)(2e6 / (mnk + 1)) + 1, fmm_batches, &x);
+    } else {
+        fmm_batches(&x, 0, p->nbatch);
+    }
+    if (x.rc) return x.rc;
     if (p->act != E_NONE) {
-        act_exec x = {p, c};
-        hrt_parallel_for(p->m * p->nbatch, K_GRAIN / (p->n ? p->n : 1) + 1, act_rows, &x);
+        act_exec ax = {p, c};
+        hrt_parallel_for(p->m * p->nbatch, K_GRAIN / (p->n ? p->n : 1) + 1, act_rows, &ax);
     }
     return ACL_SUCCESS;
 }

@@ -1,0 +1,93 @@
+"""A caching allocator of device blocks, one per device.
+
+Freed blocks (a tensor's memory once its last reference and every queued
+launch using it are gone, i.e. once the device is done with it) are kept by
+size class and handed to the next allocation of that class, instead of an
+``aclrtMalloc``/``aclrtFree`` pair per tensor -- slow on a real device, and
+two runtime calls here.  Each block carries its ``aclDataBuffer`` (sized to
+the block's capacity; descriptors give the bytes an op actually uses).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from . import _native
+from ._native import ffi, lib
+from .errors import OutOfDeviceMemoryError, error_class
+
+__all__ = ("BlockPool",)
+
+_SMALL = 1 << 20
+
+
+def size_class(nbytes: int) -> int:
+    """Capacity a request is rounded to: 512 B steps up to 1 MiB, then 1 MiB steps."""
+    n = max(int(nbytes), 1)
+    step = 512 if n <= _SMALL else _SMALL
+    return (n + step - 1) // step * step
+
+
+class BlockPool:
+    """Free blocks of one device, by capacity, bounded by ``limit`` cached bytes."""
+
+    def __init__(self, ctx: Any, limit: int) -> None:
+        self._ctx = ctx
+        self.limit = limit
+        self._free: dict[int, list[tuple[Any, Any]]] = {}
+        self._lock = threading.Lock()
+        self.cached = 0
+        self.hits = 0
+        self.misses = 0
+
+    def take(self, nbytes: int) -> tuple[Any, Any, int]:
+        """A block of at least ``nbytes``: ``(ptr, aclDataBuffer, capacity)``."""
+        cap = size_class(nbytes)
+        with self._lock:
+            blocks = self._free.get(cap)
+            if blocks:
+                self.cached -= cap
+                self.hits += 1
+                ptr, buf = blocks.pop()
+                return ptr, buf, cap
+            self.misses += 1
+        _native.bind_context(self._ctx)
+        p = ffi.new("void **")
+        rc = lib.aclrtMalloc(p, cap, 0)
+        if rc:
+            msg = _native.recent_error()
+            if self.cached:  # give the cached blocks back to the device, then try once more
+                self.release()
+                rc = lib.aclrtMalloc(p, cap, 0)
+                msg = _native.recent_error() if rc else ""
+            if rc:
+                raise error_class(rc)(rc, msg, "aclrtMalloc")
+        buf = lib.aclCreateDataBuffer(p[0], cap)
+        if buf == ffi.NULL:
+            lib.aclrtFree(p[0])
+            raise OutOfDeviceMemoryError(207001, "aclCreateDataBuffer failed", "aclrtMalloc")
+        return p[0], buf, cap
+
+    def give(self, ptr: Any, buf: Any, cap: int) -> None:
+        """Return a block the device is done with."""
+        with self._lock:
+            if self.cached + cap <= self.limit:
+                self._free.setdefault(cap, []).append((ptr, buf))
+                self.cached += cap
+                return
+        self._destroy(ptr, buf)
+
+    def _destroy(self, ptr: Any, buf: Any) -> None:
+        lib.aclDestroyDataBuffer(buf)
+        _native.bind_context(self._ctx)
+        lib.aclrtFree(ptr)
+
+    def release(self) -> None:
+        """Free every cached block."""
+        with self._lock:
+            blocks = [b for bl in self._free.values() for b in bl]
+            self._free.clear()
+            self.cached = 0
+        for ptr, buf in blocks:
+            self._destroy(ptr, buf)

@@ -1,0 +1,91 @@
+"""Load (or build) an ONNX model, compile it once, run it from many tasks at once.
+
+    pip install ".[onnx]" && python examples/onnx_inference.py [model.onnx]
+
+Without an argument a small residual CNN is built with onnx.helper. Results
+are checked against onnxruntime when it is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import anyio
+import numpy as np
+
+import aioge
+
+
+def build_model() -> bytes:
+    """A small residual CNN: Conv-BN-Relu, a residual block, GlobalAveragePool, Gemm."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def w(name: str, *shape: int) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+
+    inits = [w("w0", 16, 3, 3, 3), w("w1", 16, 16, 3, 3), w("w2", 16, 16, 3, 3), w("fc_w", 10, 16), w("fc_b", 10)]
+    for i in range(3):
+        inits += [numpy_helper.from_array(rng.uniform(0.5, 1.5, 16).astype(np.float32), f"bn{i}_s"),
+                  numpy_helper.from_array(rng.uniform(-0.1, 0.1, 16).astype(np.float32), f"bn{i}_b"),
+                  numpy_helper.from_array(rng.uniform(-0.1, 0.1, 16).astype(np.float32), f"bn{i}_m"),
+                  numpy_helper.from_array(rng.uniform(0.5, 1.5, 16).astype(np.float32), f"bn{i}_v")]  # fmt: skip
+    conv = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"], **conv),
+        helper.make_node("BatchNormalization", ["c0", "bn0_s", "bn0_b", "bn0_m", "bn0_v"], ["b0"]),
+        helper.make_node("Relu", ["b0"], ["r0"]),
+        helper.make_node("Conv", ["r0", "w1"], ["c1"], **conv),
+        helper.make_node("BatchNormalization", ["c1", "bn1_s", "bn1_b", "bn1_m", "bn1_v"], ["b1"]),
+        helper.make_node("Relu", ["b1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], **conv),
+        helper.make_node("BatchNormalization", ["c2", "bn2_s", "bn2_b", "bn2_m", "bn2_v"], ["b2"]),
+        helper.make_node("Add", ["b2", "r0"], ["s"]),
+        helper.make_node("Relu", ["s"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], transB=1),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 32, 32])
+    logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "resnet_tiny", [x], [logits], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+async def main() -> None:
+    data = await anyio.Path(sys.argv[1]).read_bytes() if len(sys.argv) > 1 else build_model()
+    graph = aioge.load_onnx(data)
+    print(graph)
+    async with aioge.open_device(0) as dev:
+        t0 = time.perf_counter()
+        model = await dev.compile(graph)  # optimise, plan, lower, load: off the event loop
+        print(f"compiled in {(time.perf_counter() - t0) * 1e3:.1f} ms: {model}")
+        rng = np.random.default_rng(1)
+        batches = [{n: rng.standard_normal(shape).astype(dt) for n, (shape, dt) in model.inputs.items()}
+                   for _ in range(32)]  # fmt: skip
+
+        async def client(i: int) -> dict[str, np.ndarray]:
+            return await model.execute(batches[i])
+
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(client(i) for i in range(len(batches))))
+        dt = time.perf_counter() - t0
+        print(f"{len(batches)} concurrent executions in {dt * 1e3:.1f} ms ({len(batches) / dt:.1f}/s)")
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            return
+        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+        worst = 0.0
+        for feeds, res in zip(batches, results):
+            for name, ref in zip((o.name for o in sess.get_outputs()), sess.run(None, feeds)):
+                worst = max(worst, float(np.max(np.abs(res[name] - ref))))
+        print(f"max |aioge - onnxruntime| over all outputs: {worst:.2e}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
