@@ -1,23 +1,82 @@
-"""Helpers shared by the typed op functions: operand coercion, shape rules."""
+"""Helpers shared by the typed op functions: operand coercion, shape rules, dtype sets."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtypes
-from .._launch import Const, launch
+from .._launch import Const, HostInput, launch
 from ..tensor import Tensor
 
-__all__ = ("as_tensor_like", "broadcast_shape", "emit", "normalize_axis", "require_tensor")
+if TYPE_CHECKING:
+    from ..stream import Stream
+
+__all__ = (
+    "ALL",
+    "FLOATS",
+    "INTS",
+    "SIGNED",
+    "as_tensor_like",
+    "broadcast_shape",
+    "check_dtype",
+    "const",
+    "emit",
+    "emit_on",
+    "int_list",
+    "normalize_axes",
+    "normalize_axis",
+    "require_tensor",
+)
+
+FLOATS = frozenset(np.dtype(d) for d in ("float32", "float16", "float64")) | {dtypes.bfloat16}
+SIGNED = frozenset(np.dtype(d) for d in ("int8", "int16", "int32", "int64"))
+INTS = SIGNED | {np.dtype("uint8")}
+ALL = FLOATS | INTS | {np.dtype("bool")}
+# dtypes the runtime moves by size (shape/data-movement ops): every fixed-size ACL type
+MOVABLE = frozenset(
+    np.dtype(d)
+    for d in (
+        "float32",
+        "float16",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool",
+    )
+) | {dtypes.bfloat16}
 
 
 def require_tensor(x: Any, name: str = "x") -> Tensor:
     if type(x) is not Tensor:
         raise TypeError(f"{name} must be an aioge.Tensor, got {type(x).__name__}")
     return x
+
+
+def check_dtype(op: str, dt: np.dtype, allowed: frozenset[np.dtype], what: str = "x") -> None:
+    """TypeError naming the op and dtype when (op, dtype) is not supported."""
+    if dt not in allowed:
+        names = sorted(str(d) for d in allowed)
+        raise TypeError(
+            f"{op}: {what} has dtype {dt}, which is not supported (supported: {', '.join(names)})"
+        )
+
+
+def const(value: Any, dtype: Any = None) -> Const:
+    """A :class:`Const` that keeps a 0-d value 0-d (``np.ascontiguousarray`` would make it 1-d)."""
+    arr = np.asarray(value, dtype)
+    c = Const(arr)
+    if arr.ndim == 0:
+        c.array = np.array(arr)
+    return c
 
 
 def as_tensor_like(x: Any, like: Tensor) -> Tensor | Const:
@@ -29,7 +88,7 @@ def as_tensor_like(x: Any, like: Tensor) -> Tensor | Const:
     arr = np.asarray(x)
     if arr.dtype == object:
         raise TypeError(f"cannot use {type(x).__name__} as an operand")
-    return Const(arr.astype(like.dtype, copy=False))
+    return const(arr.astype(like.dtype, copy=False))
 
 
 def shape_of(x: Tensor | Const) -> tuple[int, ...]:
@@ -44,13 +103,49 @@ def broadcast_shape(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes]))
     except ValueError:
-        raise ValueError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast") from None
+        raise ValueError(
+            f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast"
+        ) from None
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
-    if not -ndim <= axis < max(ndim, 1):
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise ValueError(f"{op}: axis {axis} is out of range for rank {ndim}")
-    return axis % max(ndim, 1)
+    return int(axis) % max(ndim, 1)
+
+
+def normalize_axes(axes: int | Sequence[int] | None, ndim: int, op: str) -> tuple[int, ...]:
+    """Sorted, normalised, duplicate-free axes; None means every axis."""
+    if axes is None:
+        return tuple(range(ndim))
+    if isinstance(axes, (int, np.integer)):
+        axes = (int(axes),)
+    out = [normalize_axis(a, ndim, op) for a in axes]
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {tuple(axes)}")
+    return tuple(sorted(out))
+
+
+def int_list(v: Any, n: int | None, op: str, what: str) -> tuple[int, ...]:
+    """An int or a sequence of ints as a tuple (an int is repeated n times)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        if n is None:
+            return (int(v),)
+        return (int(v),) * n
+    try:
+        out = tuple(int(x) for x in v)
+    except TypeError:
+        raise TypeError(f"{op}: {what} must be an int or a sequence of ints, got {v!r}") from None
+    if n is not None and len(out) != n:
+        raise ValueError(f"{op}: {what} must have {n} values, got {len(out)}")
+    return out
+
+
+def host_ints(values: Sequence[int]) -> HostInput:
+    """A host-placed int64 value input (shapes, axes, perms, paddings)."""
+    return HostInput(np.asarray(list(values), dtype=np.int64))
 
 
 def emit(
@@ -63,6 +158,19 @@ def emit(
 ) -> list[Tensor]:
     """Allocate outputs on the first tensor input's stream and launch."""
     stream = next(x for x in inputs if type(x) is Tensor)._memory().home()
-    outs = [Tensor._empty(stream, shape, dt) for shape, dt in out_shapes]
+    return emit_on(stream, op_type, inputs, out_shapes, attrs, formats=formats)
+
+
+def emit_on(
+    stream: Stream,
+    op_type: str,
+    inputs: Sequence[Any],
+    out_shapes: Sequence[tuple[tuple[int, ...], np.dtype]],
+    attrs: dict[str, Any] | None = None,
+    *,
+    formats: Sequence[int] | None = None,
+) -> list[Tensor]:
+    """Allocate outputs on ``stream`` and launch there."""
+    outs = [Tensor._empty(stream, tuple(int(d) for d in shape), np.dtype(dt)) for shape, dt in out_shapes]
     launch(stream, op_type, inputs, outs, attrs, formats)
     return outs

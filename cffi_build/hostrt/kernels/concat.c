@@ -38,7 +38,7 @@ static void cs_chunk(void *vp, int64_t b, int64_t e) {
             size_t l = p->len[i];
             if (!l) continue;
             if (p->split)
-                memcpy((char *)c->out[i] + (size_t)o * l, (const char *)c->in[0] + (size_t)o * p->whole + p->off[i], l);
+                memcpy((char *)c->out[i] + (size_t)o * l, (const char *)c->in[p->first] + (size_t)o * p->whole + p->off[i], l);
             else
                 memcpy((char *)c->out[0] + (size_t)o * p->whole + p->off[i], (const char *)c->in[p->first + i] + (size_t)o * l, l);
         }
@@ -144,7 +144,7 @@ static aclError concat_compile(hrt_kernel *k, const aclopAttr *attrs) {
     int di = v2 ? k->n_in - 1 : 0;
     int64_t v[1];
     int n = 0;
-    aclError rc = hrt_tensor_int_values(k, di, v, 1, &n);
+    aclError rc = k_int_values(k, di, v, 1, &n);
     if (!rc && n != 1) rc = hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "%s: concat_dim must hold one value", k->op_name);
     if (!rc) rc = check_n(k, attrs, k->n_in - 1);
     if (rc) return rc;
@@ -223,6 +223,7 @@ static aclError split_common(hrt_kernel *k, int xi, int64_t axis, const int64_t 
         return hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
     }
     p->split = true;
+    p->first = xi;
     p->outer = k_prod(x->dims, 0, ax);
     size_t inner = (size_t)k_prod(x->dims, ax + 1, x->ndim) * es, off = 0;
     for (int i = 0; i < n && !rc; i++) {
@@ -262,7 +263,7 @@ static aclError split_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     int64_t v[1], num;
     int n = 0;
-    if ((rc = hrt_tensor_int_values(k, 0, v, 1, &n))) return rc;
+    if ((rc = k_int_values(k, 0, v, 1, &n))) return rc;
     if (n != 1) return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "Split: split_dim must hold one value");
     if ((rc = hrt_attr_get_int(k, attrs, "num_split", true, 0, &num))) return rc;
     return split_common(k, 1, v[0], NULL, 0, num, false);
@@ -273,8 +274,8 @@ static aclError splitv_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     int64_t sizes[MAXPIECES], v[1], num;
     int ns = 0, n = 0;
-    if ((rc = hrt_tensor_int_values(k, 1, sizes, MAXPIECES, &ns))) return rc;
-    if ((rc = hrt_tensor_int_values(k, 2, v, 1, &n))) return rc;
+    if ((rc = k_int_values(k, 1, sizes, MAXPIECES, &ns))) return rc;
+    if ((rc = k_int_values(k, 2, v, 1, &n))) return rc;
     if (n != 1) return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "SplitV: split_dim must hold one value");
     if ((rc = hrt_attr_get_int(k, attrs, "num_split", true, 0, &num))) return rc;
     return split_common(k, 0, v[0], sizes, ns, num, false);

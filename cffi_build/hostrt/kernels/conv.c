@@ -268,7 +268,7 @@ static aclError convt_compile(hrt_kernel *k, const aclopAttr *attrs) {
         rc = k_attr_ints(k, attrs, "input_size", true, 4, NULL, isz, 4, NULL);
     } else {
         int n = 0;
-        rc = hrt_tensor_int_values(k, 0, isz, 4, &n);
+        rc = k_int_values(k, 0, isz, 4, &n);
         if (!rc && n != 4)
             rc = hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "%s: input_size must hold 4 values", k->op_name);
     }

@@ -186,7 +186,7 @@ aclError k_get_axes(const hrt_kernel *k, const aclopAttr *attrs, const char *nam
             if (k->in[input].ndim > 1)
                 return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "%s: %s must be a scalar or 1-D tensor", k->op_name,
                                  name);
-            rc = hrt_tensor_int_values(k, input, vals, 64, &n);
+            rc = k_int_values(k, input, vals, 64, &n);
             if (rc) return rc;
             have = true;
         }
@@ -221,6 +221,15 @@ aclError k_get_axes(const hrt_kernel *k, const aclopAttr *attrs, const char *nam
     *count = n;
     if (present) *present = have;
     return ACL_SUCCESS;
+}
+
+aclError k_int_values(const hrt_kernel *k, int input, int64_t *vals, int max, int *n) {
+    const hrt_tensor *t = &k->in[input];
+    if (t->numel == 0 && (t->dtype == ACL_INT32 || t->dtype == ACL_INT64)) {
+        *n = 0;
+        return ACL_SUCCESS;
+    }
+    return hrt_tensor_int_values(k, input, vals, max, n);
 }
 
 aclError k_expect_out_dtype(const hrt_kernel *k, int j, aclDataType want) {

@@ -100,6 +100,9 @@ aclError k_norm_axis(const hrt_kernel *k, int64_t axis, int ndim, const char *wh
  * `present` (optional) tells whether the list was given at all. */
 aclError k_get_axes(const hrt_kernel *k, const aclopAttr *attrs, const char *name, int input, bool required,
                     int ndim, unsigned *mask, int *count, bool *present);
+/* hrt_tensor_int_values, except that a zero-element input gives n = 0 (an
+ * empty value list has no bytes, so the runtime cannot mark it const). */
+aclError k_int_values(const hrt_kernel *k, int input, int64_t *vals, int max, int *n);
 /* Require an output dtype. */
 aclError k_expect_out_dtype(const hrt_kernel *k, int j, aclDataType want);
 /* Require every present input in [from, to) to have dtype `dt`. */

@@ -529,7 +529,7 @@ static aclError arg_compile(hrt_kernel *k, const aclopAttr *attrs) {
     } else {
         int64_t v[1];
         int n = 0;
-        rc = hrt_tensor_int_values(k, 1, v, 1, &n);
+        rc = k_int_values(k, 1, v, 1, &n);
         if (!rc && n != 1)
             rc = hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "%s: dimension must hold one value", k->op_name);
         axis = v[0];

@@ -37,7 +37,7 @@ static aclError reshape_compile(hrt_kernel *k, const aclopAttr *attrs) {
     int n = 0;
     if (k->in[1].ndim > 1)
         return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "Reshape: shape must be a 1-D tensor");
-    if ((rc = hrt_tensor_int_values(k, 1, sh, HRT_MAXDIM, &n))) return rc;
+    if ((rc = k_int_values(k, 1, sh, HRT_MAXDIM, &n))) return rc;
     int64_t axis, num_axes;
     if ((rc = hrt_attr_get_int(k, attrs, "axis", false, 0, &axis)) ||
         (rc = hrt_attr_get_int(k, attrs, "num_axes", false, -1, &num_axes)))
@@ -140,7 +140,7 @@ static aclError expanddims_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     int64_t v[1];
     int n = 0;
-    if ((rc = hrt_tensor_int_values(k, 1, v, 1, &n))) return rc;
+    if ((rc = k_int_values(k, 1, v, 1, &n))) return rc;
     if (n != 1) return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "ExpandDims: axis must hold one value");
     return insert_axes(k, v, 1, false);
 }
@@ -341,7 +341,7 @@ static aclError transpose_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     int64_t perm[HRT_MAXDIM];
     int n = 0;
-    if ((rc = hrt_tensor_int_values(k, 1, perm, HRT_MAXDIM, &n))) return rc;
+    if ((rc = k_int_values(k, 1, perm, HRT_MAXDIM, &n))) return rc;
     return transpose_finish(k, perm, n, false);
 }
 
@@ -428,7 +428,7 @@ static aclError broadcastto_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     int64_t sh[HRT_MAXDIM];
     int n = 0;
-    if ((rc = hrt_tensor_int_values(k, 1, sh, HRT_MAXDIM, &n))) return rc;
+    if ((rc = k_int_values(k, 1, sh, HRT_MAXDIM, &n))) return rc;
     return broadcast_finish(k, sh, n, false);
 }
 
@@ -528,7 +528,7 @@ static aclError tile_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     int64_t m[HRT_MAXDIM];
     int n = 0;
-    if ((rc = hrt_tensor_int_values(k, 1, m, HRT_MAXDIM, &n))) return rc;
+    if ((rc = k_int_values(k, 1, m, HRT_MAXDIM, &n))) return rc;
     return tile_finish(k, m, n, false);
 }
 
@@ -591,7 +591,7 @@ static aclError fill_compile(hrt_kernel *k, const aclopAttr *attrs) {
     int64_t dims[HRT_MAXDIM];
     int n = 0;
     if (k->in[0].ndim > 1) return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "Fill: dims must be 1-D");
-    if ((rc = hrt_tensor_int_values(k, 0, dims, HRT_MAXDIM, &n))) return rc;
+    if ((rc = k_int_values(k, 0, dims, HRT_MAXDIM, &n))) return rc;
     for (int i = 0; i < n; i++)
         if (dims[i] < 0) return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "Fill: dims must be >= 0");
     const hrt_tensor *v = &k->in[1];

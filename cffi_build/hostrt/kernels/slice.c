@@ -146,7 +146,7 @@ static aclError slice_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     int64_t off[HRT_MAXDIM], size[HRT_MAXDIM];
     int no = 0, ns = 0;
-    if ((rc = hrt_tensor_int_values(k, 1, off, HRT_MAXDIM, &no)) || (rc = hrt_tensor_int_values(k, 2, size, HRT_MAXDIM, &ns)))
+    if ((rc = k_int_values(k, 1, off, HRT_MAXDIM, &no)) || (rc = k_int_values(k, 2, size, HRT_MAXDIM, &ns)))
         return rc;
     return slice_common(k, off, no, size, ns, false);
 }
@@ -245,10 +245,10 @@ static aclError stridedslice_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     int64_t bg[HRT_MAXDIM], en[HRT_MAXDIM], sp[HRT_MAXDIM];
     int nb = 0, ne = 0, ns = 0;
-    if ((rc = hrt_tensor_int_values(k, 1, bg, HRT_MAXDIM, &nb)) || (rc = hrt_tensor_int_values(k, 2, en, HRT_MAXDIM, &ne)))
+    if ((rc = k_int_values(k, 1, bg, HRT_MAXDIM, &nb)) || (rc = k_int_values(k, 2, en, HRT_MAXDIM, &ne)))
         return rc;
     if (k->n_in > 3 && !k->in[3].absent) {
-        if ((rc = hrt_tensor_int_values(k, 3, sp, HRT_MAXDIM, &ns))) return rc;
+        if ((rc = k_int_values(k, 3, sp, HRT_MAXDIM, &ns))) return rc;
     } else {
         ns = nb;
         for (int i = 0; i < nb; i++) sp[i] = 1;
@@ -373,7 +373,7 @@ static aclError gatherv2_compile(hrt_kernel *k, const aclopAttr *attrs) {
     int64_t v[1], bd;
     int n = 0;
     bool neg;
-    if ((rc = hrt_tensor_int_values(k, 2, v, 1, &n))) return rc;
+    if ((rc = k_int_values(k, 2, v, 1, &n))) return rc;
     if (n != 1) return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "GatherV2: axis must hold one value");
     if ((rc = hrt_attr_get_int(k, attrs, "batch_dims", false, 0, &bd)) ||
         (rc = hrt_attr_get_bool(k, attrs, "negative_index_support", false, &neg)))
@@ -481,7 +481,7 @@ static aclError pad_common(hrt_kernel *k, const aclopAttr *attrs, bool v3, int v
     if (rc) return rc;
     int64_t pv[2 * HRT_MAXDIM];
     int n = 0;
-    if ((rc = hrt_tensor_int_values(k, 1, pv, 2 * HRT_MAXDIM, &n))) return rc;
+    if ((rc = k_int_values(k, 1, pv, 2 * HRT_MAXDIM, &n))) return rc;
     bool contiguous = true;
     const char *mode = "constant";
     if (v3 && ((rc = hrt_attr_get_string(k, attrs, "mode", false, "constant", &mode)) ||
