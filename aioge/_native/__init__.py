@@ -92,9 +92,13 @@ def _load() -> tuple[Any, Any, str, str]:
 
         paths = _ascend_paths()
         libs = []
+        # RTLD_NODELETE: the runtime's own threads run library code until the
+        # process exits; cffi would dlclose the library when `lib` is
+        # collected at interpreter shutdown and unmap code still executing
+        flags = abi_ffi.RTLD_NOW | getattr(abi_ffi, "RTLD_NODELETE", 0)
         for p in paths:
             try:
-                libs.append(abi_ffi.dlopen(p))
+                libs.append(abi_ffi.dlopen(p, flags))
             except OSError as e:
                 raise BackendError(f"cannot dlopen {p}: {e}") from e
         return abi_ffi, _Libs(libs), "ascend", paths[0]
