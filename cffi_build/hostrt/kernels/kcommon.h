@@ -139,6 +139,13 @@ typedef struct {
 aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
                                const float *bias, float *y);
 
+/* Outputs at least this big are written with non-temporal stores (they do
+ * not fit in cache anyway; streaming saves the read-for-ownership). */
+#define K_STREAM_BYTES ((size_t)16 << 20)
+/* Copy n floats with streaming stores where the target allows (x86 AVX),
+ * ending with a store fence; a plain memcpy elsewhere. */
+void k_stream_store_f32(float *dst, const float *src, int64_t n);
+
 /* A scratch buffer from malloc; NULL sets the task failure text. */
 void *k_scratch(const hrt_kernel *k, size_t bytes);
 
