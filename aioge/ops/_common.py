@@ -65,9 +65,7 @@ def check_dtype(op: str, dt: np.dtype, allowed: frozenset[np.dtype], what: str =
     """TypeError naming the op and dtype when (op, dtype) is not supported."""
     if dt not in allowed:
         names = sorted(str(d) for d in allowed)
-        raise TypeError(
-            f"{op}: {what} has dtype {dt}, which is not supported (supported: {', '.join(names)})"
-        )
+        raise TypeError(f"{op}: {what} has dtype {dt}, which is not supported (supported: {', '.join(names)})")
 
 
 def const(value: Any, dtype: Any = None) -> Const:
@@ -103,9 +101,7 @@ def broadcast_shape(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes]))
     except ValueError:
-        raise ValueError(
-            f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast"
-        ) from None
+        raise ValueError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast") from None
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:

@@ -73,9 +73,9 @@ _BOOL = np.dtype(np.bool_)
 _ARITH = FLOATS | INTS
 
 
-def _binary(
-    op_type: str, name: str, a: Any, b: Any, allowed: frozenset[np.dtype], *, bool_out: bool = False
-) -> Tensor:
+def _binary(op_type: str, name: str, a: Any, b: Any, allowed: frozenset[np.dtype], *, bool_out: bool = False) -> Tensor:
+    if type(a) is Tensor and type(b) is Tensor and a.dtype == b.dtype and a.shape == b.shape and a.dtype in allowed:
+        return emit(op_type, [a, b], [(a.shape, _BOOL if bool_out else a.dtype)])[0]  # the common case, fast
     if type(a) is not Tensor and type(b) is Tensor:
         a = as_tensor_like(a, b)
     else:

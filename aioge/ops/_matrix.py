@@ -65,9 +65,7 @@ def matmul(a: Any, b: Any, *, transpose_a: bool = False, transpose_b: bool = Fal
         )[0]
     else:
         batch = broadcast_shape("matmul", a.shape[:-2], b.shape[:-2])
-        y = emit(
-            "BatchMatMul", [a, b], [((*batch, m, n), a.dtype)], {"adj_x1": transpose_a, "adj_x2": transpose_b}
-        )[0]
+        y = emit("BatchMatMul", [a, b], [((*batch, m, n), a.dtype)], {"adj_x1": transpose_a, "adj_x2": transpose_b})[0]
     if squeeze_m or squeeze_n:
         shape = list(y.shape)
         if squeeze_n:

@@ -72,9 +72,7 @@ def _pads(pads: Any, op: str) -> tuple[int, int, int, int]:
     elif len(p) == 2:
         p = (p[0], p[1], p[0], p[1])
     elif len(p) != 4:
-        raise ValueError(
-            f"{op}: pads must have 1, 2 or 4 values (ONNX order top, left, bottom, right), got {len(p)}"
-        )
+        raise ValueError(f"{op}: pads must have 1, 2 or 4 values (ONNX order top, left, bottom, right), got {len(p)}")
     if any(v < 0 for v in p):
         raise ValueError(f"{op}: pads must be >= 0, got {p}")
     return (p[0], p[2], p[1], p[3])
@@ -205,17 +203,13 @@ def batch_norm(
         fmt = _ND
     else:
         raise ValueError(f"batch_norm: x must be 4-D or 2-D, got shape {x.shape}")
-    params = [
-        require_tensor(t, n) for t, n in ((scale, "scale"), (bias, "bias"), (mean, "mean"), (var, "var"))
-    ]
+    params = [require_tensor(t, n) for t, n in ((scale, "scale"), (bias, "bias"), (mean, "mean"), (var, "var"))]
     pdt = params[0].dtype
     for t, n in zip(params, ("scale", "bias", "mean", "var"), strict=False):
         if t.shape != (c,):
             raise ValueError(f"batch_norm: {n} must have shape ({c},), got {t.shape}")
         if t.dtype != pdt or (pdt != x.dtype and pdt != np.dtype(np.float32)):
-            raise TypeError(
-                f"batch_norm: {n} has dtype {t.dtype}, expected {x.dtype} or float32 for all params"
-            )
+            raise TypeError(f"batch_norm: {n} has dtype {t.dtype}, expected {x.dtype} or float32 for all params")
     attrs: dict[str, Any] = {"epsilon": float(epsilon), "is_training": False}
     if x.ndim == 4:
         attrs["data_format"] = data_format
@@ -344,9 +338,7 @@ def conv_transpose2d(
         raise ValueError(f"conv_transpose2d: weight must be 4-D (C_in, C_out/groups, kH, kW), got {w.shape}")
     wc, cog, kh, kw = w.shape
     if groups < 1 or wc != c or c % groups:
-        raise ValueError(
-            f"conv_transpose2d: weight {w.shape} does not fit {c} input channels with groups={groups}"
-        )
+        raise ValueError(f"conv_transpose2d: weight {w.shape} does not fit {c} input channels with groups={groups}")
     co = cog * groups
     s = _pos(int_list(strides, 2, "conv_transpose2d", "strides"), "conv_transpose2d", "strides")
     d = _pos(int_list(dilations, 2, "conv_transpose2d", "dilations"), "conv_transpose2d", "dilations")
@@ -396,11 +388,7 @@ def _pool(
     extra: dict[str, Any],
 ) -> Tensor:
     x = require_tensor(x)
-    allowed = (
-        FLOATS
-        if op_type == "AvgPoolV2"
-        else FLOATS | {np.dtype(t) for t in ("int8", "uint8", "int32", "int64")}
-    )
+    allowed = FLOATS if op_type == "AvgPoolV2" else FLOATS | {np.dtype(t) for t in ("int8", "uint8", "int32", "int64")}
     check_dtype(name, x.dtype, frozenset(allowed))
     fmt = _fmt(data_format, name)
     n, c, h, w = _spatial(x, data_format, name)
@@ -412,9 +400,7 @@ def _pool(
     for i, (inp, pb, pe) in enumerate(((h, p[0], p[1]), (w, p[2], p[3]))):
         span = inp + pb + pe - k[i]
         if span < 0:
-            raise ValueError(
-                f"{name}: kernel {k} is larger than the padded input {(h + p[0] + p[1], w + p[2] + p[3])}"
-            )
+            raise ValueError(f"{name}: kernel {k} is larger than the padded input {(h + p[0] + p[1], w + p[2] + p[3])}")
         o = (-(-span // s[i]) if ceil_mode else span // s[i]) + 1
         if ceil_mode and (o - 1) * s[i] >= inp + pb:
             o -= 1
@@ -429,9 +415,7 @@ def _pool(
         "ceil_mode": bool(ceil_mode),
         **extra,
     }
-    return emit(
-        op_type, [x], [(_out4(n, c, size[0], size[1], data_format), x.dtype)], attrs, formats=[fmt, fmt]
-    )[0]
+    return emit(op_type, [x], [(_out4(n, c, size[0], size[1], data_format), x.dtype)], attrs, formats=[fmt, fmt])[0]
 
 
 def max_pool2d(
@@ -450,9 +434,7 @@ def max_pool2d(
     Example:
         >>> y = aioge.ops.max_pool2d(x, kernel_shape=3, strides=2, pads=1)
     """
-    return _pool(
-        "MaxPoolV3", "max_pool2d", x, kernel_shape, strides, pads, ceil_mode, auto_pad, data_format, {}
-    )
+    return _pool("MaxPoolV3", "max_pool2d", x, kernel_shape, strides, pads, ceil_mode, auto_pad, data_format, {})
 
 
 def avg_pool2d(

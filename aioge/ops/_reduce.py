@@ -17,9 +17,7 @@ __all__ = ("argmax", "argmin", "reduce_max", "reduce_mean", "reduce_min", "reduc
 Axes = int | Sequence[int] | None
 
 
-def _reduce(
-    op_type: str, name: str, x: Any, axes: Axes, keepdims: bool, allowed: frozenset[np.dtype]
-) -> Tensor:
+def _reduce(op_type: str, name: str, x: Any, axes: Axes, keepdims: bool, allowed: frozenset[np.dtype]) -> Tensor:
     x = require_tensor(x)
     check_dtype(name, x.dtype, allowed)
     if axes is not None and not isinstance(axes, (int, np.integer)) and len(axes) == 0:
@@ -87,9 +85,7 @@ def reduce_prod(x: Any, axes: Axes = None, keepdims: bool = False) -> Tensor:
     return _reduce("ReduceProdD", "reduce_prod", x, axes, keepdims, FLOATS | INTS)
 
 
-def _arg(
-    op_type: str, name: str, x: Any, axis: int | None, keepdims: bool, dtype: dtypes.DTypeLike
-) -> Tensor:
+def _arg(op_type: str, name: str, x: Any, axis: int | None, keepdims: bool, dtype: dtypes.DTypeLike) -> Tensor:
     x = require_tensor(x)
     check_dtype(name, x.dtype, ALL)
     dt = dtypes.normalize(dtype)
@@ -115,9 +111,7 @@ def _arg(
     return y
 
 
-def argmax(
-    x: Any, axis: int | None = None, keepdims: bool = False, dtype: dtypes.DTypeLike = "int64"
-) -> Tensor:
+def argmax(x: Any, axis: int | None = None, keepdims: bool = False, dtype: dtypes.DTypeLike = "int64") -> Tensor:
     """Index of the first maximum along ``axis`` (flattened when None), like ``numpy.argmax``;
     a NaN counts as the maximum (CANN ``ArgMaxD``, attrs ``dimension``, ``dtype``).
 
@@ -127,9 +121,7 @@ def argmax(
     return _arg("ArgMaxD", "argmax", x, axis, keepdims, dtype)
 
 
-def argmin(
-    x: Any, axis: int | None = None, keepdims: bool = False, dtype: dtypes.DTypeLike = "int64"
-) -> Tensor:
+def argmin(x: Any, axis: int | None = None, keepdims: bool = False, dtype: dtypes.DTypeLike = "int64") -> Tensor:
     """Index of the first minimum along ``axis`` (flattened when None), like ``numpy.argmin``
     (CANN ``ArgMinD``).
 

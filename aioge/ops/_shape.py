@@ -144,12 +144,8 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     for i, t in enumerate(ts):
         if t.dtype != t0.dtype:
             raise TypeError(f"concat: tensors[{i}] has dtype {t.dtype}, tensors[0] has {t0.dtype}")
-        if t.ndim != t0.ndim or any(
-            a != b for d, (a, b) in enumerate(zip(t.shape, t0.shape, strict=False)) if d != ax
-        ):
-            raise ValueError(
-                f"concat: tensors[{i}] has shape {t.shape}, which does not fit {t0.shape} on axis {ax}"
-            )
+        if t.ndim != t0.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, t0.shape, strict=False)) if d != ax):
+            raise ValueError(f"concat: tensors[{i}] has shape {t.shape}, which does not fit {t0.shape} on axis {ax}")
     shape = list(t0.shape)
     shape[ax] = sum(t.shape[ax] for t in ts)
     return emit("ConcatD", ts, [(tuple(shape), t0.dtype)], {"concat_dim": ax, "N": len(ts)})[0]

@@ -3,7 +3,17 @@
  * A kernel splits its work with hrt_parallel_for; the calling stream worker
  * always works on its own job, and the pool's threads help whichever job is
  * open.  With N threads configured there are N-1 helpers, so two streams
- * running big kernels at once share the cores instead of oversubscribing. */
+ * running big kernels at once share the cores instead of oversubscribing.
+ * Jobs are split into at most 4*N chunks claimed dynamically, so a helper
+ * that is descheduled (another stream, another process) does not hold the
+ * job up: whoever is running takes the remaining chunks.
+ *
+ * GEMM threading: big GEMMs are threaded by OpenBLAS itself (its threads
+ * are set to the pool size by aiogeHostSetNumThreads; concurrent callers
+ * are serialised inside OpenBLAS, so two streams running GEMMs share the
+ * cores rather than oversubscribing them); GEMMs small enough to run
+ * single-threaded inside OpenBLAS (K_GEMM_SMALL) are spread over this pool
+ * by the batched-matmul and convolution kernels. */
 #include "hrt.h"
 
 #include <stdio.h>
@@ -42,7 +52,7 @@ static void *helper(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "hrt-pool-%d", index);
     pthread_setname_np(pthread_self(), name);
-    hrt_thread_background(); /* device work yields to an event loop sharing the cores */
+    hrt_thread_background(); /* the same priority as the stream workers it helps */
     pthread_mutex_lock(&pool_mu);
     for (;;) {
         job *j = open_jobs;

@@ -63,9 +63,7 @@ def broadcastable_pair(max_dims: int = 4) -> st.SearchStrategy[tuple[tuple[int, 
     return build()
 
 
-def rand(
-    rng: np.random.Generator, shape: tuple[int, ...], dt: Any, lo: float = -3, hi: float = 3
-) -> np.ndarray:
+def rand(rng: np.random.Generator, shape: tuple[int, ...], dt: Any, lo: float = -3, hi: float = 3) -> np.ndarray:
     dt = np.dtype(dt)
     if dt == np.bool_:
         return rng.random(shape) < 0.5
@@ -109,9 +107,7 @@ def check(
         _check(got, np.asarray(ref), np.dtype(got.dtype if dt is None else dt), rtol, atol, ulps)
 
 
-def _check(
-    got: np.ndarray, ref: np.ndarray, dt: np.dtype, rtol: float | None, atol: float, ulps: float
-) -> None:
+def _check(got: np.ndarray, ref: np.ndarray, dt: np.dtype, rtol: float | None, atol: float, ulps: float) -> None:
     assert got.dtype == dt, f"dtype {got.dtype} != {dt}"
     assert got.shape == ref.shape, f"shape {got.shape} != {ref.shape}"
     if dt.kind in "iub":
@@ -155,10 +151,7 @@ def _ort_session(
     tp = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "float16": TensorProto.FLOAT16}
     names = [f"i{j}" for j in range(len(in_specs))]
     node = helper.make_node(op, names, ["y"], **dict(attrs))
-    inputs = [
-        helper.make_tensor_value_info(n, tp[dt], list(sh))
-        for n, (sh, dt) in zip(names, in_specs, strict=False)
-    ]
+    inputs = [helper.make_tensor_value_info(n, tp[dt], list(sh)) for n, (sh, dt) in zip(names, in_specs, strict=False)]
     g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", tp[in_specs[0][1]], None)])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = min(m.ir_version, 9)

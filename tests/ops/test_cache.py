@@ -87,9 +87,7 @@ async def test_evicted_kernels_still_run(stream, fresh_cache):
     assert lib.aclopSetMaxOpQueueNum(1) == 0
     a = np.arange(1000, dtype=np.float32)
     x = up(stream, a)
-    ys = [
-        ops.leaky_relu(ops.neg(x), 0.001 * (i + 1)) for i in range(20)
-    ]  # each launch evicts the previous kernel
+    ys = [ops.leaky_relu(ops.neg(x), 0.001 * (i + 1)) for i in range(20)]  # each launch evicts the previous kernel
     for i, y in enumerate(ys):
         check(await y.numpy(), np.where(-a > 0, -a, -a * np.float32(0.001 * (i + 1))), rtol=1e-6)
 

@@ -113,9 +113,7 @@ CMP = {
 
 @pytest.mark.parametrize("name", sorted(CMP))
 @few(25)
-@given(
-    pair=broadcastable_pair(), dt=st.sampled_from([*ARITH, np.dtype(np.bool_)]), seed=st.integers(0, 2**16)
-)
+@given(pair=broadcastable_pair(), dt=st.sampled_from([*ARITH, np.dtype(np.bool_)]), seed=st.integers(0, 2**16))
 async def test_comparisons(stream, name, pair, dt, seed):
     fn, ref_fn = CMP[name]
     rng = np.random.default_rng(seed)
@@ -168,9 +166,7 @@ async def test_where_broadcast(stream, shapes3, dt, seed):
     got = await ops.where(up(stream, c), up(stream, x), up(stream, y)).numpy()
     check(
         got,
-        np.where(c, x, y).astype(dt)
-        if dt != BF16
-        else np.where(c, x.astype(np.float64), y.astype(np.float64)),
+        np.where(c, x, y).astype(dt) if dt != BF16 else np.where(c, x.astype(np.float64), y.astype(np.float64)),
         dt,
         ulps=0,
     )
@@ -180,9 +176,7 @@ async def test_select_rank1_condition_picks_rows(stream):
     c = np.array([True, False, True])
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     y = -x
-    (out,) = aioge.op(
-        "Select", [up(stream, c), up(stream, x), up(stream, y)], [TensorSpec((3, 4), "float32")]
-    )
+    (out,) = aioge.op("Select", [up(stream, c), up(stream, x), up(stream, y)], [TensorSpec((3, 4), "float32")])
     check(await out.numpy(), np.where(c[:, None], x, y))
 
 
@@ -382,6 +376,4 @@ async def test_big_elementwise_uses_pool(stream):
     check(await ops.add(ta, ta).numpy(), a + a, rtol=0)
     check(await ops.exp(ta).numpy(), np.exp(a.astype(np.float64)), rtol=3e-6)
     h = up(stream, a.astype(np.float16))
-    check(
-        await ops.mul(h, h).numpy(), rounded(a.astype(np.float16).astype(np.float64) ** 2, F16), F16, ulps=0.5
-    )
+    check(await ops.mul(h, h).numpy(), rounded(a.astype(np.float16).astype(np.float64) ** 2, F16), F16, ulps=0.5)

@@ -111,9 +111,7 @@ CASES = [
         {"negative_slope": 0.1},
         bad=[("attr", {"negative_slope": 1}, CA)],
     ),
-    Case(
-        "Round", [T((4,))], [((4,), F)], bad=[("attr", {"decimals": 1.5}, CA), ("attr", {"decimals": 99}, CA)]
-    ),
+    Case("Round", [T((4,))], [((4,), F)], bad=[("attr", {"decimals": 1.5}, CA), ("attr", {"decimals": 99}, CA)]),
     Case("GeluV2", [T((4,))], [((4,), F)], bad=[("attr", {"approximate": "erf"}, CA)]),
     Case(
         "Cast",
@@ -374,9 +372,7 @@ CASES = [
             ("attr", {"concat_dim": 2}, CA),
         ],
     ),
-    Case(
-        "ConcatV2", [T((2, 3)), T((2, 3)), H(0, np.int32)], [((4, 3), F)], bad=[("in", (2, T((), I32)), CI)]
-    ),
+    Case("ConcatV2", [T((2, 3)), T((2, 3)), H(0, np.int32)], [((4, 3), F)], bad=[("in", (2, T((), I32)), CI)]),
     Case(
         "SplitD",
         [T((4, 2))],

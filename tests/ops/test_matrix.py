@@ -92,9 +92,7 @@ async def test_many_small_batched_gemms(stream):
 async def test_large_gemm_matches_numpy(stream):
     rng = np.random.default_rng(4)
     a, b = rng.random((300, 200), np.float32), rng.random((200, 250), np.float32)
-    check(
-        await ops.matmul(up(stream, a), up(stream, b)).numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4
-    )
+    check(await ops.matmul(up(stream, a), up(stream, b)).numpy(), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
 
 
 @few(30)

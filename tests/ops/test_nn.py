@@ -49,9 +49,7 @@ async def test_softmax(stream, shape, data, dt, log):
 
 async def test_softmax_big_rows_and_half_to_float(stream):
     x = np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32) * 5
-    check(
-        await ops.softmax(up(stream, x)).numpy(), _softmax64(x.astype(np.float64), -1), rtol=1e-5, atol=1e-9
-    )
+    check(await ops.softmax(up(stream, x)).numpy(), _softmax64(x.astype(np.float64), -1), rtol=1e-5, atol=1e-9)
     h = x.astype(np.float16)
     (y,) = aioge.op(
         "SoftmaxV2", [up(stream, h)], [TensorSpec(h.shape, "float32")], {"axes": [-1], "half_to_float": True}
@@ -468,9 +466,7 @@ async def test_global_avg_pool_and_cann_padding_modes(stream):
         {"ksize": [1, 1, 3, 3], "strides": [1, 1, 2, 2], "padding_mode": "SAME", "data_format": "NCHW"},
         formats=[NCHW, NCHW],
     )
-    check(
-        await y.numpy(), ort_run("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")
-    )
+    check(await y.numpy(), ort_run("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"))
     (y,) = aioge.op(
         "AvgPool",
         [up(stream, xh)],

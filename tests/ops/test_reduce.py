@@ -107,9 +107,7 @@ async def test_argmax_argmin(stream, shape, data, dt, keep, use_axis, is_max):
 async def test_argmax_nan_and_int32(stream):
     x = np.array([[1, np.nan, 3], [np.nan, 5, np.nan]], np.float32)
     check(await ops.argmax(up(stream, x), axis=1).numpy(), np.argmax(x, axis=1))
-    check(
-        await ops.argmin(up(stream, x), axis=1, dtype="int32").numpy(), np.argmin(x, axis=1).astype(np.int32)
-    )
+    check(await ops.argmin(up(stream, x), axis=1, dtype="int32").numpy(), np.argmin(x, axis=1).astype(np.int32))
 
 
 async def test_cann_reduce_axes_input(stream):
@@ -140,9 +138,7 @@ async def test_cann_reduce_axes_input(stream):
 
 async def test_cann_argmax_v2(stream):
     x = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
-    (y,) = aioge.op(
-        "ArgMaxV2", [up(stream, x), HostInput(np.array(1, np.int32))], [TensorSpec((3,), "int32")]
-    )
+    (y,) = aioge.op("ArgMaxV2", [up(stream, x), HostInput(np.array(1, np.int32))], [TensorSpec((3,), "int32")])
     check(await y.numpy(), x.argmax(1).astype(np.int32))
     (y,) = aioge.op(
         "ArgMin",

@@ -29,9 +29,7 @@ ANY = [
 
 def _eq(got, want):
     assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
-    np.testing.assert_array_equal(
-        got.reshape(-1).view(np.uint8), np.ascontiguousarray(want).reshape(-1).view(np.uint8)
-    )
+    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), np.ascontiguousarray(want).reshape(-1).view(np.uint8))
 
 
 @few(60)
@@ -328,7 +326,5 @@ async def test_cann_data_movement(stream):
         {"num_split": 2},
     )
     _eq(await parts[1].numpy(), x[:, :, 1:])
-    parts = aioge.op(
-        "Split", [HostInput(np.array(1)), t], [TensorSpec((2, 1, 4), "int32")] * 3, {"num_split": 3}
-    )
+    parts = aioge.op("Split", [HostInput(np.array(1)), t], [TensorSpec((2, 1, 4), "int32")] * 3, {"num_split": 3})
     _eq(await parts[2].numpy(), x[:, 2:3])

@@ -154,6 +154,7 @@ typedef struct {
     size_t isz, osz;
     aclDataType half;   /* ACL_FLOAT16/ACL_BF16: widen blocks; else ACL_DT_UNDEFINED */
     bool bool_out;
+    bool stream;        /* big float32 output: compute blocks in L1, stream them out */
 } bin_plan;
 
 typedef struct {
@@ -189,6 +190,15 @@ static void bin_flat(void *vp, int64_t b, int64_t e) {
     bin_exec *x = vp;
     const k_bcast *pl = &x->p->plan;
     int64_t sa = pl->strides[0][0], sb = pl->strides[1][0];
+    if (x->p->stream) {
+        float buf[2048];
+        for (int64_t i = b; i < e; i += 2048) {
+            int64_t m = e - i < 2048 ? e - i : 2048;
+            x->p->fn(x->a + (size_t)(i * sa) * 4, sa, x->b + (size_t)(i * sb) * 4, sb, buf, m);
+            k_stream_store_f32((float *)x->o + i, buf, m);
+        }
+        return;
+    }
     bin_call(x->p, x->a + (size_t)(b * sa) * x->p->isz, sa, x->b + (size_t)(b * sb) * x->p->isz, sb,
              x->o + (size_t)b * x->p->osz, e - b);
 }
@@ -256,6 +266,7 @@ static aclError bin_compile(hrt_kernel *k, const aclopAttr *attrs) {
     p->fn = op->fns[di];
     p->half = k_is_half(a->dtype) ? a->dtype : ACL_DT_UNDEFINED;
     p->bool_out = op->bool_out;
+    p->stream = (a->dtype == ACL_FLOAT && !op->bool_out && y->nbytes >= K_STREAM_BYTES);
     p->isz = hrt_dtype_size(a->dtype);
     p->osz = hrt_dtype_size(y->dtype);
     k->plan = p;

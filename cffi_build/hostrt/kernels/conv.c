@@ -109,8 +109,17 @@ static aclError cv_run(const hrt_kernel *k, void *const *in, void *const *out) {
         y = fy;
     }
     aclError rc;
-    if (dbl) rc = p->transpose ? convt_run_t_f64(k, p, x, w, bias, y) : conv_run_t_f64(k, p, x, w, bias, y);
-    else rc = p->transpose ? convt_run_t_f32(k, p, x, w, bias, y) : conv_run_t_f32(k, p, x, w, bias, y);
+    bool one_by_one = p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->pt == 0 && p->pl == 0 &&
+                      p->Ho == p->H && p->Wo == p->W;
+    if (dbl) {
+        rc = p->transpose ? convt_run_t_f64(k, p, x, w, bias, y) : conv_run_t_f64(k, p, x, w, bias, y);
+    } else if (!p->transpose && !p->depthwise && !one_by_one) {
+        k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
+                         p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};
+        rc = hrt_conv2d_direct_f32(k, &g, x, w, bias, y);
+    } else {
+        rc = p->transpose ? convt_run_t_f32(k, p, x, w, bias, y) : conv_run_t_f32(k, p, x, w, bias, y);
+    }
     if (!rc && half) k_from_f32(y, p->dt, out[0], yn);
     free(s);
     return rc;

@@ -1,8 +1,10 @@
 #include "kcommon.h"
 
 #include <stdio.h>
-#if defined(__F16C__) && defined(__AVX__)
+#if defined(__AVX__)
 #include <immintrin.h>
+#endif
+#if defined(__F16C__) && defined(__AVX__)
 #define K_HAVE_F16C 1
 #endif
 
@@ -347,6 +349,21 @@ void k_fill(void *dst, const void *val, size_t esz, int64_t n) {
     default:
         for (int64_t i = 0; i < n; i++) memcpy((char *)dst + (size_t)i * esz, val, esz);
     }
+}
+
+void k_stream_store_f32(float *dst, const float *src, int64_t n) {
+#if defined(__AVX__)
+    int64_t i = 0;
+    while (i < n && ((uintptr_t)(dst + i) & 31u)) {
+        dst[i] = src[i];
+        i++;
+    }
+    for (; i + 8 <= n; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+    _mm_sfence();
+#else
+    memcpy(dst, src, sizeof(float) * (size_t)n);
+#endif
 }
 
 void *k_scratch(const hrt_kernel *k, size_t bytes) {

@@ -129,6 +129,23 @@ void k_fill(void *dst, const void *val, size_t esz, int64_t n);
 #define K_GEMM_SMALL 200000.0
 bool hrt_blas_loaded(void);
 
+/* 2-D convolution geometry shared by conv.c and conv_direct.c */
+typedef struct {
+    int64_t N, C, H, W, Cout, Ho, Wo, kh, kw, sh, sw, dh, dw, pt, pl, groups, cin_g, cout_g;
+    bool nhwc;
+} k_conv_geom;
+/* float32 conv as a packed GEMM with fused im2col (conv_direct.c); w is
+ * OIHW for NCHW and OHWI for NHWC, bias may be NULL. */
+aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
+                               const float *bias, float *y);
+
+/* Outputs at least this big are written with non-temporal stores (they do
+ * not fit in cache anyway; streaming saves the read-for-ownership). */
+#define K_STREAM_BYTES ((size_t)16 << 20)
+/* Copy n floats with streaming stores where the target allows (x86 AVX),
+ * ending with a store fence; a plain memcpy elsewhere. */
+void k_stream_store_f32(float *dst, const float *src, int64_t n);
+
 /* A scratch buffer from malloc; NULL sets the task failure text. */
 void *k_scratch(const hrt_kernel *k, size_t bytes);
 

@@ -168,4 +168,52 @@ static inline float k_sigmoidf(float x) {
     return k_self(x < 0.0f, e * r, k_self(k_isnanf(x), x, r));
 }
 
+/* ---- row max/min with GCC vector extensions (NaN-propagating) ----
+ * The lane pattern with k_maxf does not vectorise (GCC's SLP gives up on
+ * the bitwise select), so these use explicit vector types: AVX width when
+ * the build targets AVX, SSE width otherwise. */
+#if defined(__AVX__)
+#define K_VL 8
+#else
+#define K_VL 4
+#endif
+typedef float k_vf __attribute__((vector_size(4 * K_VL)));
+typedef int32_t k_vi __attribute__((vector_size(4 * K_VL)));
+typedef double k_vd __attribute__((vector_size(4 * K_VL)));
+typedef int64_t k_vl __attribute__((vector_size(4 * K_VL)));
+
+#define K_ROW_EXT(NAME, T, VT, VI, L, CMP, SCALAR)                                  \
+    static inline T NAME(const T *x, int64_t n) {                                   \
+        VT acc;                                                                     \
+        VI nan;                                                                     \
+        int64_t i = 0;                                                              \
+        if (n < (L)) {                                                              \
+            T m = x[0];                                                             \
+            for (i = 1; i < n; i++) m = SCALAR(x[i], m);                            \
+            return m;                                                               \
+        }                                                                           \
+        memcpy(&acc, x, sizeof acc);                                                \
+        nan = acc != acc;                                                           \
+        for (i = (L); i + (L) <= n; i += (L)) {                                     \
+            VT v;                                                                   \
+            memcpy(&v, x + i, sizeof v);                                            \
+            VI pick = v CMP acc;                                                    \
+            nan |= v != v;                                                          \
+            acc = (VT)(((VI)v & pick) | ((VI)acc & ~pick));                         \
+        }                                                                           \
+        T m = acc[0];                                                               \
+        int any = nan[0] != 0;                                                      \
+        for (int j = 1; j < (L); j++) {                                             \
+            m = SCALAR(acc[j], m);                                                  \
+            any |= nan[j] != 0;                                                     \
+        }                                                                           \
+        for (; i < n; i++) m = SCALAR(x[i], m);                                     \
+        return any ? (T)__builtin_nan("") : m;                                      \
+    }
+/* first element of the row must exist (n >= 1) */
+K_ROW_EXT(k_row_maxf, float, k_vf, k_vi, K_VL, >, k_maxf)
+K_ROW_EXT(k_row_minf, float, k_vf, k_vi, K_VL, <, k_minf)
+K_ROW_EXT(k_row_maxd, double, k_vd, k_vl, K_VL / 2, >, k_maxd)
+K_ROW_EXT(k_row_mind, double, k_vd, k_vl, K_VL / 2, <, k_mind)
+
 #endif

@@ -12,17 +12,7 @@
 #include "kcommon.h"
 
 /* --------------------------------------------------------------- helpers */
-static inline float row_max_f(const float *x, int64_t n) {
-    float l[8];
-    int64_t i = 0;
-    for (int j = 0; j < 8; j++) l[j] = -__builtin_inff();
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) l[j] = k_maxf(x[i + j], l[j]);
-    float m = -__builtin_inff();
-    for (int j = 0; j < 8; j++) m = k_maxf(l[j], m);
-    for (; i < n; i++) m = k_maxf(x[i], m);
-    return m;
-}
+static inline float row_max_f(const float *x, int64_t n) { return n ? k_row_maxf(x, n) : -__builtin_inff(); }
 
 static inline float row_sum_f(const float *x, int64_t n) {
     float l[8] = {0};
@@ -35,35 +25,19 @@ static inline float row_sum_f(const float *x, int64_t n) {
     return s;
 }
 
-/* y = exp(x - m), returns the sum of y */
-static inline float row_exp_sum_f(const float *x, float m, float *y, int64_t n) {
-    float l[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) {
-            float e = k_expf(x[i + j] - m);
-            y[i + j] = e;
-            l[j] += e;
-        }
-    float s = 0;
-    for (int j = 0; j < 8; j++) s += l[j];
-    for (; i < n; i++) {
-        float e = k_expf(x[i] - m);
-        y[i] = e;
-        s += e;
-    }
-    return s;
+/* y = exp(x - m) (a flat loop GCC vectorises), then the sum of y from L1 */
+static inline float row_exp_sum_f(const float *restrict x, float m, float *restrict y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = k_expf(x[i] - m);
+    return row_sum_f(y, n);
 }
 
-/* sum of exp(x - m) without storing */
+/* sum of exp(x - m) without storing: exps of a block go through a stack buffer */
 static inline float row_expsum_f(const float *x, float m, int64_t n) {
-    float l[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) l[j] += k_expf(x[i + j] - m);
-    float s = 0;
-    for (int j = 0; j < 8; j++) s += l[j];
-    for (; i < n; i++) s += k_expf(x[i] - m);
+    float buf[256], s = 0;
+    for (int64_t i = 0; i < n; i += 256) {
+        int64_t c = n - i < 256 ? n - i : 256;
+        s += row_exp_sum_f(x + i, m, buf, c);
+    }
     return s;
 }
 

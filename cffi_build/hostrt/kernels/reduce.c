@@ -70,8 +70,30 @@ typedef void (*red_col_fn)(const void *x, int64_t R, int64_t I, void *acc);
     DEF_COL(col_max_##TN, T, ACC, 0, MAXF)                                  \
     DEF_COL(col_min_##TN, T, ACC, 0, MINF)
 
-DEF_RED(float, f32, double, k_maxd, k_mind)
-DEF_RED(double, f64, double, k_maxd, k_mind)
+DEF_RED(float, f32v, double, k_maxd, k_mind)
+DEF_RED(double, f64v, double, k_maxd, k_mind)
+/* float rows: explicit-vector max/min (exact, NaN-propagating) */
+#define VROW(NAME, T, FN)                                                                           \
+    static void NAME(const void *px, int64_t R, int64_t so, int64_t o0, int64_t o1, void *pacc) {    \
+        double *acc = pacc;                                                                        \
+        for (int64_t o = o0; o < o1; o++) acc[o] = R ? (double)FN((const T *)px + o * so, R) : 0;  \
+    }
+VROW(row_max_f32, float, k_row_maxf)
+VROW(row_min_f32, float, k_row_minf)
+VROW(row_max_f64, double, k_row_maxd)
+VROW(row_min_f64, double, k_row_mind)
+#define row_sum_f32 row_sum_f32v
+#define row_prod_f32 row_prod_f32v
+#define row_sum_f64 row_sum_f64v
+#define row_prod_f64 row_prod_f64v
+#define col_sum_f32 col_sum_f32v
+#define col_prod_f32 col_prod_f32v
+#define col_max_f32 col_max_f32v
+#define col_min_f32 col_min_f32v
+#define col_sum_f64 col_sum_f64v
+#define col_prod_f64 col_prod_f64v
+#define col_max_f64 col_max_f64v
+#define col_min_f64 col_min_f64v
 DEF_RED(int8_t, i8, int64_t, CIMAX, CIMIN)
 DEF_RED(uint8_t, u8, int64_t, CIMAX, CIMIN)
 DEF_RED(int16_t, i16, int64_t, CIMAX, CIMIN)

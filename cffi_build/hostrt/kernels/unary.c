@@ -264,6 +264,7 @@ typedef struct {
     k_unp p;
     size_t esz;
     aclDataType half; /* widen float16/bfloat16 blocks, else ACL_DT_UNDEFINED */
+    bool stream;      /* big float32 output */
 } un_plan;
 
 typedef struct {
@@ -275,8 +276,17 @@ typedef struct {
 static void un_chunk(void *vp, int64_t b, int64_t e) {
     un_exec *u = vp;
     const un_plan *p = u->p;
-    if (p->half == ACL_DT_UNDEFINED) {
+    if (p->half == ACL_DT_UNDEFINED && !p->stream) {
         p->fn(u->x + (size_t)b * p->esz, u->y + (size_t)b * p->esz, e - b, &p->p);
+        return;
+    }
+    if (p->stream) { /* big float32 output: compute in L1, stream out */
+        float sb[2048];
+        for (int64_t i = b; i < e; i += 2048) {
+            int64_t m = e - i < 2048 ? e - i : 2048;
+            p->fn(u->x + (size_t)i * 4, sb, m, &p->p);
+            k_stream_store_f32((float *)u->y + i, sb, m);
+        }
         return;
     }
     float buf[K_BLOCK];
@@ -316,6 +326,7 @@ static aclError un_compile(hrt_kernel *k, const aclopAttr *attrs) {
         free(p);
         return rc;
     }
+    p->stream = x->dtype == ACL_FLOAT && y->nbytes >= K_STREAM_BYTES;
     if (k_is_half(x->dtype) || x->dtype == ACL_FLOAT) p->fn = f32;
     else if (x->dtype == ACL_DOUBLE) p->fn = f64;
     k->plan = p;
