@@ -48,7 +48,7 @@ class _Pinned:
 class _Download:
     """An enqueued device-to-host copy; ``await result()`` gives the array."""
 
-    __slots__ = ("comp", "shape", "dtype", "staging", "writer")
+    __slots__ = ("comp", "dtype", "shape", "staging", "writer")
 
     def __init__(self, comp: Completion, writer: Completion | None, staging: _Pinned, t: Tensor) -> None:
         self.comp = comp

@@ -77,7 +77,6 @@ async def test_concurrent_clients_on_a_cnn(dev):
 
 def _mobilenet_like():
     """Depthwise-separable blocks with ReLU6 (Clip), a strided depthwise conv, GAP, Gemm."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(11)
