@@ -111,7 +111,8 @@ def _mobilenet_like():
     nodes.append(helper.make_node("Flatten", ["g"], ["f"]))
     nodes.append(helper.make_node("Gemm", ["f", w("fw", 10, ch), w("fb", 10)], ["y"], transB=1))
     xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 32, 32])
-    g = helper.make_graph(nodes, "mobilenet_like", [xi], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    yi = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph(nodes, "mobilenet_like", [xi], [yi], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), {
         "x": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
     }
