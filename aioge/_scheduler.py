@@ -33,8 +33,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import sniffio
-
 from . import _native
 from ._native import lib
 from .errors import error_class
@@ -111,14 +109,14 @@ class Completion:
         return self.wait().__await__()
 
     async def _wait_pending(self) -> None:
-        if sniffio.current_async_library() == "asyncio":
-            loop = asyncio.get_running_loop()
+        loop = asyncio._get_running_loop()
+        if loop is not None:
             fut = loop.create_future()
             if self._add_waiter(loop.call_soon_threadsafe, fut):
                 self.lane.watch(loop)
                 await fut
             return
-        import trio  # the only other library anyio supports
+        import trio  # not asyncio: the only other library anyio supports
 
         token = trio.lowlevel.current_trio_token()
         ev = trio.Event()

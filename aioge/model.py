@@ -36,11 +36,12 @@ from ._native import ffi, lib
 from ._resources import Resource
 from ._scheduler import Completion, wait_all
 from .errors import error_class
+from .graph import ConstInput, LoweredNode, LoweredOp
 from .tensor import DeviceMemory, Tensor
 
 if TYPE_CHECKING:
     from .device import Device
-    from .graph import Graph, LoweredNode, Plan
+    from .graph import Graph, Plan
     from .stream import Stream
 
 __all__ = ("CompiledGraph", "compile_graph")
@@ -76,7 +77,6 @@ def expand_host_ops(g: Graph, ln: LoweredNode) -> LoweredNode:
     the GEMM) followed, if it has an activation, by a one-step
     ``_FusedElementwise`` over a node-local temporary.
     """
-    from .graph import LoweredNode, LoweredOp
     from .graph.errors import LoweringError
 
     if not any(op.op_type == "_FusedConv" for op in ln.ops):
@@ -279,8 +279,12 @@ class _Build:
                         continue
                     if loc(src) == loc(dst):
                         continue
-                    op_type, attrs = "Identity", {}  # the view must land in a placed value
+                    # the view must land in a separately placed value: copy (Reshape when the shape changes)
+                    op_type, attrs = "Identity", {}
                     ins: list[Any] = [src]
+                    if kind(src)[1] != kind(dst)[1]:
+                        op_type = "Reshape"
+                        ins.append(ConstInput(np.asarray(kind(dst)[1], np.int64)))
                 else:
                     op_type, ins, attrs = op.op_type, list(op.inputs), host_attrs(op.op_type, op.attrs)
                 r_ins: list[tuple[Any, int, int]] = []

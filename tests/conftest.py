@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 
 import pytest
-import sniffio
 
 import aioge
 from aioge import _native
@@ -56,12 +55,11 @@ def no_leaked_handles():
 async def dev():
     """An open device; on asyncio, also fails the test on errors the loop only logs
     (an unretrieved task exception, a failing callback)."""
-    errors = []
-    loop = None
-    if sniffio.current_async_library() == "asyncio":
-        import asyncio
+    import asyncio
 
-        loop = asyncio.get_running_loop()
+    errors = []
+    loop = asyncio._get_running_loop()  # None under trio
+    if loop is not None:
         loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
     async with aioge.open_device(0) as d:
         yield d

@@ -92,9 +92,13 @@ def _load() -> tuple[Any, Any, str, str]:
 
         paths = _ascend_paths()
         libs = []
+        # RTLD_NODELETE: the runtime's own threads run library code until the
+        # process exits; cffi would dlclose the library when `lib` is
+        # collected at interpreter shutdown and unmap code still executing
+        flags = abi_ffi.RTLD_NOW | getattr(abi_ffi, "RTLD_NODELETE", 0)
         for p in paths:
             try:
-                libs.append(abi_ffi.dlopen(p))
+                libs.append(abi_ffi.dlopen(p, flags))
             except OSError as e:
                 raise BackendError(f"cannot dlopen {p}: {e}") from e
         return abi_ffi, _Libs(libs), "ascend", paths[0]
@@ -173,7 +177,7 @@ def _load_blas() -> str:
         # priority: load it from a thread at the host runtime's background
         # priority, so device work never crowds out an event loop sharing the
         # cores (AIOGE_HOST_WORKER_NICE, as for stream workers)
-        nice = int(os.environ.get("AIOGE_HOST_WORKER_NICE", "5") or 0)
+        nice = int(os.environ.get("AIOGE_HOST_WORKER_NICE", "10") or 0)
         if nice > 0 and hasattr(os, "setpriority"):
             try:
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)

@@ -53,7 +53,7 @@ aclError aiogeHostSetBlasLibrary(const char *path) {
     p_set_threads = t;
     snprintf(blas_info, sizeof blas_info, "cblas from %s", path);
     pthread_mutex_unlock(&blas_mu);
-    if (t) t(hrt_num_threads());
+    if (t) t(1); /* see hrt_sgemm: big GEMMs are split over the shared pool */
     return ACL_SUCCESS;
 }
 
@@ -62,7 +62,8 @@ const char *aiogeHostBlasInfo(void) { return blas_info; }
 bool hrt_blas_loaded(void) { return p_sgemm != NULL; }
 
 void hrt_blas_set_threads(int n) {
-    if (p_set_threads) p_set_threads(n);
+    (void)n; /* OpenBLAS stays single-threaded: parallelism is the pool's */
+    if (p_set_threads) p_set_threads(1);
 }
 
 void hrt_blas_init_from_env(void) {
@@ -116,11 +117,73 @@ FALLBACK_GEMM(fallback_dgemm, double)
 
 static bool fits_int(int64_t v) { return v >= 0 && v <= 0x7fffffff; }
 
+/* OpenBLAS runs single-threaded; a big GEMM is cut into tiles of C (rows of
+ * op(A), or columns of op(B)) that run on the shared intra-op pool.  Letting
+ * OpenBLAS thread itself oversubscribes the cores as soon as the pool or a
+ * second stream is busy too, and its spinning workers then stall everything
+ * (measured: a 3-conv model went from 4.7 ms to 130 ms). */
+#define PAR_MIN_MACS (1 << 21)
+
+typedef struct {
+    bool ta, tb, rows, dbl;
+    int64_t m, n, k, lda, ldb, ldc, tile;
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+} par_gemm;
+
+static void par_tiles(void *vp, int64_t t0, int64_t t1) {
+    const par_gemm *g = vp;
+    size_t es = g->dbl ? 8 : 4;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t lo = t * g->tile, hi = lo + g->tile, lim = g->rows ? g->m : g->n;
+        if (hi > lim) hi = lim;
+        if (hi <= lo) continue;
+        const char *a = g->a, *b = g->b;
+        char *c = g->c;
+        int64_t m = g->m, n = g->n;
+        if (g->rows) {
+            a += es * (size_t)(g->ta ? lo : lo * g->lda);
+            c += es * (size_t)(lo * g->ldc);
+            m = hi - lo;
+        } else {
+            b += es * (size_t)(g->tb ? lo * g->ldb : lo);
+            c += es * (size_t)lo;
+            n = hi - lo;
+        }
+        int ta = g->ta ? TRANS : NO_TRANS, tb = g->tb ? TRANS : NO_TRANS;
+        if (g->dbl)
+            p_dgemm(ROW_MAJOR, ta, tb, (int)m, (int)n, (int)g->k, g->alpha, (const double *)a, (int)g->lda,
+                    (const double *)b, (int)g->ldb, g->beta, (double *)c, (int)g->ldc);
+        else
+            p_sgemm(ROW_MAJOR, ta, tb, (int)m, (int)n, (int)g->k, (float)g->alpha, (const float *)a, (int)g->lda,
+                    (const float *)b, (int)g->ldb, (float)g->beta, (float *)c, (int)g->ldc);
+    }
+}
+
+/* Run on the pool if worth it; false when the caller should call BLAS directly. */
+static bool gemm_on_pool(bool dbl, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                         int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+    int threads = hrt_num_threads();
+    if (threads <= 1 || (double)m * (double)n * (double)k < PAR_MIN_MACS) return false;
+    bool rows = m >= n;
+    int64_t extent = rows ? m : n;
+    int64_t tiles = (int64_t)threads * 2, tile = (extent + tiles - 1) / tiles;
+    tile = (tile + 15) / 16 * 16; /* whole SIMD panels */
+    if (tile < 32) tile = 32;
+    if (tile >= extent) return false;
+    par_gemm g = {ta, tb, rows, dbl, m, n, k, lda, ldb, ldc, tile, alpha, beta, a, b, c};
+    hrt_parallel_for((extent + tile - 1) / tile, 1, par_tiles, &g);
+    return true;
+}
+
 aclError hrt_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
     if (m == 0 || n == 0) return ACL_SUCCESS;
     sgemm_fn f = p_sgemm;
-    if (f && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) && fits_int(ldc) && k > 0)
+    bool ok = f && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) && fits_int(ldc) && k > 0;
+    if (ok && gemm_on_pool(false, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return ACL_SUCCESS;
+    if (ok)
         f(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
           (int)ldb, beta, c, (int)ldc);
     else
@@ -132,7 +195,9 @@ aclError hrt_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alp
                const double *b, int64_t ldb, double beta, double *c, int64_t ldc) {
     if (m == 0 || n == 0) return ACL_SUCCESS;
     dgemm_fn f = p_dgemm;
-    if (f && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) && fits_int(ldc) && k > 0)
+    bool ok = f && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) && fits_int(ldc) && k > 0;
+    if (ok && gemm_on_pool(true, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return ACL_SUCCESS;
+    if (ok)
         f(ROW_MAJOR, ta ? TRANS : NO_TRANS, tb ? TRANS : NO_TRANS, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
           (int)ldb, beta, c, (int)ldc);
     else

@@ -159,7 +159,7 @@ struct hrt_stream {
 };
 
 /* Run the calling thread at background priority (AIOGE_HOST_WORKER_NICE,
- * default 5) so an event loop sharing the cores wakes up promptly. */
+ * default 10) so an event loop sharing the cores wakes up promptly. */
 void hrt_thread_background(void);
 
 /* Current context of this thread (NULL if none). */

@@ -55,7 +55,7 @@ void hrt_thread_background(void) {
     static int nice_value = -100;
     if (nice_value == -100) {
         const char *e = getenv("AIOGE_HOST_WORKER_NICE");
-        nice_value = e && *e ? atoi(e) : 5;
+        nice_value = e && *e ? atoi(e) : 10;
     }
     if (nice_value > 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
 }
