@@ -19,6 +19,7 @@
 
 #define MR 6
 #define NR 16
+#define KC 256 /* K block: a K x NR panel slice of B (16 KB) stays in L1 across the M panels */
 
 typedef float v8f __attribute__((vector_size(32)));
 
@@ -29,10 +30,15 @@ static inline v8f ld8(const float *p) {
 }
 static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
 
-/* t[MR][NR] = A[K][MR] . B[K][NR] */
-static void ukernel(int64_t K, const float *restrict a, const float *restrict b, float *restrict t) {
+/* t[MR][NR] (+)= A[K][MR] . B[K][NR] */
+static void ukernel(int64_t K, const float *restrict a, const float *restrict b, float *restrict t, bool acc) {
     v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+    if (acc) {
+        c00 = ld8(t + 0 * NR), c01 = ld8(t + 0 * NR + 8), c10 = ld8(t + 1 * NR), c11 = ld8(t + 1 * NR + 8);
+        c20 = ld8(t + 2 * NR), c21 = ld8(t + 2 * NR + 8), c30 = ld8(t + 3 * NR), c31 = ld8(t + 3 * NR + 8);
+        c40 = ld8(t + 4 * NR), c41 = ld8(t + 4 * NR + 8), c50 = ld8(t + 5 * NR), c51 = ld8(t + 5 * NR + 8);
+    }
     for (int64_t k = 0; k < K; k++) {
         v8f b0 = ld8(b), b1 = ld8(b + 8);
         v8f a0 = {a[0], a[0], a[0], a[0], a[0], a[0], a[0], a[0]};
@@ -134,12 +140,12 @@ static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
     int64_t K = c->K, HoWo = g->Ho * g->Wo, mpan = (g->cout_g + MR - 1) / MR;
-    float *bp = malloc(sizeof(float) * c->scratch);
+    float *bp = malloc(sizeof(float) * (c->scratch + (size_t)(mpan * MR * NR)));
     if (!bp) {
         c->failed = 1;
         return;
     }
-    float t[MR * NR];
+    float *tiles = bp + c->scratch;
     for (int64_t it = b; it < e; it++) { /* it = ((n * groups) + grp) * npanels + panel */
         int64_t panel = it % c->npanels, ng = it / c->npanels, grp = ng % g->groups, n = ng / g->groups;
         int64_t q0 = panel * NR, nq = HoWo - q0 < NR ? HoWo - q0 : NR;
@@ -147,8 +153,13 @@ static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
         pack_b_nchw(g, xg, q0, nq, bp);
         float *yg = c->y + (n * g->Cout + grp * g->cout_g) * HoWo;
         const float *wg = c->wpack + grp * mpan * MR * K;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            int64_t kc = K - k0 < KC ? K - k0 : KC;
+            for (int64_t mp = 0; mp < mpan; mp++)
+                ukernel(kc, wg + mp * MR * K + k0 * MR, bp + k0 * NR, tiles + mp * MR * NR, k0 > 0);
+        }
         for (int64_t mp = 0; mp < mpan; mp++) {
-            ukernel(K, wg + mp * MR * K, bp, t);
+            const float *t = tiles + mp * MR * NR;
             int64_t m0 = mp * MR, mr = g->cout_g - m0 < MR ? g->cout_g - m0 : MR;
             for (int64_t r = 0; r < mr; r++) {
                 float bv = c->bias ? c->bias[grp * g->cout_g + m0 + r] : 0.0f;
@@ -188,20 +199,25 @@ static void cd_nhwc_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
     int64_t K = c->K, HoWo = g->Ho * g->Wo, npan = (g->cout_g + NR - 1) / NR;
-    float *ap = malloc(sizeof(float) * c->scratch);
+    float *ap = malloc(sizeof(float) * (c->scratch + (size_t)(npan * MR * NR)));
     if (!ap) {
         c->failed = 1;
         return;
     }
-    float t[MR * NR];
+    float *tiles = ap + c->scratch;
     for (int64_t it = b; it < e; it++) {
         int64_t panel = it % c->npanels, ng = it / c->npanels, grp = ng % g->groups, n = ng / g->groups;
         int64_t q0 = panel * MR, nq = HoWo - q0 < MR ? HoWo - q0 : MR;
         const float *xn = c->x + n * g->H * g->W * g->C;
         pack_a_nhwc(g, xn, grp, q0, nq, ap);
         const float *wg = c->wpack + grp * npan * NR * K;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            int64_t kc = K - k0 < KC ? K - k0 : KC;
+            for (int64_t np = 0; np < npan; np++)
+                ukernel(kc, ap + k0 * MR, wg + np * NR * K + k0 * NR, tiles + np * MR * NR, k0 > 0);
+        }
         for (int64_t np = 0; np < npan; np++) {
-            ukernel(K, ap, wg + np * NR * K, t);
+            const float *t = tiles + np * MR * NR;
             int64_t c0 = np * NR, nc = g->cout_g - c0 < NR ? g->cout_g - c0 : NR;
             for (int64_t p = 0; p < nq; p++) {
                 float *yv = c->y + (n * HoWo + q0 + p) * g->Cout + grp * g->cout_g + c0;
