@@ -140,7 +140,7 @@ static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
     int64_t K = c->K, HoWo = g->Ho * g->Wo, mpan = (g->cout_g + MR - 1) / MR;
-    float *bp = malloc(sizeof(float) * (c->scratch + (size_t)(mpan * MR * NR)));
+    float *bp = aligned_alloc(64, (sizeof(float) * (c->scratch + (size_t)(mpan * MR * NR)) + 63) & ~(size_t)63);
     if (!bp) {
         c->failed = 1;
         return;
@@ -199,7 +199,7 @@ static void cd_nhwc_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
     int64_t K = c->K, HoWo = g->Ho * g->Wo, npan = (g->cout_g + NR - 1) / NR;
-    float *ap = malloc(sizeof(float) * (c->scratch + (size_t)(npan * MR * NR)));
+    float *ap = aligned_alloc(64, (sizeof(float) * (c->scratch + (size_t)(npan * MR * NR)) + 63) & ~(size_t)63);
     if (!ap) {
         c->failed = 1;
         return;
@@ -239,8 +239,9 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
     /* pack the weights */
     int64_t blk = nhwc ? NR : MR;
     int64_t pan = (g.cout_g + blk - 1) / blk;
-    float *wp = k_scratch(k, sizeof(float) * (size_t)(g.groups * pan * blk * K));
-    if (!wp) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    size_t wbytes = (sizeof(float) * (size_t)(g.groups * pan * blk * K) + 63) & ~(size_t)63;
+    float *wp = aligned_alloc(64, wbytes ? wbytes : 64);
+    if (!wp) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
     for (int64_t grp = 0; grp < g.groups; grp++)
         for (int64_t p = 0; p < pan; p++) {
             float *dst = wp + (grp * pan + p) * blk * K;
