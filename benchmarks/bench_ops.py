@@ -70,7 +70,7 @@ def line(name: str, value: str, ratio: float, target: str) -> None:
     print(f"  {name:<46} {value:<44} ratio {ratio:5.2f}x  (target {target})")
 
 
-def ort_conv_session(w: np.ndarray) -> Any:
+def ort_conv_session(w: np.ndarray, spin: bool = False) -> Any:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
@@ -85,6 +85,8 @@ def ort_conv_session(w: np.ndarray) -> Any:
     m.ir_version = 8
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    if not spin:  # idle ORT threads block instead of spinning into the next (aioge) measurement round
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 

@@ -81,7 +81,7 @@ static void *helper(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "hrt-pool-%d", index);
     pthread_setname_np(pthread_self(), name);
-    hrt_thread_background(); /* the same priority as the stream workers it helps */
+    hrt_thread_background(); /* the stream workers' priority: device work yields to an event loop */
     pthread_mutex_lock(&pool_mu);
     unsigned seen = atomic_load(&jobs_posted);
     bool polled = false;

@@ -232,6 +232,10 @@ static aclError conv2d_compile(hrt_kernel *k, const aclopAttr *attrs) {
     w_dims(w, p->wlayout, &O, &I, &p->kh, &p->kw);
     p->Cout = O;
     p->cin_g = I;
+    if (p->kh < 1 || p->kw < 1) {
+        rc = hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "Conv2D: the filter has an empty spatial dim");
+        goto fail;
+    }
     if (p->C % p->groups || O % p->groups || I * p->groups != p->C) {
         char sx[128], sw[128];
         hrt_shape_str(x->dims, 4, sx, sizeof sx);
@@ -301,6 +305,10 @@ static aclError convt_compile(hrt_kernel *k, const aclopAttr *attrs) {
     int64_t O, I;
     w_dims(w, p->wlayout, &O, &I, &p->kh, &p->kw);
     /* stored filter: O = Cin (of x), I = Cout / groups */
+    if (p->kh < 1 || p->kw < 1) {
+        rc = hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "%s: the filter has an empty spatial dim", k->op_name);
+        goto fail;
+    }
     if (O != p->C || p->C % p->groups) {
         char sx[128], sw[128];
         hrt_shape_str(x->dims, 4, sx, sizeof sx);

@@ -17,8 +17,13 @@
  * instead of waiting on a straggler as a statically split GEMM does. */
 #include "kcommon.h"
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #define MR 6
 #define NR 16
+#define KC 256 /* K block: a K x NR panel slice of B (16 KB) stays in L1 across the M panels */
 
 typedef float v8f __attribute__((vector_size(32)));
 
@@ -29,10 +34,15 @@ static inline v8f ld8(const float *p) {
 }
 static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
 
-/* t[MR][NR] = A[K][MR] . B[K][NR] */
-static void ukernel(int64_t K, const float *restrict a, const float *restrict b, float *restrict t) {
+/* t[MR][NR] (+)= A[K][MR] . B[K][NR] */
+static void ukernel(int64_t K, const float *restrict a, const float *restrict b, float *restrict t, bool acc) {
     v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
+    if (acc) {
+        c00 = ld8(t + 0 * NR), c01 = ld8(t + 0 * NR + 8), c10 = ld8(t + 1 * NR), c11 = ld8(t + 1 * NR + 8);
+        c20 = ld8(t + 2 * NR), c21 = ld8(t + 2 * NR + 8), c30 = ld8(t + 3 * NR), c31 = ld8(t + 3 * NR + 8);
+        c40 = ld8(t + 4 * NR), c41 = ld8(t + 4 * NR + 8), c50 = ld8(t + 5 * NR), c51 = ld8(t + 5 * NR + 8);
+    }
     for (int64_t k = 0; k < K; k++) {
         v8f b0 = ld8(b), b1 = ld8(b + 8);
         v8f a0 = {a[0], a[0], a[0], a[0], a[0], a[0], a[0], a[0]};
@@ -75,6 +85,8 @@ typedef struct {
     int64_t K, npanels; /* pixel panels per (image, group) */
     size_t scratch;     /* floats per worker */
     _Atomic int failed;
+    const float *xpad;  /* NCHW stride 1: zero-padded copy of x (Hp x Wp planes), or NULL */
+    int64_t Hp, Wp;
 } cd_ctx;
 
 /* --- NCHW: B panel of NR output pixels starting at q0 (flattened oy*Wo+ox) ---
@@ -97,6 +109,8 @@ static void pack_b_nchw(const cd_geom *g, const float *xg, int64_t q0, int64_t n
     for (int s = 0; s < nseg; s++) {
         const int64_t len = seg_len[s], off = seg_off[s];
         const int64_t iy0 = seg_oy[s] * g->sh - g->pt, ixs = seg_ox[s] * sw - g->pl;
+        /* interior segment: every kx reads [ixs + kx*dw, +len) inside the row, stride 1 */
+        const bool interior = sw == 1 && ixs >= 0 && ixs + (kw - 1) * g->dw + len <= W;
         for (int64_t ci = 0; ci < g->cin_g; ci++) {
             const float *xp = xg + ci * H * W;
             for (int64_t ky = 0; ky < kh; ky++) {
@@ -107,17 +121,25 @@ static void pack_b_nchw(const cd_geom *g, const float *xg, int64_t q0, int64_t n
                     continue;
                 }
                 const float *xr = xp + iy * W;
+                if (interior) {
+                    const float *src = xr + ixs;
+                    if (len == NR) {
+                        for (int64_t kx = 0; kx < kw; kx++, d += NR, src += g->dw) memcpy(d, src, sizeof(float) * NR);
+                    } else {
+                        for (int64_t kx = 0; kx < kw; kx++, d += NR, src += g->dw)
+                            for (int64_t j = 0; j < len; j++) d[j] = src[j];
+                    }
+                    continue;
+                }
                 for (int64_t kx = 0; kx < kw; kx++, d += NR) {
                     int64_t ix0 = ixs + kx * g->dw;
-                    if (sw == 1 && ix0 >= 0 && ix0 + len <= W) {
-                        const float *src = xr + ix0;
-                        if (len == NR) memcpy(d, src, sizeof(float) * NR);
-                        else if (len >= 8) {
-                            memcpy(d, src, sizeof(float) * 8);
-                            for (int64_t j = 8; j < len; j++) d[j] = src[j];
-                        } else {
-                            for (int64_t j = 0; j < len; j++) d[j] = src[j];
-                        }
+                    if (sw == 1) { /* zeros, one contiguous run, zeros */
+                        int64_t lo = ix0 < 0 ? -ix0 : 0, hi = W - ix0 < len ? W - ix0 : len;
+                        if (lo > len) lo = len;
+                        if (hi < lo) hi = lo;
+                        for (int64_t j = 0; j < lo; j++) d[j] = 0.0f;
+                        memcpy(d + lo, xr + ix0 + lo, sizeof(float) * (size_t)(hi - lo));
+                        for (int64_t j = hi; j < len; j++) d[j] = 0.0f;
                     } else {
                         for (int64_t j = 0; j < len; j++) {
                             int64_t ix = ix0 + j * sw;
@@ -130,34 +152,84 @@ static void pack_b_nchw(const cd_geom *g, const float *xg, int64_t q0, int64_t n
     }
 }
 
+/* Stride-1 NCHW from the zero-padded input: every segment is in bounds, so
+ * each (ci, ky, kx) row of the panel is one fixed 16-float copy per output
+ * row the panel touches (usually one or two)
+ * (a copy may run past its segment; the next segment or row overwrites
+ * that, and the buffers have 16 floats of slack). */
+static void pack_b_nchw_padded(const cd_geom *g, const float *xpg, int64_t Hp, int64_t Wp, int64_t q0, int64_t nq,
+                               float *bp) {
+    const float *src[NR];
+    int64_t off[NR];
+    int nseg = 0;
+    for (int64_t q = q0; q < q0 + nq;) {
+        int64_t oy = q / g->Wo, ox = q % g->Wo;
+        int64_t len = g->Wo - ox < q0 + nq - q ? g->Wo - ox : q0 + nq - q;
+        src[nseg] = xpg + (oy * g->sh) * Wp + ox;
+        off[nseg] = q - q0;
+        nseg++;
+        q += len;
+    }
+    const int64_t plane = Hp * Wp, rstep = g->dh * Wp, dw = g->dw;
+    float *d = bp;
+    for (int64_t ci = 0; ci < g->cin_g; ci++)
+        for (int64_t ky = 0; ky < g->kh; ky++) {
+            const int64_t base = ci * plane + ky * rstep;
+            for (int64_t kx = 0; kx < g->kw; kx++, d += NR) {
+                memcpy(d + off[0], src[0] + base + kx * dw, sizeof(float) * NR);
+                if (nseg > 1) memcpy(d + off[1], src[1] + base + kx * dw, sizeof(float) * NR);
+                for (int s = 2; s < nseg; s++) memcpy(d + off[s], src[s] + base + kx * dw, sizeof(float) * NR);
+            }
+        }
+}
+
 static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
     int64_t K = c->K, HoWo = g->Ho * g->Wo, mpan = (g->cout_g + MR - 1) / MR;
-    float *bp = malloc(sizeof(float) * c->scratch);
+    float *bp = aligned_alloc(64, (sizeof(float) * (c->scratch + NR + (size_t)(mpan * MR * NR)) + 63) & ~(size_t)63);
     if (!bp) {
         c->failed = 1;
         return;
     }
-    float t[MR * NR];
+    float *tiles = bp + c->scratch + NR;
     for (int64_t it = b; it < e; it++) { /* it = ((n * groups) + grp) * npanels + panel */
         int64_t panel = it % c->npanels, ng = it / c->npanels, grp = ng % g->groups, n = ng / g->groups;
         int64_t q0 = panel * NR, nq = HoWo - q0 < NR ? HoWo - q0 : NR;
-        const float *xg = c->x + (n * g->C + grp * g->cin_g) * g->H * g->W;
-        pack_b_nchw(g, xg, q0, nq, bp);
+        if (c->xpad)
+            pack_b_nchw_padded(g, c->xpad + (n * g->C + grp * g->cin_g) * c->Hp * c->Wp, c->Hp, c->Wp, q0, nq, bp);
+        else
+            pack_b_nchw(g, c->x + (n * g->C + grp * g->cin_g) * g->H * g->W, q0, nq, bp);
         float *yg = c->y + (n * g->Cout + grp * g->cout_g) * HoWo;
         const float *wg = c->wpack + grp * mpan * MR * K;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            int64_t kc = K - k0 < KC ? K - k0 : KC;
+            for (int64_t mp = 0; mp < mpan; mp++)
+                ukernel(kc, wg + mp * MR * K + k0 * MR, bp + k0 * NR, tiles + mp * MR * NR, k0 > 0);
+        }
         for (int64_t mp = 0; mp < mpan; mp++) {
-            ukernel(K, wg + mp * MR * K, bp, t);
+            const float *t = tiles + mp * MR * NR;
             int64_t m0 = mp * MR, mr = g->cout_g - m0 < MR ? g->cout_g - m0 : MR;
             for (int64_t r = 0; r < mr; r++) {
                 float bv = c->bias ? c->bias[grp * g->cout_g + m0 + r] : 0.0f;
                 float *yr = yg + (m0 + r) * HoWo + q0;
+#if defined(__AVX__)
+                if (nq == NR && !((uintptr_t)yr & 31u)) { /* a full aligned row: no read-for-ownership */
+                    v8f vb = {bv, bv, bv, bv, bv, bv, bv, bv};
+                    v8f r0 = ld8(t + r * NR) + vb, r1 = ld8(t + r * NR + 8) + vb;
+                    _mm256_stream_ps(yr, (__m256)r0);
+                    _mm256_stream_ps(yr + 8, (__m256)r1);
+                    continue;
+                }
+#endif
                 for (int64_t j = 0; j < nq; j++) yr[j] = t[r * NR + j] + bv;
             }
         }
     }
     free(bp);
+#if defined(__AVX__)
+    _mm_sfence();
+#endif
 }
 
 /* --- NHWC: A panel of MR output pixels (flattened), K = (ky, kx, ci) --- */
@@ -188,20 +260,25 @@ static void cd_nhwc_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
     int64_t K = c->K, HoWo = g->Ho * g->Wo, npan = (g->cout_g + NR - 1) / NR;
-    float *ap = malloc(sizeof(float) * c->scratch);
+    float *ap = aligned_alloc(64, (sizeof(float) * (c->scratch + (size_t)(npan * MR * NR)) + 63) & ~(size_t)63);
     if (!ap) {
         c->failed = 1;
         return;
     }
-    float t[MR * NR];
+    float *tiles = ap + c->scratch;
     for (int64_t it = b; it < e; it++) {
         int64_t panel = it % c->npanels, ng = it / c->npanels, grp = ng % g->groups, n = ng / g->groups;
         int64_t q0 = panel * MR, nq = HoWo - q0 < MR ? HoWo - q0 : MR;
         const float *xn = c->x + n * g->H * g->W * g->C;
         pack_a_nhwc(g, xn, grp, q0, nq, ap);
         const float *wg = c->wpack + grp * npan * NR * K;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            int64_t kc = K - k0 < KC ? K - k0 : KC;
+            for (int64_t np = 0; np < npan; np++)
+                ukernel(kc, ap + k0 * MR, wg + np * NR * K + k0 * NR, tiles + np * MR * NR, k0 > 0);
+        }
         for (int64_t np = 0; np < npan; np++) {
-            ukernel(K, ap, wg + np * NR * K, t);
+            const float *t = tiles + np * MR * NR;
             int64_t c0 = np * NR, nc = g->cout_g - c0 < NR ? g->cout_g - c0 : NR;
             for (int64_t p = 0; p < nq; p++) {
                 float *yv = c->y + (n * HoWo + q0 + p) * g->Cout + grp * g->cout_g + c0;
@@ -211,6 +288,34 @@ static void cd_nhwc_chunk(void *vp, int64_t b, int64_t e) {
         }
     }
     free(ap);
+}
+
+typedef struct {
+    const cd_geom *g;
+    const float *x;
+    float *xp;
+    int64_t Hp, Wp;
+} pad_ctx;
+
+/* plane p of x -> rows [pt, pt + H) x cols [pl, pl + W) of an Hp x Wp zero plane */
+static void pad_planes(void *vp, int64_t b, int64_t e) {
+    const pad_ctx *c = vp;
+    const cd_geom *g = c->g;
+    for (int64_t p = b; p < e; p++) {
+        float *dst = c->xp + p * c->Hp * c->Wp;
+        const float *src = c->x + p * g->H * g->W;
+        for (int64_t r = 0; r < c->Hp; r++) {
+            float *dr = dst + r * c->Wp;
+            int64_t iy = r - g->pt;
+            if (iy < 0 || iy >= g->H) {
+                memset(dr, 0, sizeof(float) * (size_t)c->Wp);
+                continue;
+            }
+            memset(dr, 0, sizeof(float) * (size_t)g->pl);
+            memcpy(dr + g->pl, src + iy * g->W, sizeof(float) * (size_t)g->W);
+            memset(dr + g->pl + g->W, 0, sizeof(float) * (size_t)(c->Wp - g->pl - g->W));
+        }
+    }
 }
 
 /* Entry point used by conv.c: w in OIHW (NCHW) or OHWI (NHWC) layout. */
@@ -223,8 +328,9 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
     /* pack the weights */
     int64_t blk = nhwc ? NR : MR;
     int64_t pan = (g.cout_g + blk - 1) / blk;
-    float *wp = k_scratch(k, sizeof(float) * (size_t)(g.groups * pan * blk * K));
-    if (!wp) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    size_t wbytes = (sizeof(float) * (size_t)(g.groups * pan * blk * K) + 63) & ~(size_t)63;
+    float *wp = aligned_alloc(64, wbytes ? wbytes : 64);
+    if (!wp) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
     for (int64_t grp = 0; grp < g.groups; grp++)
         for (int64_t p = 0; p < pan; p++) {
             float *dst = wp + (grp * pan + p) * blk * K;
@@ -234,14 +340,32 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
                     dst[kk * blk + j] = co < g.cout_g ? w[(grp * g.cout_g + co) * K + kk] : 0.0f;
                 }
         }
-    cd_ctx c = {&g, x, bias, y, wp, K, 0, 0, 0};
+    cd_ctx c = {&g, x, bias, y, wp, K, 0, 0, 0, NULL, 0, 0};
     c.npanels = nhwc ? (HoWo + MR - 1) / MR : (HoWo + NR - 1) / NR;
+    float *xpad = NULL;
+    if (!nhwc && g.sw == 1) {
+        /* zero-padded copy covering every input row/col any output reads */
+        int64_t hr = (g.Ho - 1) * g.sh + (g.kh - 1) * g.dh + 1, wr = (g.Wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+        c.Hp = hr > g.H + g.pt ? hr : g.H + g.pt;
+        c.Wp = wr > g.W + g.pl ? wr : g.W + g.pl;
+        size_t n = (size_t)(g.N * g.C * c.Hp * c.Wp) + 2 * NR;
+        xpad = aligned_alloc(64, (sizeof(float) * n + 63) & ~(size_t)63);
+        if (!xpad) {
+            free(wp);
+            return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
+        }
+        pad_ctx pc = {&g, x, xpad, c.Hp, c.Wp};
+        hrt_parallel_for(g.N * g.C, K_GRAIN / (c.Hp * c.Wp + 1) + 1, pad_planes, &pc);
+        memset(xpad + (n - 2 * NR), 0, sizeof(float) * 2 * NR);
+        c.xpad = xpad;
+    }
     c.scratch = (size_t)(K * (nhwc ? MR : NR));
     int64_t items = g.N * g.groups * c.npanels;
     /* ~ 2*MR*NR*K*pan flops per item: aim for chunks of ~0.2 ms */
     int64_t per = 2 * MR * NR * K * pan + 1;
     hrt_parallel_for(items, (int64_t)(4000000 / per) + 1, nhwc ? cd_nhwc_chunk : cd_nchw_chunk, &c);
     free(wp);
+    free(xpad);
     if (c.failed) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
     return ACL_SUCCESS;
 }

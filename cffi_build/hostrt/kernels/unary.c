@@ -167,7 +167,7 @@ static aclError base_scale_shift(const hrt_kernel *k, const aclopAttr *a, double
 /* Exp: y = base ^ (shift + scale * x) = e ^ (ln(base) * (shift + scale * x)) */
 static aclError exp_params(const hrt_kernel *k, const aclopAttr *a, k_unp *p, k_un_fn *f32, k_un_fn *f64) {
     (void)f32, (void)f64;
-    double lnb, scale, shift;
+    double lnb = 1, scale = 1, shift = 0;
     aclError rc = base_scale_shift(k, a, &lnb, &scale, &shift);
     p->a = lnb * scale;
     p->b = lnb * shift;
@@ -177,7 +177,7 @@ static aclError exp_params(const hrt_kernel *k, const aclopAttr *a, k_unp *p, k_
 /* Log: y = log_base(shift + scale * x) = ln(shift + scale * x) / ln(base) */
 static aclError log_params(const hrt_kernel *k, const aclopAttr *a, k_unp *p, k_un_fn *f32, k_un_fn *f64) {
     (void)f32, (void)f64;
-    double lnb, scale, shift;
+    double lnb = 1, scale = 1, shift = 0;
     aclError rc = base_scale_shift(k, a, &lnb, &scale, &shift);
     p->a = scale;
     p->b = shift;
