@@ -17,7 +17,7 @@ from . import _native
 from ._native import ffi, lib
 from .errors import OutOfDeviceMemoryError, error_class
 
-__all__ = ("BlockPool",)
+__all__ = ("BlockPool", "PinnedPool", "size_class")
 
 _SMALL = 1 << 20
 
@@ -91,3 +91,40 @@ class BlockPool:
             self.cached = 0
         for ptr, buf in blocks:
             self._destroy(ptr, buf)
+
+
+class PinnedPool:
+    """Page-locked host staging buffers (``aclrtMallocHost``) for downloads, reused by size class."""
+
+    def __init__(self, limit: int = 64 << 20) -> None:
+        self.limit = limit
+        self._free: dict[int, list[Any]] = {}
+        self._lock = threading.Lock()
+        self.cached = 0
+
+    def take(self, nbytes: int) -> tuple[Any, int]:
+        cap = size_class(nbytes)
+        with self._lock:
+            blocks = self._free.get(cap)
+            if blocks:
+                self.cached -= cap
+                return blocks.pop(), cap
+        p = ffi.new("void **")
+        _native.check(lib.aclrtMallocHost(p, cap), "aclrtMallocHost")
+        return p[0], cap
+
+    def give(self, ptr: Any, cap: int) -> None:
+        with self._lock:
+            if self.cached + cap <= self.limit:
+                self._free.setdefault(cap, []).append(ptr)
+                self.cached += cap
+                return
+        lib.aclrtFreeHost(ptr)
+
+    def release(self) -> None:
+        with self._lock:
+            ptrs = [p for bl in self._free.values() for p in bl]
+            self._free.clear()
+            self.cached = 0
+        for p in ptrs:
+            lib.aclrtFreeHost(p)

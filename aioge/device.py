@@ -93,7 +93,7 @@ class Device(Resource):
         # compiled graphs live until closed or until the device closes (as GE graphs live in their session)
         self._models: set[CompiledGraph] = set()
         self._compiling: dict[Any, Any] = {}
-        from ._allocator import BlockPool
+        from ._allocator import BlockPool, PinnedPool
         from ._launch import LaunchCache
 
         self._cache: LaunchCache = LaunchCache()
@@ -102,6 +102,7 @@ class Device(Resource):
         _native.recent_error()
         #: freed device blocks kept for reuse (at most a quarter of the device's memory)
         self._pool = BlockPool(self._ctx, cap)
+        self._pinned = PinnedPool()
         self._opened()
 
     def _describe(self) -> str:
@@ -227,6 +228,7 @@ class Device(Resource):
         for m in list(self._memory):
             m.free()
         self._pool.release()
+        self._pinned.release()
         self._cache.clear()
         lib.aclrtDestroyContext(self._ctx)
         lib.aclrtResetDevice(self.id)

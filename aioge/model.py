@@ -464,10 +464,13 @@ class CompiledGraph(Resource):
         ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(np.asarray(feeds[n])) for n in self.inputs]
         outs, comps = self.launch(ins, stream=s0)
         with anyio.fail_after(timeout) if timeout is not None else _nullcontext():
-            await wait_all(comps)  # every segment's error, not only the last stream's
             if as_tensors:
+                await wait_all(comps)  # every segment's error, not only the last stream's
                 return dict(outs)
-            return {name: await t.numpy() for name, t in outs.items()}
+            # the outputs' writer joins every segment (and inherits their errors):
+            # enqueue every copy-out at once, then wait for them in order
+            downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
+            return {name: await d.result() for name, d in downloads}
 
     def launch(
         self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None = None, *, stream: Stream | None = None
@@ -547,17 +550,20 @@ class CompiledGraph(Resource):
                     raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
                 comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start)
         # the outputs are written by the graph as a whole: their writer is the join of all segments
+        others = [c for c in comps.values() if c.lane is not s0._lane]
         with s0._lock:
             s0._enter()
-            for c in comps.values():
-                s0._wait_for(c)
-            others = [c for c in comps.values() if c.lane is not s0._lane]
-            join = s0._record(keep, f"{self.graph.name}:join", deps=others or None)
+            if not others and b.segments:
+                join = comps[b.segments[-1].index]  # one stream: its last segment is the join
+            else:
+                for c in others:
+                    s0._wait_for(c)
+                join = s0._record(keep, f"{self.graph.name}:join", deps=others or None)
             for m in out_mems:
                 s0._note_write(m, join)
             for m in in_mems:
                 s0._note_read(m, join)
-        return outs, [*comps.values(), join]
+        return outs, [*others, join]
 
     def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
         b = self._build

@@ -30,21 +30,41 @@ _H2D, _D2H, _D2D = 1, 2, 3
 
 
 class _Pinned:
-    """Page-locked host staging memory (``aclrtMallocHost``)."""
+    """Page-locked host staging memory, from the device's pinned pool."""
 
-    __slots__ = ("device", "nbytes", "ptr")
+    __slots__ = ("cap", "device", "nbytes", "ptr")
 
     def __init__(self, device: Device, nbytes: int) -> None:
-        p = ffi.new("void **")
-        _native.check(lib.aclrtMallocHost(p, max(nbytes, 1)), "aclrtMallocHost")
-        self.ptr = p[0]
+        self.ptr, self.cap = device._pinned.take(nbytes)
         self.nbytes = nbytes
         self.device = device
 
     def __del__(self) -> None:
         ptr, self.ptr = self.ptr, None
         if ptr is not None and not self.device.closed:
-            lib.aclrtFreeHost(ptr)
+            self.device._pinned.give(ptr, self.cap)
+
+
+class _Download:
+    """An enqueued device-to-host copy; ``await result()`` gives the array."""
+
+    __slots__ = ("comp", "dtype", "shape", "staging", "writer")
+
+    def __init__(self, comp: Completion, writer: Completion | None, staging: _Pinned, t: Tensor) -> None:
+        self.comp = comp
+        self.writer = writer
+        self.staging = staging
+        self.shape = t.shape
+        self.dtype = t.dtype
+
+    async def result(self) -> np.ndarray:
+        await self.comp.wait()
+        if self.writer is not None:  # its error is this download's error
+            await self.writer.wait()
+        out = np.empty(self.shape, self.dtype)
+        if out.nbytes:
+            ffi.memmove(_native.host_ptr(out), self.staging.ptr, out.nbytes)
+        return out
 
 
 class Stream(Resource):
@@ -234,12 +254,11 @@ class Stream(Resource):
             self._note_write(dmem, comp)
         return t
 
-    async def _download(self, t: Tensor, timeout: float | None) -> np.ndarray:
+    def _enqueue_download(self, t: Tensor) -> _Download:
         with self._lock:
             self._enter()
             mem = t._memory()
             self._order_read(mem)
-            writer = mem.writer  # its error is this download's error
             n = t.nbytes
             staging = _Pinned(self.device, n)
             start = self._start_mark()
@@ -247,19 +266,14 @@ class Stream(Resource):
                 _native.check(lib.aclrtMemcpyAsync(staging.ptr, n, mem.ptr, n, _D2H, self._handle), "aclrtMemcpyAsync")
             comp = self._record((mem, staging), "download", start)
             self._note_read(mem, comp)
+            return _Download(comp, mem.writer if mem.writer is not comp else None, staging, t)
+
+    async def _download(self, t: Tensor, timeout: float | None) -> np.ndarray:
+        d = self._enqueue_download(t)
         if timeout is None:
-            await comp.wait()
-            if writer is not None:
-                await writer.wait()
-        else:
-            with anyio.fail_after(timeout):
-                await comp.wait()
-                if writer is not None:
-                    await writer.wait()
-        out = np.empty(t.shape, t.dtype)
-        if n:
-            ffi.memmove(_native.host_ptr(out), staging.ptr, n)
-        return out
+            return await d.result()
+        with anyio.fail_after(timeout):
+            return await d.result()
 
     def record_event(self, *, timing: bool = False) -> Event:
         """Record an event capturing the work issued so far (``aclrtRecordEvent``)."""

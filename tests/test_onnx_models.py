@@ -77,7 +77,6 @@ async def test_concurrent_clients_on_a_cnn(dev):
 
 def _mobilenet_like():
     """Depthwise-separable blocks with ReLU6 (Clip), a strided depthwise conv, GAP, Gemm."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(11)
@@ -94,7 +93,8 @@ def _mobilenet_like():
     x = "x"
     c(lo := "six_lo", 0.0)
     c(hi := "six_hi", 6.0)
-    nodes.append(helper.make_node("Conv", [x, w("w0", 8, 3, 3, 3), w("b0", 8)], ["c0"], pads=[1, 1, 1, 1], strides=[2, 2]))
+    stem = helper.make_node("Conv", [x, w("w0", 8, 3, 3, 3), w("b0", 8)], ["c0"], pads=[1, 1, 1, 1], strides=[2, 2])
+    nodes.append(stem)
     nodes.append(helper.make_node("Clip", ["c0", lo, hi], ["r0"]))
     prev, ch = "r0", 8
     for i, (out_ch, stride) in enumerate([(16, 1), (16, 2), (24, 1)]):
@@ -110,8 +110,9 @@ def _mobilenet_like():
     nodes.append(helper.make_node("GlobalAveragePool", [prev], ["g"]))
     nodes.append(helper.make_node("Flatten", ["g"], ["f"]))
     nodes.append(helper.make_node("Gemm", ["f", w("fw", 10, ch), w("fb", 10)], ["y"], transB=1))
-    g = helper.make_graph(nodes, "mobilenet_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 32, 32])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)  # fmt: skip
+    xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 32, 32])
+    yi = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph(nodes, "mobilenet_like", [xi], [yi], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), {
         "x": rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
     }

@@ -8,14 +8,18 @@
  * that is descheduled (another stream, another process) does not hold the
  * job up: whoever is running takes the remaining chunks.
  *
- * GEMM threading: big GEMMs are threaded by OpenBLAS itself (its threads
- * are set to the pool size by aiogeHostSetNumThreads; concurrent callers
- * are serialised inside OpenBLAS, so two streams running GEMMs share the
- * cores rather than oversubscribing them); GEMMs small enough to run
- * single-threaded inside OpenBLAS (K_GEMM_SMALL) are spread over this pool
- * by the batched-matmul and convolution kernels. */
+ * GEMM threading: OpenBLAS runs single-threaded; big GEMMs are tiled over
+ * this pool (blas.c), and batches of small GEMMs are spread over it by the
+ * batched-matmul and convolution kernels -- one set of threads for all.
+ *
+ * Wake-ups: a sunk graph runs many kernels back to back, each splitting its
+ * work; a condition-variable wake-up per kernel costs tens of microseconds
+ * on a busy VM.  So an idle helper polls (yielding) for AIOGE_HOST_POOL_SPIN_US
+ * (default 50) before it sleeps, and a caller waiting for the last chunks
+ * polls the same way. */
 #include "hrt.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -25,7 +29,7 @@ typedef struct job {
     void *ctx;
     int64_t n, nchunks;
     atomic_int_least64_t next;
-    int64_t done;       /* chunks finished (under pool_mu) */
+    atomic_int_least64_t done; /* chunks finished */
     int active;         /* helpers inside the job (under pool_mu) */
     struct job *next_job;
 } job;
@@ -36,6 +40,31 @@ static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;  /* chunks finished */
 static job *open_jobs;
 static int pool_target;   /* total threads, caller included; 0 = not read yet */
 static int pool_started;  /* helper threads started */
+static atomic_uint jobs_posted;  /* bumped per job: what a polling helper watches */
+static int sleepers;             /* helpers in pthread_cond_wait (under pool_mu) */
+static int64_t spin_budget_ns = -1;
+
+static int64_t spin_ns(void) {
+    if (spin_budget_ns < 0) {
+        const char *e = getenv("AIOGE_HOST_POOL_SPIN_US");
+        int64_t us = e && *e ? atoll(e) : 50;
+        spin_budget_ns = us > 0 ? us * 1000 : 0;
+    }
+    return spin_budget_ns;
+}
+
+/* Poll `cond` (a predicate on atomics) for up to the spin budget, yielding. */
+#define SPIN_UNTIL(cond)                                                      \
+    do {                                                                      \
+        int64_t budget_ = spin_ns();                                          \
+        if (budget_) {                                                        \
+            uint64_t t0_ = hrt_now_ns();                                      \
+            for (unsigned i_ = 1; !(cond); i_++) {                            \
+                if (!(i_ & 7)) sched_yield();                                 \
+                if (!(i_ & 63) && (int64_t)(hrt_now_ns() - t0_) > budget_) break; \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
 
 static int online_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -52,15 +81,30 @@ static void *helper(void *arg) {
     char name[16];
     snprintf(name, sizeof name, "hrt-pool-%d", index);
     pthread_setname_np(pthread_self(), name);
-    hrt_thread_background(); /* the stream workers' priority: device work yields to an event loop */
+    hrt_thread_background(); /* the same priority as the stream workers it helps */
     pthread_mutex_lock(&pool_mu);
+    unsigned seen = atomic_load(&jobs_posted);
+    bool polled = false;
     for (;;) {
         job *j = open_jobs;
         while (j && atomic_load(&j->next) >= j->nchunks) j = j->next_job;
         if (!j || index >= pool_target - 1) {
+            if (!polled && index < pool_target - 1) { /* poll a while for the next kernel's job */
+                pthread_mutex_unlock(&pool_mu);
+                SPIN_UNTIL(atomic_load(&jobs_posted) != seen);
+                pthread_mutex_lock(&pool_mu);
+                polled = true;
+                seen = atomic_load(&jobs_posted);
+                continue;
+            }
+            sleepers++;
             pthread_cond_wait(&pool_cv, &pool_mu);
+            sleepers--;
+            polled = false;
+            seen = atomic_load(&jobs_posted);
             continue;
         }
+        polled = false;
         j->active++;
         pthread_mutex_unlock(&pool_mu);
         int64_t finished = 0, c;
@@ -69,9 +113,10 @@ static void *helper(void *arg) {
             finished++;
         }
         pthread_mutex_lock(&pool_mu);
-        j->done += finished;
+        atomic_fetch_add(&j->done, finished);
         j->active--;
         pthread_cond_broadcast(&done_cv);
+        seen = atomic_load(&jobs_posted);
     }
     return NULL;
 }
@@ -136,12 +181,13 @@ void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx) {
     j.n = n;
     j.nchunks = want < (int64_t)threads * 4 ? want : (int64_t)threads * 4;
     atomic_init(&j.next, 0);
-    j.done = 0;
+    atomic_init(&j.done, 0);
     j.active = 0;
     pthread_mutex_lock(&pool_mu);
     j.next_job = open_jobs;
     open_jobs = &j;
-    pthread_cond_broadcast(&pool_cv);
+    atomic_fetch_add(&jobs_posted, 1);
+    if (sleepers) pthread_cond_broadcast(&pool_cv);
     pthread_mutex_unlock(&pool_mu);
 
     int64_t finished = 0, c;
@@ -149,12 +195,13 @@ void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx) {
         run_chunk(&j, c);
         finished++;
     }
+    atomic_fetch_add(&j.done, finished);
+    SPIN_UNTIL(atomic_load(&j.done) >= j.nchunks); /* helpers finishing their last chunks */
     pthread_mutex_lock(&pool_mu);
     job **pp = &open_jobs;
     while (*pp && *pp != &j) pp = &(*pp)->next_job;
     if (*pp) *pp = j.next_job;
-    j.done += finished;
     /* the job lives on this stack: wait until no helper is inside it */
-    while (j.done < j.nchunks || j.active > 0) pthread_cond_wait(&done_cv, &pool_mu);
+    while (atomic_load(&j.done) < j.nchunks || j.active > 0) pthread_cond_wait(&done_cv, &pool_mu);
     pthread_mutex_unlock(&pool_mu);
 }
