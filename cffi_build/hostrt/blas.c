@@ -30,12 +30,6 @@ static void *sym(void *h, const char *a, const char *b) {
 aclError aiogeHostSetBlasLibrary(const char *path) {
     const char *api = "aiogeHostSetBlasLibrary";
     if (!path || !*path) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "path is NULL or empty");
-    /* OpenBLAS worker threads busy-wait for 2^28 cycles (~0.1 s) after each
-     * call by default; in a runtime whose own pool threads (and, often,
-     * numpy's OpenBLAS) run right after a GEMM, that spinning steals the
-     * cores.  Let them sleep at once unless the user chose otherwise.  The
-     * library reads this at load; this runs at import, before any worker. */
-    if (!getenv("OPENBLAS_THREAD_TIMEOUT")) setenv("OPENBLAS_THREAD_TIMEOUT", "10", 0);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) return hrt_error(ACL_ERROR_INVALID_FILE, api, "cannot load BLAS library '%s': %s", path, dlerror());
     sgemm_fn s = (sgemm_fn)sym(h, "scipy_cblas_sgemm", "cblas_sgemm");

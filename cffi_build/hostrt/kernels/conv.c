@@ -1,15 +1,16 @@
 /* Conv2D, Conv2DTranspose (input_size as const/host input) and
  * Conv2DTransposeD (input_size attr), NCHW and NHWC.
  *
- * Conv2D is im2col + GEMM per (image, group) on OpenBLAS: NCHW computes
+ * Conv2D is im2col + GEMM per (image, group): NCHW computes
  * Y[Cout_g, Ho*Wo] = W[Cout_g, K] x col[K, Ho*Wo]; NHWC computes
  * Y[Ho*Wo, Cout_g] = col[Ho*Wo, K] x W^T with the output channels strided
  * in place.  A 1x1 stride-1 unpadded conv skips im2col (the input is the
  * GEMM operand).  Depthwise convs (groups == C_in) run a direct kernel
- * vectorised over output columns (NCHW) or channels (NHWC).  When every
- * GEMM is small, (image, group) items run in parallel on the pool (each
- * GEMM single-threaded); otherwise items run in order with im2col spread
- * on the pool and the GEMM threaded by OpenBLAS.
+ * vectorised over output columns (NCHW) or channels (NHWC).  float32
+ * convolutions other than 1x1 run conv_direct.c (a packed GEMM with the
+ * im2col fused into the panel packing, split over the pool); the rest
+ * (1x1, float64, transposed) run im2col + hrt_sgemm/hrt_dgemm, with
+ * (image, group) items in parallel when each GEMM is small.
  *
  * Filters: the desc format says the layout -- NCHW = [Cout, Cin/g, kh, kw],
  * NHWC = [Cout, kh, kw, Cin/g], HWCN = [kh, kw, Cin/g, Cout]; ND means NCHW

@@ -221,7 +221,7 @@ static aclError CN(conv_run_t)(const hrt_kernel *k, const cv_plan *p, const CT *
     double mnk = (double)p->cout_g * (double)HoWo * (double)K;
     CN(gm_ctx) c = {p, x, w, bias, y, NULL, col_elems, false};
     if (items > 1 && mnk < K_GEMM_SMALL && hrt_blas_loaded()) {
-        /* many small GEMMs: each runs single-threaded in OpenBLAS; spread them over the pool */
+        /* many GEMMs too small for hrt_sgemm to tile: spread them over the pool */
         if (col_elems) {
             void *probe = k_scratch(k, sizeof(CT) * col_elems);
             if (!probe) return ACL_ERROR_RT_MEMORY_ALLOCATION;
@@ -230,7 +230,7 @@ static aclError CN(conv_run_t)(const hrt_kernel *k, const cv_plan *p, const CT *
         hrt_parallel_for(items, (int64_t)(4e6 / (mnk + 1)) + 1, CN(conv_items), &c);
         return ACL_SUCCESS;
     }
-    /* big GEMMs: one at a time, im2col on the pool, OpenBLAS threads the GEMM */
+    /* big GEMMs: one at a time, im2col on the pool, hrt_sgemm tiles the GEMM over the pool */
     CT *col = col_elems ? k_scratch(k, sizeof(CT) * col_elems) : NULL;
     if (col_elems && !col) return ACL_ERROR_RT_MEMORY_ALLOCATION;
     c.inner_parallel = true;

@@ -124,9 +124,11 @@ void k_parallel_memcpy(void *dst, const void *src, size_t n);
 /* Fill `n` elements of size `esz` with the bytes at `val`. */
 void k_fill(void *dst, const void *val, size_t esz, int64_t n);
 
-/* GEMMs with m*n*k below this run single-threaded inside OpenBLAS, so the
- * kernels may run several of them at once on the pool (blas.c). */
-#define K_GEMM_SMALL 200000.0
+/* OpenBLAS runs single-threaded and hrt_sgemm tiles GEMMs of at least this
+ * many multiply-adds over the pool itself (blas.c, PAR_MIN_MACS); below it a
+ * GEMM runs on the calling thread, so kernels with many such GEMMs (batched
+ * matmul, grouped convolution) spread them over the pool instead. */
+#define K_GEMM_SMALL ((double)(1 << 21))
 bool hrt_blas_loaded(void);
 
 /* 2-D convolution geometry shared by conv.c and conv_direct.c */

@@ -79,7 +79,7 @@ typedef struct {
         mm_batch_ctx x = {p, a, b, c, (float)beta, false};                                                 \
         double mnk = (double)p->m * (double)p->n * (double)p->k;                                           \
         if (hrt_blas_loaded() && mnk < K_GEMM_SMALL) {                                                     \
-            /* small GEMMs run single-threaded in OpenBLAS: spread the batch over the pool */              \
+            /* GEMMs too small for hrt_sgemm to tile: spread the batch over the pool */              \
             hrt_parallel_for(p->nbatch, (int64_t)(2e6 / (mnk + 1)) + 1, NAME##_batches, &x);               \
         } else {                                                                                           \
             NAME##_batches(&x, 0, p->nbatch);                                                              \
