@@ -39,7 +39,7 @@ class Const:
     __slots__ = ("array",)
 
     def __init__(self, value: Any, dtype: dtypes.DTypeLike | None = None) -> None:
-        self.array = np.ascontiguousarray(np.asarray(value, None if dtype is None else dtypes.normalize(dtype)))
+        self.array = _native.contiguous(value, None if dtype is None else dtypes.normalize(dtype))
         dtypes.normalize(self.array.dtype)
 
 
@@ -50,7 +50,7 @@ class HostInput:
     __slots__ = ("array",)
 
     def __init__(self, value: Any, dtype: dtypes.DTypeLike | None = None) -> None:
-        self.array = np.ascontiguousarray(np.asarray(value, None if dtype is None else dtypes.normalize(dtype)))
+        self.array = _native.contiguous(value, None if dtype is None else dtypes.normalize(dtype))
         dtypes.normalize(self.array.dtype)
 
 
@@ -279,7 +279,7 @@ def launch(
                         _native.check(lib.aclSetTensorConst(d, _native.host_ptr(a), a.nbytes), "aclSetTensorConst")
                     din[i], bin_[i] = d, cache.null_buffer()
                 else:
-                    a = x.array if isinstance(x, HostInput) else np.ascontiguousarray(x)
+                    a = x.array if isinstance(x, HostInput) else _native.contiguous(x)
                     din[i] = cache.desc(int(dtypes.to_acl(a.dtype)), a.shape, formats[i] if formats else _ND, True)
                     b = lib.aclCreateDataBuffer(_native.host_ptr(a) if a.nbytes else ffi.NULL, a.nbytes)
                     temp_bufs.append(b)

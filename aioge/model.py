@@ -294,7 +294,7 @@ class _Build:
                     elif isinstance(x, str):
                         r_ins.append((kind(x), *loc(x)))
                     else:  # ConstInput
-                        r_ins.append((np.ascontiguousarray(x.value), CONST, 0))
+                        r_ins.append((_native.contiguous(x.value), CONST, 0))
                 r_outs = [(kind(o), *loc(o)) for o in op.outputs]
                 self.ops.append(_Op(op_type, name, seg, r_ins, r_outs, attrs))
         # outputs that alias an input, a weight or another output: one copy each, at the end
@@ -587,7 +587,7 @@ class CompiledGraph(Resource):
                     elif isinstance(x, str):
                         args.append(vals[x])
                     else:
-                        args.append(Const(np.ascontiguousarray(x.value)))
+                        args.append(Const(_native.contiguous(x.value)))
                 if op.alias:
                     o = op.outputs[0]
                     shape = temps[o][0] if o in temps else _kind_of(g, o)[0]

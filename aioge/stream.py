@@ -202,7 +202,7 @@ class Stream(Resource):
         """
         arr = np.asarray(array, dtype=None if dtype is None else dtypes.normalize(dtype))
         dt = dtypes.normalize(arr.dtype)
-        arr = np.ascontiguousarray(arr)
+        arr = _native.contiguous(arr)
         with self._lock:
             self._enter()
             mem = DeviceMemory(self.device, arr.nbytes, self)

@@ -34,6 +34,7 @@ __all__ = (
     "forget_context",
     "counters",
     "blas_info",
+    "contiguous",
     "host_ptr",
     "HOST_RUNTIME_VERSION",
 )
@@ -137,6 +138,14 @@ def check(rc: int, what: str) -> None:
     """Raise the :class:`~aioge.AclError` subclass for a non-zero code."""
     if rc:
         raise error_class(rc)(rc, recent_error(), what)
+
+
+def contiguous(value: Any, dtype: Any = None) -> Any:
+    """A C-contiguous numpy array of ``value`` (0-d stays 0-d, unlike np.ascontiguousarray)."""
+    import numpy as np
+
+    a = np.asarray(value, dtype)
+    return a if a.flags.c_contiguous else a.copy(order="C")
 
 
 def host_ptr(arr: Any) -> Any:

@@ -7,6 +7,7 @@
 #include "hrt.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 typedef struct {
@@ -174,13 +175,20 @@ static aclError dev_malloc(void **devPtr, size_t size, aclrtMemMallocPolicy poli
                          (long long)before, cap);
     }
     void *p = NULL;
-    size_t alloc = (size + 63) & ~(size_t)63;
+    /* big blocks: 2 MiB aligned and backed by transparent huge pages, as numpy
+     * does -- page faults otherwise dominate the first write of a fresh output */
+    bool huge = size >= ((size_t)4 << 20);
+    size_t align = huge ? ((size_t)2 << 20) : 64;
+    size_t alloc = (size + align - 1) & ~(align - 1);
     hrt_alloc *a = calloc(1, sizeof *a);
-    if (!a || posix_memalign(&p, 64, alloc) != 0) {
+    if (!a || posix_memalign(&p, align, alloc) != 0) {
         free(a);
         atomic_fetch_sub(&dev_used[c->device], (int64_t)charged);
         return hrt_error(ACL_ERROR_RT_MEMORY_ALLOCATION, api, "host allocator failed for %zu bytes", size);
     }
+#ifdef MADV_HUGEPAGE
+    if (huge) madvise(p, alloc, MADV_HUGEPAGE);
+#endif
     a->base = (uintptr_t)p;
     a->size = size;
     a->charged = charged;

@@ -320,10 +320,11 @@ static hrt_kernel *compile_new(const char *opType, int nin, const hrt_tensor *in
     memcpy(k->out, out, sizeof *out * (size_t)nout);
     for (int i = 0; i < nin; i++) {
         k->in[i].data = NULL;
-        if (values[i]) {
+        /* a const or host-placed value -- even an empty one -- gets the kernel's own copy */
+        if (values[i] || in[i].is_const || in[i].is_host) {
             void *copy = malloc(in[i].nbytes ? in[i].nbytes : 1);
             if (!copy) goto oom_k;
-            memcpy(copy, values[i], in[i].nbytes);
+            if (in[i].nbytes) memcpy(copy, values[i], in[i].nbytes);
             k->in[i].data = copy;
         }
     }
