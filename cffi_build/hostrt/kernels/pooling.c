@@ -13,6 +13,7 @@
  * float16/bfloat16 widen to float32; integers (max pool) compute exactly
  * in float64. */
 #include "kcommon.h"
+#include "kmath.h"
 
 typedef struct {
     int64_t N, C, H, W, Ho, Wo;
@@ -28,8 +29,11 @@ typedef struct {
     void *y;
 } pl_ctx;
 
+/* NaN-propagating max as a bitwise select (kmath.h), so the row loops vectorise */
+static inline float pmax_f32(float a, float b) { return k_maxf(a, b); }
+static inline double pmax_f64(double a, double b) { return k_maxd(a, b); }
+
 #define POOL_IMPL(CT, SFX, NEG_INF)                                                                          \
-    static inline CT pmax_##SFX(CT a, CT b) { return (a > b || a != a) ? a : b; }                           \
     static void pool_nchw_##SFX(void *vp, int64_t b0, int64_t b1) {                                           \
         const pl_ctx *c = vp;                                                                                 \
         const pl_plan *p = c->p;                                                                              \
