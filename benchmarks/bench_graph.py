@@ -33,6 +33,8 @@ def ort_session(model_bytes: bytes) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.intra_op_num_threads = os.cpu_count() or 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if os.environ.get("BENCH_ORT_NO_SPIN"):
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
 
 
