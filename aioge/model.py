@@ -48,7 +48,9 @@ __all__ = ("CompiledGraph", "compile_graph")
 
 ARENA, INPUT, OUTPUT, CONST, ABSENT = 0, 1, 2, 3, 4
 _ALIGN = 64
-_NCHW_OPS = frozenset({"Conv2D", "Conv2DTranspose", "MaxPoolV3", "AvgPoolV2", "BatchNorm", "LRN", "_FusedConv"})
+_NCHW_OPS = frozenset(
+    {"Conv2D", "Conv2DTranspose", "MaxPoolV3", "AvgPoolV2", "BatchNorm", "LRN", "_FusedConv", "_FusedConv2D"}
+)
 
 
 def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,18 +73,18 @@ def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def expand_host_ops(g: Graph, ln: LoweredNode) -> LoweredNode:
-    """Rewrite fused ops the host runtime runs as a pair of kernels.
+    """Rewrite fused ops into the host runtime's kernels.
 
     ``_FusedConv`` (ONNX-style attrs) becomes CANN ``Conv2D`` (bias fused in
-    the GEMM) followed, if it has an activation, by a one-step
-    ``_FusedElementwise`` over a node-local temporary.
+    the GEMM) or, with an activation, the host-only ``_FusedConv2D``: the same
+    inputs and attrs plus ``activation`` (and ``alpha``/``min``/``max``),
+    applied to each output tile before it is stored.
     """
     from .graph.errors import LoweringError
 
     if not any(op.op_type == "_FusedConv" for op in ln.ops):
         return ln
     ops: list[Any] = []
-    temps = dict(ln.temps)
     for op in ln.ops:
         if op.op_type != "_FusedConv":
             ops.append(op)
@@ -93,22 +95,22 @@ def expand_host_ops(g: Graph, ln: LoweredNode) -> LoweredNode:
             raise LoweringError(f"{ln.node.name}: _FusedConv with {len(ks)} spatial dims is not supported")
         st, dl = list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1]))
         pads = list(a.get("pads", [0, 0, 0, 0]))  # ONNX: top, left, bottom, right
-        conv = {"strides": [1, 1, *st], "pads": [pads[0], pads[2], pads[1], pads[3]], "dilations": [1, 1, *dl],
-                "groups": int(a.get("group", 1)), "data_format": "NCHW"}  # fmt: skip
+        conv: dict[str, Any] = {"strides": [1, 1, *st], "pads": [pads[0], pads[2], pads[1], pads[3]],
+                                "dilations": [1, 1, *dl], "groups": int(a.get("group", 1)),
+                                "data_format": "NCHW"}  # fmt: skip
         x, w = op.inputs[0], op.inputs[1]
         b = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] else None
         act = str(a.get("activation", "none"))
-        out = op.outputs[0]
         if act == "none":
-            ops.append(LoweredOp("Conv2D", (x, w, b), (out,), conv))
+            ops.append(LoweredOp("Conv2D", (x, w, b), op.outputs, conv))
             continue
-        params = (float(a.get("alpha", 0.01)),) if act == "LeakyRelu" else \
-            (float(a.get("min", -math.inf)), float(a.get("max", math.inf))) if act == "Clip" else ()  # fmt: skip
-        tmp = f"{out}::preact"
-        temps[tmp] = _kind_of(g, out)
-        ops.append(LoweredOp("Conv2D", (x, w, b), (tmp,), conv))
-        ops.append(LoweredOp("_FusedElementwise", (tmp,), (out,), {"program": [(act, (0,), params)]}))
-    return LoweredNode(ln.node, tuple(ops), temps)
+        conv["activation"] = act
+        if act == "LeakyRelu":
+            conv["alpha"] = float(a.get("alpha", 0.01))
+        elif act == "Clip":
+            conv["min"], conv["max"] = float(a.get("min", -math.inf)), float(a.get("max", math.inf))
+        ops.append(LoweredOp("_FusedConv2D", (x, w, b), op.outputs, conv))
+    return LoweredNode(ln.node, tuple(ops), dict(ln.temps))
 
 
 def _kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:

@@ -205,7 +205,7 @@ def conv_case(draw, transpose=False):
         groups, cin = cin, cin  # depthwise, multiplier cout/cin
         cout = cin * draw(st.integers(1, 2))
     k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    s = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     p = tuple(draw(st.integers(0, 2)) for _ in range(4))  # ONNX order t, l, b, r
     hw = (draw(st.integers(1, 7)), draw(st.integers(1, 7)))
@@ -271,7 +271,7 @@ async def test_conv2d_dtypes(stream, dt):
 async def test_conv2d_resnet_shapes(stream):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((1, 64, 56, 56)).astype(np.float32)
-    for k, pad, s in ((3, 1, 1), (1, 0, 1), (1, 0, 2)):
+    for k, pad, s in ((3, 1, 1), (1, 0, 1), (1, 0, 2), (3, 1, 2)):
         w = (rng.standard_normal((64, 64, k, k)) * 0.1).astype(np.float32)
         ref = ort_run("Conv", [x, w], kernel_shape=[k, k], pads=[pad] * 4, strides=[s, s])
         check(
@@ -280,6 +280,57 @@ async def test_conv2d_resnet_shapes(stream):
             rtol=1e-4,
             atol=1e-4,
         )
+
+
+async def test_conv2d_stem_stride2(stream):
+    # ResNet's stem: 3 input channels, 7x7, stride 2 (packed from the column phases of the padded input)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 38, 45)).astype(np.float32)
+    w = (rng.standard_normal((20, 3, 7, 7)) * 0.1).astype(np.float32)
+    ref = ort_run("Conv", [x, w], kernel_shape=[7, 7], pads=[3, 3, 3, 3], strides=[2, 2])
+    check(await ops.conv2d(up(stream, x), up(stream, w), pads=3, strides=2).numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("act", "extra", "ref_fn"),
+    [
+        ("Relu", {}, lambda y: np.maximum(y, 0)),
+        ("LeakyRelu", {"alpha": 0.2}, lambda y: np.where(y < 0, 0.2 * y, y)),
+        ("Clip", {"min": -0.5, "max": 0.75}, lambda y: np.clip(y, -0.5, 0.75)),
+        ("Sigmoid", {}, lambda y: 1 / (1 + np.exp(-y))),
+    ],
+)
+@pytest.mark.parametrize(("cin", "k", "s", "dt"), [(4, 3, 1, F32), (3, 5, 2, F32), (8, 1, 1, F32), (4, 3, 2, F64)])
+async def test_fused_conv2d_activation(stream, act, extra, ref_fn, cin, k, s, dt):
+    # the graph engine's host-only _FusedConv2D: Conv2D + bias + an activation in the epilogue,
+    # on every conv path (packed direct, 1x1 GEMM, float64)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, cin, 11, 9)).astype(dt)
+    w = rng.standard_normal((7, cin, k, k)).astype(dt)
+    b = rng.standard_normal(7).astype(dt)
+    pad = k // 2
+    ref = ort_run(
+        "Conv", [a.astype(np.float32) for a in (x, w, b)], kernel_shape=[k, k], pads=[pad] * 4, strides=[s, s]
+    ).astype(np.float64)
+    attrs = {"strides": [1, 1, s, s], "pads": [pad] * 4, "dilations": [1, 1, 1, 1], "groups": 1,
+             "data_format": "NCHW", "activation": act, **extra}  # fmt: skip
+    (y,) = aioge.op(
+        "_FusedConv2D",
+        [up(stream, x), up(stream, w), up(stream, b)],
+        [TensorSpec(ref.shape, dt)],
+        attrs,
+        formats=[NCHW, NCHW, ND, NCHW],
+    )
+    check(await y.numpy(), ref_fn(ref), rtol=1e-4, atol=1e-4)
+
+
+async def test_fused_conv2d_rejects_unknown_activation(stream):
+    x = up(stream, np.ones((1, 2, 4, 4), np.float32))
+    w = up(stream, np.ones((3, 2, 3, 3), np.float32))
+    attrs = {"strides": [1, 1, 1, 1], "pads": [1, 1, 1, 1], "data_format": "NCHW", "activation": "Softmax"}
+    with pytest.raises(aioge.OpAttrMismatchError, match="unknown activation 'Softmax'"):
+        aioge.op("_FusedConv2D", [x, w], [TensorSpec((1, 3, 4, 4), "float32")], attrs, formats=[NCHW, NCHW, NCHW])
+    await stream.synchronize()
 
 
 async def test_cann_conv2d_ort_style_call(stream):
@@ -435,6 +486,28 @@ async def test_pool_vs_onnxruntime(stream, case, is_max, ceil, incl, nhwc, seed)
     else:
         y = ops.avg_pool2d(up(stream, xin), k, s, p, ceil_mode=ceil, count_include_pad=incl, data_format=fmt)
     check(await y.numpy(), ref.transpose(0, 2, 3, 1) if nhwc else ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("shape", "k", "s", "p"),
+    [
+        ((1, 3, 28, 28), (28, 28), (1, 1), (0, 0, 0, 0)),  # global: whole rows reduced as one run
+        ((2, 2, 9, 7), (4, 7), (2, 1), (1, 0, 1, 0)),  # Wo == 1 with row padding
+        ((1, 2, 3, 2500), (3, 5), (2, 4), (1, 2, 1, 2)),  # rows wider than the on-stack buffers
+    ],
+)
+async def test_pool_large_and_whole_row_windows(stream, shape, k, s, p):
+    x = np.random.default_rng(11).standard_normal(shape).astype(np.float32)
+    kw = {"kernel_shape": list(k), "strides": list(s), "pads": list(p)}
+    check(await ops.max_pool2d(up(stream, x), k, s, p).numpy(), ort_run("MaxPool", [x], opset=12, **kw))
+    ref = ort_run("AveragePool", [x], opset=19, **kw)
+    check(await ops.avg_pool2d(up(stream, x), k, s, p).numpy(), ref, rtol=1e-5, atol=1e-6)
+    # max propagates NaN (numpy/torch semantics): exactly the windows that see it become NaN
+    x[0, 0, 1, 3] = np.nan
+    got = await ops.max_pool2d(up(stream, x), k, s, p).numpy()
+    ones = np.where(np.isnan(x), np.float32(1e30), np.float32(0))
+    hit = ort_run("MaxPool", [ones], opset=12, **kw) > 1e29
+    np.testing.assert_array_equal(np.isnan(got), hit)
 
 
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])

@@ -1,5 +1,6 @@
 /* Conv2D, Conv2DTranspose (input_size as const/host input) and
- * Conv2DTransposeD (input_size attr), NCHW and NHWC.
+ * Conv2DTransposeD (input_size attr), NCHW and NHWC; the graph engine's
+ * _FusedConv2D is Conv2D with an activation in the epilogue.
  *
  * Conv2D is im2col + GEMM per (image, group): NCHW computes
  * Y[Cout_g, Ho*Wo] = W[Cout_g, K] x col[K, Ho*Wo]; NHWC computes
@@ -30,6 +31,7 @@ typedef struct {
     int wlayout;                /* source filter layout: 0 OIHW, 1 OHWI, 2 HWIO */
     aclDataType dt;
     int x_in, w_in, b_in;       /* input indices */
+    k_act act;                  /* _FusedConv2D's activation (Conv2D: none) */
 } cv_plan;
 
 #define CT float
@@ -117,10 +119,12 @@ static aclError cv_run(const hrt_kernel *k, void *const *in, void *const *out) {
     } else if (!p->transpose && !p->depthwise && !one_by_one) {
         k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
                          p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};
-        rc = hrt_conv2d_direct_f32(k, &g, x, w, bias, y);
+        rc = hrt_conv2d_direct_f32(k, &g, x, w, bias, &p->act, y);
     } else {
         rc = p->transpose ? convt_run_t_f32(k, p, x, w, bias, y) : conv_run_t_f32(k, p, x, w, bias, y);
+        if (!rc) k_act_apply_parallel(&p->act, y, yn, false);
     }
+    if (dbl && !rc) k_act_apply_parallel(&p->act, y, yn, true);
     if (!rc && half) k_from_f32(y, p->dt, out[0], yn);
     free(s);
     return rc;
@@ -261,6 +265,8 @@ static aclError conv2d_compile(hrt_kernel *k, const aclopAttr *attrs) {
     p->w_in = 1;
     p->b_in = 2;
     p->dt = x->dtype;
+    p->act.code = K_ACT_NONE;
+    if (k->op_name[0] == '_' && (rc = k_act_from_attrs(k, attrs, &p->act))) goto fail;
     if ((rc = cv_finish(k, p))) goto fail;
     k->plan = p;
     k->plan_free = free;
@@ -342,6 +348,7 @@ static aclError convt_compile(hrt_kernel *k, const aclopAttr *attrs) {
     p->w_in = xi + 1;
     p->b_in = xi + 2;
     p->dt = x->dtype;
+    p->act.code = K_ACT_NONE;
     if ((rc = cv_finish(k, p))) goto fail;
     k->plan = p;
     k->plan_free = free;
@@ -353,5 +360,8 @@ fail:
 }
 
 HRT_OP(conv2d, "Conv2D", conv2d_compile)
+/* host-only, from the graph engine: Conv2D (same inputs and attrs) + an
+ * `activation` (k_act_from_attrs) applied to each output tile as it is stored */
+HRT_OP(fused_conv2d, "_FusedConv2D", conv2d_compile)
 HRT_OP(conv2dtranspose, "Conv2DTranspose", convt_compile)
 HRT_OP(conv2dtransposed, "Conv2DTransposeD", convt_compile)

@@ -8,13 +8,17 @@
  *
  *   NCHW: C[Cout_g, Ho*Wo] = W[Cout_g, K] x col[K, Ho*Wo]   (A = weights,
  *         packed once per run; B panels = 16 output pixels, gathered as one
- *         or two contiguous input row segments per (ci, ky, kx))
+ *         or two contiguous row segments per (ci, ky, kx) from a zero-padded
+ *         copy of the input split into `sw` column phases, so strided convs
+ *         pack with the same fixed-size copies as stride 1)
  *   NHWC: C[Ho*Wo, Cout_g] = col[Ho*Wo, K] x W^T             (A panels = 6
  *         output pixels, gathered as runs of C_in/g channels; B = weights)
  *
  * Work is split over pixel panels on the intra-op pool with small chunks,
  * so it balances when cores are shared (another stream, another process)
- * instead of waiting on a straggler as a statically split GEMM does. */
+ * instead of waiting on a straggler as a statically split GEMM does.  Bias
+ * and a fused activation (_FusedConv2D) run on each tile before it is
+ * stored; only outputs too big for the caches use non-temporal stores. */
 #include "kcommon.h"
 
 #if defined(__AVX__)
@@ -85,79 +89,19 @@ typedef struct {
     int64_t K, npanels; /* pixel panels per (image, group) */
     size_t scratch;     /* floats per worker */
     _Atomic int failed;
-    const float *xpad;  /* NCHW stride 1: zero-padded copy of x (Hp x Wp planes), or NULL */
-    int64_t Hp, Wp;
+    const float *xpad;  /* NCHW: zero-padded copy of x split into sw column phases (Hp x Wps planes), or NULL */
+    int64_t Hp, Wps;
+    const k_act *act;   /* fused activation, or NULL */
+    bool stream;        /* output too big for the caches: non-temporal stores */
 } cd_ctx;
 
-/* --- NCHW: B panel of NR output pixels starting at q0 (flattened oy*Wo+ox) ---
- * k = (ci, ky, kx) walks nested (no divisions); each k row of the panel is
- * one or two input row segments (the panel may wrap to the next output
- * row), copied with fixed-size moves in the common full-width case. */
-static void pack_b_nchw(const cd_geom *g, const float *xg, int64_t q0, int64_t nq, float *bp) {
-    int64_t seg_oy[NR], seg_ox[NR], seg_len[NR], seg_off[NR];
-    int nseg = 0;
-    for (int64_t q = q0; q < q0 + nq;) {
-        int64_t oy = q / g->Wo, ox = q % g->Wo;
-        int64_t len = g->Wo - ox < q0 + nq - q ? g->Wo - ox : q0 + nq - q;
-        seg_oy[nseg] = oy, seg_ox[nseg] = ox, seg_len[nseg] = len, seg_off[nseg] = q - q0;
-        nseg++;
-        q += len;
-    }
-    const int64_t H = g->H, W = g->W, sw = g->sw, kh = g->kh, kw = g->kw;
-    if (nq < NR)
-        for (int64_t k = 0, K = g->cin_g * kh * kw; k < K; k++) memset(bp + k * NR + nq, 0, sizeof(float) * (size_t)(NR - nq));
-    for (int s = 0; s < nseg; s++) {
-        const int64_t len = seg_len[s], off = seg_off[s];
-        const int64_t iy0 = seg_oy[s] * g->sh - g->pt, ixs = seg_ox[s] * sw - g->pl;
-        /* interior segment: every kx reads [ixs + kx*dw, +len) inside the row, stride 1 */
-        const bool interior = sw == 1 && ixs >= 0 && ixs + (kw - 1) * g->dw + len <= W;
-        for (int64_t ci = 0; ci < g->cin_g; ci++) {
-            const float *xp = xg + ci * H * W;
-            for (int64_t ky = 0; ky < kh; ky++) {
-                float *d = bp + ((ci * kh + ky) * kw) * NR + off;
-                int64_t iy = iy0 + ky * g->dh;
-                if (iy < 0 || iy >= H) {
-                    for (int64_t kx = 0; kx < kw; kx++, d += NR) memset(d, 0, sizeof(float) * (size_t)len);
-                    continue;
-                }
-                const float *xr = xp + iy * W;
-                if (interior) {
-                    const float *src = xr + ixs;
-                    if (len == NR) {
-                        for (int64_t kx = 0; kx < kw; kx++, d += NR, src += g->dw) memcpy(d, src, sizeof(float) * NR);
-                    } else {
-                        for (int64_t kx = 0; kx < kw; kx++, d += NR, src += g->dw)
-                            for (int64_t j = 0; j < len; j++) d[j] = src[j];
-                    }
-                    continue;
-                }
-                for (int64_t kx = 0; kx < kw; kx++, d += NR) {
-                    int64_t ix0 = ixs + kx * g->dw;
-                    if (sw == 1) { /* zeros, one contiguous run, zeros */
-                        int64_t lo = ix0 < 0 ? -ix0 : 0, hi = W - ix0 < len ? W - ix0 : len;
-                        if (lo > len) lo = len;
-                        if (hi < lo) hi = lo;
-                        for (int64_t j = 0; j < lo; j++) d[j] = 0.0f;
-                        memcpy(d + lo, xr + ix0 + lo, sizeof(float) * (size_t)(hi - lo));
-                        for (int64_t j = hi; j < len; j++) d[j] = 0.0f;
-                    } else {
-                        for (int64_t j = 0; j < len; j++) {
-                            int64_t ix = ix0 + j * sw;
-                            d[j] = (ix >= 0 && ix < W) ? xr[ix] : 0.0f;
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/* Stride-1 NCHW from the zero-padded input: every segment is in bounds, so
- * each (ci, ky, kx) row of the panel is one fixed 16-float copy per output
- * row the panel touches (usually one or two)
- * (a copy may run past its segment; the next segment or row overwrites
- * that, and the buffers have 16 floats of slack). */
-static void pack_b_nchw_padded(const cd_geom *g, const float *xpg, int64_t Hp, int64_t Wp, int64_t q0, int64_t nq,
+/* NCHW from the zero-padded input, split into sw column phases (phase ph
+ * holds padded columns ph, ph + sw, ...), so output pixel ox of tap kx reads
+ * column ox + (kx*dw)/sw of phase (kx*dw)%sw: every (ci, ky, kx) row of the
+ * panel is one fixed 16-float copy per output row the panel touches (usually
+ * one or two), for any stride (a copy may run past its segment; the next
+ * segment or row overwrites that, and the buffers have 16 floats of slack). */
+static void pack_b_nchw_padded(const cd_geom *g, const float *xpg, int64_t Hp, int64_t Wps, int64_t q0, int64_t nq,
                                float *bp) {
     const float *src[NR];
     int64_t off[NR];
@@ -165,20 +109,21 @@ static void pack_b_nchw_padded(const cd_geom *g, const float *xpg, int64_t Hp, i
     for (int64_t q = q0; q < q0 + nq;) {
         int64_t oy = q / g->Wo, ox = q % g->Wo;
         int64_t len = g->Wo - ox < q0 + nq - q ? g->Wo - ox : q0 + nq - q;
-        src[nseg] = xpg + (oy * g->sh) * Wp + ox;
+        src[nseg] = xpg + (oy * g->sh) * Wps + ox;
         off[nseg] = q - q0;
         nseg++;
         q += len;
     }
-    const int64_t plane = Hp * Wp, rstep = g->dh * Wp, dw = g->dw;
+    const int64_t sw = g->sw, phase = Hp * Wps, plane = sw * phase, rstep = g->dh * Wps, dw = g->dw;
     float *d = bp;
     for (int64_t ci = 0; ci < g->cin_g; ci++)
         for (int64_t ky = 0; ky < g->kh; ky++) {
             const int64_t base = ci * plane + ky * rstep;
             for (int64_t kx = 0; kx < g->kw; kx++, d += NR) {
-                memcpy(d + off[0], src[0] + base + kx * dw, sizeof(float) * NR);
-                if (nseg > 1) memcpy(d + off[1], src[1] + base + kx * dw, sizeof(float) * NR);
-                for (int s = 2; s < nseg; s++) memcpy(d + off[s], src[s] + base + kx * dw, sizeof(float) * NR);
+                const int64_t col = kx * dw, at = base + (col % sw) * phase + col / sw;
+                memcpy(d + off[0], src[0] + at, sizeof(float) * NR);
+                if (nseg > 1) memcpy(d + off[1], src[1] + at, sizeof(float) * NR);
+                for (int s = 2; s < nseg; s++) memcpy(d + off[s], src[s] + at, sizeof(float) * NR);
             }
         }
 }
@@ -196,10 +141,7 @@ static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
     for (int64_t it = b; it < e; it++) { /* it = ((n * groups) + grp) * npanels + panel */
         int64_t panel = it % c->npanels, ng = it / c->npanels, grp = ng % g->groups, n = ng / g->groups;
         int64_t q0 = panel * NR, nq = HoWo - q0 < NR ? HoWo - q0 : NR;
-        if (c->xpad)
-            pack_b_nchw_padded(g, c->xpad + (n * g->C + grp * g->cin_g) * c->Hp * c->Wp, c->Hp, c->Wp, q0, nq, bp);
-        else
-            pack_b_nchw(g, c->x + (n * g->C + grp * g->cin_g) * g->H * g->W, q0, nq, bp);
+        pack_b_nchw_padded(g, c->xpad + (n * g->C + grp * g->cin_g) * g->sw * c->Hp * c->Wps, c->Hp, c->Wps, q0, nq, bp);
         float *yg = c->y + (n * g->Cout + grp * g->cout_g) * HoWo;
         const float *wg = c->wpack + grp * mpan * MR * K;
         for (int64_t k0 = 0; k0 < K; k0 += KC) {
@@ -208,21 +150,25 @@ static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
                 ukernel(kc, wg + mp * MR * K + k0 * MR, bp + k0 * NR, tiles + mp * MR * NR, k0 > 0);
         }
         for (int64_t mp = 0; mp < mpan; mp++) {
-            const float *t = tiles + mp * MR * NR;
+            float *t = tiles + mp * MR * NR;
             int64_t m0 = mp * MR, mr = g->cout_g - m0 < MR ? g->cout_g - m0 : MR;
+            if (c->bias)
+                for (int64_t r = 0; r < mr; r++) {
+                    float bv = c->bias[grp * g->cout_g + m0 + r];
+                    for (int j = 0; j < NR; j++) t[r * NR + j] += bv;
+                }
+            if (c->act) k_act_apply_f32(c->act, t, mr * NR);
             for (int64_t r = 0; r < mr; r++) {
-                float bv = c->bias ? c->bias[grp * g->cout_g + m0 + r] : 0.0f;
                 float *yr = yg + (m0 + r) * HoWo + q0;
 #if defined(__AVX__)
-                if (nq == NR && !((uintptr_t)yr & 31u)) { /* a full aligned row: no read-for-ownership */
-                    v8f vb = {bv, bv, bv, bv, bv, bv, bv, bv};
-                    v8f r0 = ld8(t + r * NR) + vb, r1 = ld8(t + r * NR + 8) + vb;
-                    _mm256_stream_ps(yr, (__m256)r0);
-                    _mm256_stream_ps(yr + 8, (__m256)r1);
+                if (c->stream && nq == NR && !((uintptr_t)yr & 31u)) { /* a full aligned row: no read-for-ownership */
+                    _mm256_stream_ps(yr, (__m256)ld8(t + r * NR));
+                    _mm256_stream_ps(yr + 8, (__m256)ld8(t + r * NR + 8));
                     continue;
                 }
 #endif
-                for (int64_t j = 0; j < nq; j++) yr[j] = t[r * NR + j] + bv;
+                if (nq == NR) memcpy(yr, t + r * NR, sizeof(float) * NR);
+                else memcpy(yr, t + r * NR, sizeof(float) * (size_t)nq);
             }
         }
     }
@@ -278,12 +224,17 @@ static void cd_nhwc_chunk(void *vp, int64_t b, int64_t e) {
                 ukernel(kc, ap + k0 * MR, wg + np * NR * K + k0 * NR, tiles + np * MR * NR, k0 > 0);
         }
         for (int64_t np = 0; np < npan; np++) {
-            const float *t = tiles + np * MR * NR;
+            float *t = tiles + np * MR * NR;
             int64_t c0 = np * NR, nc = g->cout_g - c0 < NR ? g->cout_g - c0 : NR;
+            if (c->bias) {
+                const float *bv = c->bias + grp * g->cout_g + c0;
+                for (int64_t p = 0; p < nq; p++)
+                    for (int64_t j = 0; j < nc; j++) t[p * NR + j] += bv[j];
+            }
+            if (c->act) k_act_apply_f32(c->act, t, nq * NR);
             for (int64_t p = 0; p < nq; p++) {
                 float *yv = c->y + (n * HoWo + q0 + p) * g->Cout + grp * g->cout_g + c0;
-                const float *bv = c->bias ? c->bias + grp * g->cout_g + c0 : NULL;
-                for (int64_t j = 0; j < nc; j++) yv[j] = t[p * NR + j] + (bv ? bv[j] : 0.0f);
+                memcpy(yv, t + p * NR, sizeof(float) * (size_t)nc);
             }
         }
     }
@@ -294,33 +245,45 @@ typedef struct {
     const cd_geom *g;
     const float *x;
     float *xp;
-    int64_t Hp, Wp;
+    int64_t Hp, Wp, Wps;
 } pad_ctx;
 
-/* plane p of x -> rows [pt, pt + H) x cols [pl, pl + W) of an Hp x Wp zero plane */
+/* plane p of x -> rows [pt, pt + H) x cols [pl, pl + W) of an Hp x Wp zero
+ * plane, stored as sw column phases of Hp x Wps */
 static void pad_planes(void *vp, int64_t b, int64_t e) {
     const pad_ctx *c = vp;
     const cd_geom *g = c->g;
+    const int64_t sw = g->sw;
     for (int64_t p = b; p < e; p++) {
-        float *dst = c->xp + p * c->Hp * c->Wp;
         const float *src = c->x + p * g->H * g->W;
-        for (int64_t r = 0; r < c->Hp; r++) {
-            float *dr = dst + r * c->Wp;
-            int64_t iy = r - g->pt;
-            if (iy < 0 || iy >= g->H) {
-                memset(dr, 0, sizeof(float) * (size_t)c->Wp);
-                continue;
+        for (int64_t ph = 0; ph < sw; ph++) {
+            float *dst = c->xp + (p * sw + ph) * c->Hp * c->Wps;
+            for (int64_t r = 0; r < c->Hp; r++) {
+                float *dr = dst + r * c->Wps;
+                int64_t iy = r - g->pt;
+                if (iy < 0 || iy >= g->H) {
+                    memset(dr, 0, sizeof(float) * (size_t)c->Wps);
+                    continue;
+                }
+                const float *sr = src + iy * g->W;
+                if (sw == 1) {
+                    memset(dr, 0, sizeof(float) * (size_t)g->pl);
+                    memcpy(dr + g->pl, sr, sizeof(float) * (size_t)g->W);
+                    memset(dr + g->pl + g->W, 0, sizeof(float) * (size_t)(c->Wps - g->pl - g->W));
+                    continue;
+                }
+                for (int64_t j = 0; j < c->Wps; j++) {
+                    int64_t ix = j * sw + ph - g->pl;
+                    dr[j] = ix >= 0 && ix < g->W ? sr[ix] : 0.0f;
+                }
             }
-            memset(dr, 0, sizeof(float) * (size_t)g->pl);
-            memcpy(dr + g->pl, src + iy * g->W, sizeof(float) * (size_t)g->W);
-            memset(dr + g->pl + g->W, 0, sizeof(float) * (size_t)(c->Wp - g->pl - g->W));
         }
     }
 }
 
 /* Entry point used by conv.c: w in OIHW (NCHW) or OHWI (NHWC) layout. */
 aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const float *x, const float *w,
-                               const float *bias, float *y) {
+                               const float *bias, const k_act *act, float *y) {
     const k_conv_geom g = *gg;
     bool nhwc = g.nhwc;
     int64_t K = g.cin_g * g.kh * g.kw, HoWo = g.Ho * g.Wo;
@@ -340,22 +303,24 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
                     dst[kk * blk + j] = co < g.cout_g ? w[(grp * g.cout_g + co) * K + kk] : 0.0f;
                 }
         }
-    cd_ctx c = {&g, x, bias, y, wp, K, 0, 0, 0, NULL, 0, 0};
+    cd_ctx c = {&g, x, bias, y, wp, K, 0, 0, 0, NULL, 0, 0, act && act->code != K_ACT_NONE ? act : NULL, false};
+    c.stream = sizeof(float) * (size_t)(g.N * g.Cout * HoWo) >= K_STREAM_BYTES;
     c.npanels = nhwc ? (HoWo + MR - 1) / MR : (HoWo + NR - 1) / NR;
     float *xpad = NULL;
-    if (!nhwc && g.sw == 1) {
+    if (!nhwc) {
         /* zero-padded copy covering every input row/col any output reads */
         int64_t hr = (g.Ho - 1) * g.sh + (g.kh - 1) * g.dh + 1, wr = (g.Wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
         c.Hp = hr > g.H + g.pt ? hr : g.H + g.pt;
-        c.Wp = wr > g.W + g.pl ? wr : g.W + g.pl;
-        size_t n = (size_t)(g.N * g.C * c.Hp * c.Wp) + 2 * NR;
+        int64_t Wp = wr > g.W + g.pl ? wr : g.W + g.pl;
+        c.Wps = (Wp + g.sw - 1) / g.sw;
+        size_t n = (size_t)(g.N * g.C * g.sw * c.Hp * c.Wps) + 2 * NR;
         xpad = aligned_alloc(64, (sizeof(float) * n + 63) & ~(size_t)63);
         if (!xpad) {
             free(wp);
             return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
         }
-        pad_ctx pc = {&g, x, xpad, c.Hp, c.Wp};
-        hrt_parallel_for(g.N * g.C, K_GRAIN / (c.Hp * c.Wp + 1) + 1, pad_planes, &pc);
+        pad_ctx pc = {&g, x, xpad, c.Hp, Wp, c.Wps};
+        hrt_parallel_for(g.N * g.C, K_GRAIN / (g.sw * c.Hp * c.Wps + 1) + 1, pad_planes, &pc);
         memset(xpad + (n - 2 * NR), 0, sizeof(float) * 2 * NR);
         c.xpad = xpad;
     }

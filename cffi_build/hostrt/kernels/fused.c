@@ -130,6 +130,48 @@ static int activation_code(const char *name) {
     }
 }
 
+_Static_assert(E_NONE == K_ACT_NONE, "kcommon.h's K_ACT_NONE is fused.c's E_NONE");
+
+aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *act) {
+    const char *name;
+    double alpha, lo, hi;
+    aclError rc = hrt_attr_get_string(k, attrs, "activation", false, "none", &name);
+    if (!rc) rc = hrt_attr_get_float(k, attrs, "alpha", false, 0.01, &alpha);
+    if (!rc) rc = hrt_attr_get_float(k, attrs, "min", false, -INFINITY, &lo);
+    if (!rc) rc = hrt_attr_get_float(k, attrs, "max", false, INFINITY, &hi);
+    if (rc) return rc;
+    if ((act->code = activation_code(name)) < 0)
+        return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, API, "%s: unknown activation '%s'", k->op_name, name);
+    act->a = act->code == E_CLIP ? lo : alpha;
+    act->b = hi;
+    return ACL_SUCCESS;
+}
+
+void k_act_apply_f32(const k_act *act, float *x, int64_t n) {
+    if (act->code != E_NONE) unary_f(act->code, x, n, act->a, act->b);
+}
+void k_act_apply_f64(const k_act *act, double *x, int64_t n) {
+    if (act->code != E_NONE) unary_d(act->code, x, n, act->a, act->b);
+}
+
+typedef struct {
+    const k_act *act;
+    void *x;
+    bool dbl;
+} act_par;
+
+static void act_par_chunk(void *vp, int64_t b, int64_t e) {
+    const act_par *c = vp;
+    if (c->dbl) k_act_apply_f64(c->act, (double *)c->x + b, e - b);
+    else k_act_apply_f32(c->act, (float *)c->x + b, e - b);
+}
+
+void k_act_apply_parallel(const k_act *act, void *x, int64_t n, bool dbl) {
+    if (act->code == E_NONE || n <= 0) return;
+    act_par c = {act, x, dbl};
+    hrt_parallel_for(n, K_GRAIN, act_par_chunk, &c);
+}
+
 /* ======================================================= _FusedElementwise */
 #define EW_BLOCK 512
 #define EW_MAX_REGS 64

@@ -136,10 +136,26 @@ typedef struct {
     int64_t N, C, H, W, Cout, Ho, Wo, kh, kw, sh, sw, dh, dw, pt, pl, groups, cin_g, cout_g;
     bool nhwc;
 } k_conv_geom;
+/* An activation fused into a kernel's epilogue (fused.c): the `activation`
+ * attr of aioge's fused ops (none, Relu, LeakyRelu (alpha), Sigmoid, Tanh,
+ * Gelu, GeluTanh, Clip (min, max)), applied in place. */
+typedef struct {
+    int code;    /* K_ACT_NONE: nothing to do */
+    double a, b; /* LeakyRelu: alpha; Clip: min, max */
+} k_act;
+#define K_ACT_NONE 64
+/* Read activation/alpha/min/max from attrs (absent: none). */
+aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *act);
+void k_act_apply_f32(const k_act *act, float *x, int64_t n);
+void k_act_apply_f64(const k_act *act, double *x, int64_t n);
+/* Same, split over the intra-op pool. */
+void k_act_apply_parallel(const k_act *act, void *x, int64_t n, bool dbl);
+
 /* float32 conv as a packed GEMM with fused im2col (conv_direct.c); w is
- * OIHW for NCHW and OHWI for NHWC, bias may be NULL. */
+ * OIHW for NCHW and OHWI for NHWC, bias may be NULL; act (may be NULL) runs
+ * on each output tile before it is stored. */
 aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
-                               const float *bias, float *y);
+                               const float *bias, const k_act *act, float *y);
 
 /* Outputs at least this big are written with non-temporal stores (they do
  * not fit in cache anyway; streaming saves the read-for-ownership). */

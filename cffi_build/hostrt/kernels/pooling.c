@@ -21,70 +21,118 @@ typedef struct {
     bool nhwc, is_max, exclusive;
     int64_t divisor;
     aclDataType dt;
+    bool whole_rows;  /* NCHW, Wo == 1 and the window covers every column: reduce rows as one run */
+    int64_t *lohi;    /* NCHW: per kx, the output columns [lo, hi) whose window column is inside the row */
 } pl_plan;
 
 typedef struct {
     const pl_plan *p;
     const void *x;
     void *y;
+    _Atomic int failed; /* a worker could not get its row buffers */
 } pl_ctx;
 
 /* NaN-propagating max as a bitwise select (kmath.h), so the row loops vectorise */
+static inline float k_row_max_f32(const float *x, int64_t n) { return k_row_maxf(x, n); }
+static inline double k_row_max_f64(const double *x, int64_t n) { return k_row_maxd(x, n); }
 static inline float pmax_f32(float a, float b) { return k_maxf(a, b); }
 static inline double pmax_f64(double a, double b) { return k_maxd(a, b); }
 
 #define POOL_IMPL(CT, SFX, NEG_INF)                                                                          \
+    /* op over n contiguous values (n >= 1): independent lanes so the sum vectorises */                      \
+    static CT plane_reduce_##SFX(const CT *x, int64_t n, bool is_max) {                                       \
+        if (is_max) return k_row_max_##SFX(x, n);                                                              \
+        CT acc[16] = {0};                                                                                     \
+        int64_t i = 0;                                                                                        \
+        for (; i + 16 <= n; i += 16)                                                                          \
+            for (int j = 0; j < 16; j++) acc[j] += x[i + j];                                                  \
+        CT s = 0;                                                                                             \
+        for (int j = 0; j < 16; j++) s += acc[j];                                                             \
+        for (; i < n; i++) s += x[i];                                                                         \
+        return s;                                                                                             \
+    }                                                                                                         \
     static void pool_nchw_##SFX(void *vp, int64_t b0, int64_t b1) {                                           \
         const pl_ctx *c = vp;                                                                                 \
         const pl_plan *p = c->p;                                                                              \
-        CT acc[4096];                                                                                         \
-        CT *a = p->Wo <= 4096 ? acc : malloc(sizeof(CT) * (size_t)p->Wo);                                     \
-        if (!a) return;                                                                                       \
+        const int64_t W = p->W, Wo = p->Wo;                                                                   \
+        CT tbuf[2048], abuf[2048];                                                                            \
+        CT *t = W <= 2048 ? tbuf : malloc(sizeof(CT) * (size_t)W);                                            \
+        CT *a = Wo <= 2048 ? abuf : malloc(sizeof(CT) * (size_t)Wo);                                          \
+        if (!t || !a) {                                                                                       \
+            ((pl_ctx *)c)->failed = 1;                                                                        \
+            goto done;                                                                                        \
+        }                                                                                                     \
         for (int64_t pc = b0; pc < b1; pc++) {                                                                \
-            const CT *xp = (const CT *)c->x + pc * p->H * p->W;                                               \
-            CT *yp = (CT *)c->y + pc * p->Ho * p->Wo;                                                         \
+            const CT *xp = (const CT *)c->x + pc * p->H * W;                                                  \
+            CT *yp = (CT *)c->y + pc * p->Ho * Wo;                                                            \
             for (int64_t oy = 0; oy < p->Ho; oy++) {                                                          \
                 int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;                                             \
                 int64_t h0 = hs < 0 ? 0 : hs, h1 = he > p->H ? p->H : he;                                     \
-                for (int64_t ox = 0; ox < p->Wo; ox++) a[ox] = p->is_max ? NEG_INF : 0;                       \
-                for (int64_t iy = h0; iy < h1; iy++) {                                                        \
-                    const CT *xr = xp + iy * p->W;                                                            \
+                CT *yr = yp + oy * Wo;                                                                        \
+                if (p->whole_rows) { /* every window spans whole rows: one contiguous reduction */          \
+                    CT v = h1 > h0 ? plane_reduce_##SFX(xp + h0 * W, (h1 - h0) * W, p->is_max)                \
+                                   : (p->is_max ? NEG_INF : 0);                                               \
+                    a[0] = v;                                                                                 \
+                } else {                                                                                      \
+                    /* fold the window's rows into t (contiguous, vectorised), then slide along t */          \
+                    const CT *rows = t;                                                                       \
+                    if (h1 - h0 == 1) {                                                                       \
+                        rows = xp + h0 * W;                                                                   \
+                    } else if (h1 <= h0) {                                                                    \
+                        for (int64_t x = 0; x < W; x++) t[x] = p->is_max ? NEG_INF : 0;                       \
+                    } else {                                                                                  \
+                        const CT *r0 = xp + h0 * W, *r1 = r0 + W;                                             \
+                        if (p->is_max)                                                                        \
+                            for (int64_t x = 0; x < W; x++) t[x] = pmax_##SFX(r1[x], r0[x]);                  \
+                        else                                                                                  \
+                            for (int64_t x = 0; x < W; x++) t[x] = r0[x] + r1[x];                             \
+                        for (int64_t iy = h0 + 2; iy < h1; iy++) {                                            \
+                            const CT *xr = xp + iy * W;                                                       \
+                            if (p->is_max)                                                                    \
+                                for (int64_t x = 0; x < W; x++) t[x] = pmax_##SFX(xr[x], t[x]);               \
+                            else                                                                              \
+                                for (int64_t x = 0; x < W; x++) t[x] += xr[x];                                \
+                        }                                                                                     \
+                    }                                                                                         \
+                    for (int64_t ox = 0; ox < Wo; ox++) a[ox] = p->is_max ? NEG_INF : 0;                      \
                     for (int64_t kx = 0; kx < p->kw; kx++) {                                                  \
-                        int64_t off = kx - p->pl;                                                             \
-                        int64_t lo = off >= 0 ? 0 : (-off + p->sw - 1) / p->sw;                               \
-                        int64_t hi = p->W - off <= 0 ? 0 : (p->W - off + p->sw - 1) / p->sw;                  \
-                        if (hi > p->Wo) hi = p->Wo;                                                           \
+                        const int64_t off = kx - p->pl, lo = p->lohi[2 * kx], hi = p->lohi[2 * kx + 1];       \
+                        const CT *tr = rows + off;                                                            \
                         if (p->is_max) {                                                                      \
                             if (p->sw == 1)                                                                   \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] = pmax_##SFX(xr[ox + off], a[ox]); \
+                                for (int64_t ox = lo; ox < hi; ox++) a[ox] = pmax_##SFX(tr[ox], a[ox]);       \
+                            else if (p->sw == 2)                                                              \
+                                for (int64_t ox = lo; ox < hi; ox++) a[ox] = pmax_##SFX(tr[2 * ox], a[ox]);   \
                             else                                                                              \
-                                for (int64_t ox = lo; ox < hi; ox++)                                          \
-                                    a[ox] = pmax_##SFX(xr[ox * p->sw + off], a[ox]);                          \
+                                for (int64_t ox = lo; ox < hi; ox++) a[ox] = pmax_##SFX(tr[ox * p->sw], a[ox]); \
                         } else {                                                                              \
                             if (p->sw == 1)                                                                   \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] += xr[ox + off];                   \
+                                for (int64_t ox = lo; ox < hi; ox++) a[ox] += tr[ox];                         \
+                            else if (p->sw == 2)                                                              \
+                                for (int64_t ox = lo; ox < hi; ox++) a[ox] += tr[2 * ox];                     \
                             else                                                                              \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] += xr[ox * p->sw + off];           \
+                                for (int64_t ox = lo; ox < hi; ox++) a[ox] += tr[ox * p->sw];                 \
                         }                                                                                     \
                     }                                                                                         \
                 }                                                                                             \
-                CT *yr = yp + oy * p->Wo;                                                                     \
                 if (p->is_max) {                                                                              \
-                    memcpy(yr, a, sizeof(CT) * (size_t)p->Wo);                                                \
+                    memcpy(yr, a, sizeof(CT) * (size_t)Wo);                                                   \
                 } else {                                                                                      \
-                    int64_t hpad = (he > p->H + p->pb ? p->H + p->pb : he) - hs;                          \
-                    for (int64_t ox = 0; ox < p->Wo; ox++) {                                                  \
+                    int64_t hpad = (he > p->H + p->pb ? p->H + p->pb : he) - hs;                              \
+                    for (int64_t ox = 0; ox < Wo; ox++) {                                                     \
                         int64_t ws = ox * p->sw - p->pl, we = ws + p->kw;                                     \
                         int64_t cnt;                                                                          \
                         if (p->divisor) cnt = p->divisor;                                                     \
-                        else if (p->exclusive) cnt = (h1 - h0) * ((we > p->W ? p->W : we) - (ws < 0 ? 0 : ws)); \
-                        else cnt = hpad * ((we > p->W + p->pr ? p->W + p->pr : we) - ws);                     \
+                        else if (p->exclusive) cnt = (h1 - h0) * ((we > W ? W : we) - (ws < 0 ? 0 : ws));     \
+                        else cnt = hpad * ((we > W + p->pr ? W + p->pr : we) - ws);                           \
                         yr[ox] = cnt > 0 ? a[ox] / (CT)cnt : (CT)0;                                           \
                     }                                                                                         \
                 }                                                                                             \
             }                                                                                                 \
         }                                                                                                     \
-        if (a != acc) free(a);                                                                                \
+    done:                                                                                                     \
+        if (t && t != tbuf) free(t);                                                                          \
+        if (a && a != abuf) free(a);                                                                          \
     }                                                                                                         \
     static void pool_nhwc_##SFX(void *vp, int64_t b0, int64_t b1) {                                           \
         const pl_ctx *c = vp;                                                                                 \
@@ -145,11 +193,15 @@ static aclError pl_run(const hrt_kernel *k, void *const *in, void *const *out) {
         x = s;
         y = (float *)s + xn;
     }
-    pl_ctx c = {p, x, y};
-    int64_t work = p->kh * p->kw * (p->nhwc ? p->Wo * p->C : p->Ho * p->Wo) + 1;
+    pl_ctx c = {p, x, y, 0};
+    int64_t work = (p->nhwc ? p->kh * p->kw * p->Wo * p->C : p->Ho * (p->kh * p->W + p->kw * p->Wo)) + 1;
     int64_t items = p->nhwc ? p->N * p->Ho : p->N * p->C;
     if (f64) hrt_parallel_for(items, K_GRAIN / work + 1, p->nhwc ? pool_nhwc_f64 : pool_nchw_f64, &c);
     else hrt_parallel_for(items, K_GRAIN / work + 1, p->nhwc ? pool_nhwc_f32 : pool_nchw_f32, &c);
+    if (c.failed) {
+        free(s);
+        return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
+    }
     if (s) {
         if (p->dt == ACL_FLOAT16 || p->dt == ACL_BF16) {
             k_from_f32(y, p->dt, out[0], yn);
@@ -187,6 +239,12 @@ static aclError pl_dim(const hrt_kernel *k, int mode, bool ceil_mode, int64_t in
     *pe_ = pe;
     *out = o;
     return ACL_SUCCESS;
+}
+
+static void pl_free(void *vp) {
+    pl_plan *p = vp;
+    free(p->lohi);
+    free(p);
 }
 
 static aclError pl_compile(hrt_kernel *k, const aclopAttr *attrs) {
@@ -270,12 +328,28 @@ static aclError pl_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (nhwc) od[0] = p->N, od[1] = p->Ho, od[2] = p->Wo, od[3] = p->C;
     else od[0] = p->N, od[1] = p->C, od[2] = p->Ho, od[3] = p->Wo;
     if ((rc = hrt_expect_same_shape(k, &k->out[0], od, 4, 0))) goto fail;
+    if (!nhwc) {
+        p->whole_rows = p->Wo == 1 && p->kw - p->pl >= p->W;
+        p->lohi = malloc(sizeof(int64_t) * 2 * (size_t)p->kw);
+        if (!p->lohi) {
+            rc = hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
+            goto fail;
+        }
+        for (int64_t kx = 0; kx < p->kw; kx++) {
+            int64_t off = kx - p->pl;
+            int64_t lo = off >= 0 ? 0 : (-off + p->sw - 1) / p->sw;
+            int64_t hi = p->W - off <= 0 ? 0 : (p->W - off + p->sw - 1) / p->sw;
+            if (hi > p->Wo) hi = p->Wo;
+            p->lohi[2 * kx] = lo;
+            p->lohi[2 * kx + 1] = hi;
+        }
+    }
     k->plan = p;
-    k->plan_free = free;
+    k->plan_free = pl_free;
     k->run = pl_run;
     return ACL_SUCCESS;
 fail:
-    free(p);
+    pl_free(p);
     return rc;
 }
 
