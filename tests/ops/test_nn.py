@@ -282,6 +282,36 @@ async def test_conv2d_resnet_shapes(stream):
         )
 
 
+@few(12)
+@given(
+    cin=st.sampled_from([32, 40, 130]),
+    cout=st.integers(16, 30),
+    hw=st.tuples(st.integers(26, 41), st.integers(26, 41)),  # >= 128 output tiles
+    pads=st.tuples(*[st.integers(0, 2)] * 4),
+    n=st.integers(1, 2),
+    act=st.sampled_from(["none", "Relu"]),
+    seed=st.integers(0, 2**16),
+)
+async def test_conv2d_winograd_path(stream, cin, cout, hw, pads, n, act, seed):
+    # 3x3 stride-1 NCHW convs with 32+ input channels and 128+ output tiles run Winograd F(2x2, 3x3):
+    # odd sizes (partial tiles), asymmetric pads, several channel blocks (130 > 128), a fused activation
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cin, *hw)).astype(np.float32)
+    w = (rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2 / (9 * cin))).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    ref = ort_run("Conv", [x, w, b], kernel_shape=[3, 3], pads=list(pads))
+    attrs = {"strides": [1, 1, 1, 1], "pads": [pads[0], pads[2], pads[1], pads[3]], "data_format": "NCHW",
+             "activation": act}  # fmt: skip
+    (y,) = aioge.op(
+        "_FusedConv2D",
+        [up(stream, x), up(stream, w), up(stream, b)],
+        [TensorSpec(ref.shape, "float32")],
+        attrs,
+        formats=[NCHW, NCHW, ND, NCHW],
+    )
+    check(await y.numpy(), np.maximum(ref, 0) if act == "Relu" else ref, rtol=1e-4, atol=2e-5)
+
+
 async def test_conv2d_stem_stride2(stream):
     # ResNet's stem: 3 input channels, 7x7, stride 2 (packed from the column phases of the padded input)
     rng = np.random.default_rng(12)

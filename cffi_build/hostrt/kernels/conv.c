@@ -9,7 +9,9 @@
  * GEMM operand).  Depthwise convs (groups == C_in) run a direct kernel
  * vectorised over output columns (NCHW) or channels (NHWC).  float32
  * convolutions other than 1x1 run conv_direct.c (a packed GEMM with the
- * im2col fused into the panel packing, split over the pool); the rest
+ * im2col fused into the panel packing, split over the pool), except 3x3
+ * stride-1 NCHW ones with 16+ channels, which run Winograd F(2x2, 3x3)
+ * (conv_winograd.c, 2.25x fewer multiply-adds); the rest
  * (1x1, float64, transposed) run im2col + hrt_sgemm/hrt_dgemm, with
  * (image, group) items in parallel when each GEMM is small.
  *
@@ -119,7 +121,8 @@ static aclError cv_run(const hrt_kernel *k, void *const *in, void *const *out) {
     } else if (!p->transpose && !p->depthwise && !one_by_one) {
         k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
                          p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};
-        rc = hrt_conv2d_direct_f32(k, &g, x, w, bias, &p->act, y);
+        rc = hrt_conv2d_winograd_ok(&g) ? hrt_conv2d_winograd_f32(k, &g, x, w, bias, &p->act, y)
+                                         : hrt_conv2d_direct_f32(k, &g, x, w, bias, &p->act, y);
     } else {
         rc = p->transpose ? convt_run_t_f32(k, p, x, w, bias, y) : conv_run_t_f32(k, p, x, w, bias, y);
         if (!rc) k_act_apply_parallel(&p->act, y, yn, false);

@@ -21,62 +21,7 @@
  * stored; only outputs too big for the caches use non-temporal stores. */
 #include "kcommon.h"
 
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
-
-#define MR 6
-#define NR 16
-#define KC 256 /* K block: a K x NR panel slice of B (16 KB) stays in L1 across the M panels */
-
-typedef float v8f __attribute__((vector_size(32)));
-
-static inline v8f ld8(const float *p) {
-    v8f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
-
-/* t[MR][NR] (+)= A[K][MR] . B[K][NR] */
-static void ukernel(int64_t K, const float *restrict a, const float *restrict b, float *restrict t, bool acc) {
-    v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
-    v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
-    if (acc) {
-        c00 = ld8(t + 0 * NR), c01 = ld8(t + 0 * NR + 8), c10 = ld8(t + 1 * NR), c11 = ld8(t + 1 * NR + 8);
-        c20 = ld8(t + 2 * NR), c21 = ld8(t + 2 * NR + 8), c30 = ld8(t + 3 * NR), c31 = ld8(t + 3 * NR + 8);
-        c40 = ld8(t + 4 * NR), c41 = ld8(t + 4 * NR + 8), c50 = ld8(t + 5 * NR), c51 = ld8(t + 5 * NR + 8);
-    }
-    for (int64_t k = 0; k < K; k++) {
-        v8f b0 = ld8(b), b1 = ld8(b + 8);
-        v8f a0 = {a[0], a[0], a[0], a[0], a[0], a[0], a[0], a[0]};
-        c00 += a0 * b0;
-        c01 += a0 * b1;
-        v8f a1 = {a[1], a[1], a[1], a[1], a[1], a[1], a[1], a[1]};
-        c10 += a1 * b0;
-        c11 += a1 * b1;
-        v8f a2 = {a[2], a[2], a[2], a[2], a[2], a[2], a[2], a[2]};
-        c20 += a2 * b0;
-        c21 += a2 * b1;
-        v8f a3 = {a[3], a[3], a[3], a[3], a[3], a[3], a[3], a[3]};
-        c30 += a3 * b0;
-        c31 += a3 * b1;
-        v8f a4 = {a[4], a[4], a[4], a[4], a[4], a[4], a[4], a[4]};
-        c40 += a4 * b0;
-        c41 += a4 * b1;
-        v8f a5 = {a[5], a[5], a[5], a[5], a[5], a[5], a[5], a[5]};
-        c50 += a5 * b0;
-        c51 += a5 * b1;
-        a += MR;
-        b += NR;
-    }
-    st8(t + 0 * NR, c00), st8(t + 0 * NR + 8, c01);
-    st8(t + 1 * NR, c10), st8(t + 1 * NR + 8, c11);
-    st8(t + 2 * NR, c20), st8(t + 2 * NR + 8, c21);
-    st8(t + 3 * NR, c30), st8(t + 3 * NR + 8, c31);
-    st8(t + 4 * NR, c40), st8(t + 4 * NR + 8, c41);
-    st8(t + 5 * NR, c50), st8(t + 5 * NR + 8, c51);
-}
+#include "ukernel.h"
 
 typedef k_conv_geom cd_geom;
 

@@ -156,6 +156,11 @@ void k_act_apply_parallel(const k_act *act, void *x, int64_t n, bool dbl);
  * on each output tile before it is stored. */
 aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
                                const float *bias, const k_act *act, float *y);
+/* 3x3 stride-1 NCHW float32 conv by Winograd F(2x2, 3x3) (conv_winograd.c);
+ * _ok: the geometry qualifies (and AIOGE_HOST_WINOGRAD is not 0); w is OIHW. */
+bool hrt_conv2d_winograd_ok(const k_conv_geom *g);
+aclError hrt_conv2d_winograd_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
+                                 const float *bias, const k_act *act, float *y);
 
 /* Outputs at least this big are written with non-temporal stores (they do
  * not fit in cache anyway; streaming saves the read-for-ownership). */
