@@ -365,3 +365,64 @@ async def test_session_mirrors_ge(dev):
     with pytest.raises(aioge.SessionError):
         sess.remove_graph(1)
     sess.close()
+
+
+async def test_session_graph_options_reach_the_compile(dev):
+    sess = aioge.Session(dev)
+    with pytest.raises(aioge.SessionError, match="AddGraph accepts only"):
+        sess.add_graph(1, branches(64), {"ge.exec.unknownOption": "1"})
+    with pytest.raises(aioge.SessionError, match=r"aioge\.optimize"):
+        sess.add_graph(1, branches(64), {"aioge.optimize": "7"})
+    with pytest.raises(aioge.SessionError, match="enableSingleStream"):
+        sess.add_graph(1, branches(64), {"ge.enableSingleStream": "yes"})
+    sess.add_graph(1, branches(64))
+    sess.add_graph(2, branches(64), {"ge.enableSingleStream": "true"})
+    sess.add_graph(3, ew_chain(), {"aioge.optimize": "0", "aioge.mode": "per_op"})
+    sess.add_graph(4, branches(64), {"aioge.maxStreams": "1"})
+    for i in (1, 2, 3, 4):
+        await sess.compile_graph(i)
+    models = {i: sess._graphs[i].model for i in (1, 2, 3, 4)}
+    assert models[1].plan.num_streams == 2 and models[2].plan.num_streams == 1
+    assert models[3].mode == "per_op" and not any("Fused" in op.op_type for op in models[3]._build.ops)
+    assert models[4].plan.num_streams == 1
+    sess.close()
+    assert all(m.closed for m in models.values())
+
+
+def affine() -> Graph:
+    """``x @ w``: ``w`` is an input that never changes (a frozen input in GE's terms)."""
+    g = Graph("affine")
+    x = g.input("x", (4, 8), "float32")
+    w = g.input("w", (8, 3), "float32")
+    g.output(g.add_node("MatMul", [x, w]))
+    return g
+
+
+async def test_session_frozen_inputs_and_the_loaded_stream(dev):
+    rng = np.random.default_rng(9)
+    xs = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(3)]
+    w = rng.standard_normal((8, 3)).astype(np.float32)
+    async with aioge.Session(dev) as sess, dev.open_stream() as s:
+        sess.add_graph(1, affine())
+        await sess.compile_graph(1)
+        with pytest.raises(aioge.SessionError, match="both a host input and frozen"):
+            sess.load_graph(1, {"ge.exec.hostInputIndexes": "1", "ge.exec.frozenInputIndexes": "1"}, s)
+        with pytest.raises(aioge.SessionError, match="out of range"):
+            sess.load_graph(1, {"ge.exec.frozenInputIndexes": "2"}, s)
+        sess.load_graph(1, {"ge.exec.hostInputIndexes": "0", "ge.exec.frozenInputIndexes": "1"}, s)
+        wd = s.upload(w)
+        with pytest.raises(aioge.SessionError, match="frozen input 1 must be a device Tensor"):
+            sess.execute_graph_with_stream_async(1, None, [xs[0], None])  # nothing to reuse yet
+        with pytest.raises(aioge.SessionError, match="hostInputIndexes: pass a host array"):
+            sess.execute_graph_with_stream_async(1, None, [s.upload(xs[0]), wd])  # a Tensor at a host index
+        default = dev.default_stream.stats["launched"]
+        (y0,) = sess.execute_graph_with_stream_async(1, None, [xs[0], wd])  # None: the stream of LoadGraph
+        (y1,) = sess.execute_graph_with_stream_async(1, None, [xs[1], None])  # the frozen w is reused
+        (y2,) = sess.execute_graph_with_stream_async(1, s, [xs[2], wd])  # or passed again, the same tensor
+        with pytest.raises(aioge.SessionError, match="frozen"):
+            sess.execute_graph_with_stream_async(1, s, [xs[2], s.upload(w)])  # another tensor is refused
+        assert y0.stream is s and y1.stream is s
+        await s.synchronize()
+        assert dev.default_stream.stats["launched"] == default  # nothing ran on the device's stream
+        for x, y in zip(xs, (y0, y1, y2)):
+            np.testing.assert_allclose(await y.numpy(), x @ w, rtol=1e-5, atol=1e-5)
