@@ -41,7 +41,7 @@ from ._launch import Const, launch
 from ._native import ffi, lib
 from ._resources import Resource
 from ._scheduler import Completion, wait_all
-from .errors import BusyResourceError, error_class
+from .errors import AclError, BusyResourceError, error_class
 from .graph import ConstInput, LoweredNode, LoweredOp
 from .tensor import DeviceMemory, Tensor
 
@@ -348,6 +348,14 @@ class _Flight:
             self.peak = max(self.peak, self.live)
         return _Ticket(self)
 
+    def track(self, join: Completion) -> None:
+        """Note an execution's last completion (dropping finished ones: the deque stays short)."""
+        with self.lock:
+            joins = self.joins
+            while joins and joins[0]._done:
+                joins.popleft()
+            joins.append(join)
+
     def oldest(self) -> tuple[bool, Completion | None]:
         """Take a slot if there is room; else the oldest execution still running (to wait for)."""
         with self.lock:
@@ -613,19 +621,22 @@ class CompiledGraph(Resource):
             with s0._lock:  # one stream: a marker after the last launch holds the ticket
                 s0._enter()
                 done = s0._record(ticket, f"{self.graph.name}:done")
-            self._flight.joins.append(done)
+            self._flight.track(done)
             return outs, comps
         return self._run_sunk(s0, list(inputs), outputs, ticket)
 
     async def _admit(self) -> _Ticket:
         """Wait for room among the executions in flight; a ticket that holds the slot."""
         f = self._flight
+        pause = 0.0002
         while True:
             ok, oldest = f.oldest()
             if ok:
                 return _Ticket(f)
             if oldest is None or oldest._done:
-                await anyio.sleep(0.0005)  # a finished execution is giving its ticket back on another thread
+                # a finished execution is giving its ticket back on another thread
+                await anyio.sleep(pause)
+                pause = min(pause * 2, 0.01)
             else:
                 await oldest._wait_pending()  # drives its lane: completes without anybody else awaiting it
 
@@ -708,7 +719,7 @@ class CompiledGraph(Resource):
                 s0._note_write(m, join)
             for m in in_mems:
                 s0._note_read(m, join)
-        self._flight.joins.append(join)
+        self._flight.track(join)
         return outs, [*others, join]
 
     def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
@@ -771,7 +782,10 @@ class CompiledGraph(Resource):
             if not c._done:
                 await c._wait_pending()
         for s in self._aux_streams():
-            await s.synchronize()
+            try:
+                await s.synchronize()
+            except AclError:
+                pass  # already raised to the execution it failed (the join inherits it)
 
     def _close(self) -> None:
         busy = [s for s in self._aux_streams() if not s.closed and s.in_flight]
