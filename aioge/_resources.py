@@ -96,9 +96,11 @@ class Resource:
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
             return
-        if self._warn_on_gc:
-            warnings.warn(f"unclosed {self._describe()}", ResourceWarning, stacklevel=2, source=self)
         try:
-            self._gc_release()
-        except Exception:
-            pass
+            if self._warn_on_gc:
+                warnings.warn(f"unclosed {self._describe()}", ResourceWarning, stacklevel=2, source=self)
+        finally:  # released even when warnings are errors
+            try:
+                self._gc_release()
+            except Exception:
+                pass

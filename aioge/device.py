@@ -90,8 +90,9 @@ class Device(Resource):
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
         self._default_stream: Stream | None = None
-        # compiled graphs live until closed or until the device closes (as GE graphs live in their session)
-        self._models: set[CompiledGraph] = set()
+        # open compiled graphs, closed with the device (as GE graphs with their session); held
+        # weakly: a model dropped open is collected, warns and releases itself (CompiledGraph)
+        self._models: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
         self._compiling: dict[Any, Any] = {}
         from ._allocator import BlockPool, PinnedPool
         from ._launch import LaunchCache

@@ -15,13 +15,19 @@ and loads the result:
 
 Both give the same results.  Weights (graph constants) are uploaded once at
 compile time.  One model may be executed by many coroutines at once: every
-execution gets its own arena (from a pool) and input/output buffers.
+execution gets its own arena (from a pool) and input/output buffers; the
+segments of a multi-stream plan run on the caller's stream plus auxiliary
+streams of that caller's own, so executions on different streams overlap;
+``execute()`` waits (asynchronously) while ``max_inflight`` executions are
+in flight, which also bounds the arenas leased.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -35,7 +41,7 @@ from ._launch import Const, launch
 from ._native import ffi, lib
 from ._resources import Resource
 from ._scheduler import Completion, wait_all
-from .errors import error_class
+from .errors import AclError, BusyResourceError, error_class
 from .graph import ConstInput, LoweredNode, LoweredOp
 from .tensor import DeviceMemory, Tensor
 
@@ -45,6 +51,11 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = ("CompiledGraph", "compile_graph")
+
+#: executions of one model in flight at once before ``execute()`` waits (``model.max_inflight``)
+MAX_INFLIGHT = 8
+#: caller streams that get auxiliary streams of their own; further ones share those round-robin
+MAX_AUX_SETS = 8
 
 ARENA, INPUT, OUTPUT, CONST, ABSENT = 0, 1, 2, 3, 4
 _ALIGN = 64
@@ -312,19 +323,68 @@ class _Build:
         return self.arena_bytes + self.p.num_streams * self.scratch
 
 
-class _ArenaLease:
-    """An arena borrowed by one execution; returned to the pool when the
-    execution's completions release it (i.e. after the device is done)."""
+class _Flight:
+    """The executions in flight of one model and its idle arenas.
 
-    __slots__ = ("mem", "pool")
+    Shared by the model and its tickets but referencing neither, so a model
+    dropped while executions run can be collected; the tickets keep this.
+    Critical sections allocate nothing: a ticket may be collected (and give
+    its slot back) on any thread, at any allocation.
+    """
 
-    def __init__(self, mem: DeviceMemory, pool: list[DeviceMemory]) -> None:
-        self.mem = mem
-        self.pool = pool
+    def __init__(self, limit: int) -> None:
+        self.lock = threading.Lock()
+        self.limit = limit
+        self.live = 0  # tickets alive
+        self.peak = 0
+        self.arenas: list[DeviceMemory] = []  # idle, ready for reuse
+        self.made = 0  # arenas allocated so far
+        self.joins: collections.deque[Completion] = collections.deque()  # last completion of each execution
+        self.closed = False
+
+    def admit(self) -> _Ticket:
+        with self.lock:
+            self.live += 1
+            self.peak = max(self.peak, self.live)
+        return _Ticket(self)
+
+    def track(self, join: Completion) -> None:
+        """Note an execution's last completion (dropping finished ones: the deque stays short)."""
+        with self.lock:
+            joins = self.joins
+            while joins and joins[0]._done:
+                joins.popleft()
+            joins.append(join)
+
+    def oldest(self) -> tuple[bool, Completion | None]:
+        """Take a slot if there is room; else the oldest execution still running (to wait for)."""
+        with self.lock:
+            joins = self.joins
+            while joins and joins[0]._done:
+                joins.popleft()
+            if self.live < self.limit:
+                self.live += 1
+                self.peak = max(self.peak, self.live)
+                return True, None
+            return False, joins[0] if joins else None
+
+
+class _Ticket:
+    """One execution in flight: its slot and its arena, given back when the
+    last completion holding the ticket lets go of it (the device is done)."""
+
+    __slots__ = ("flight", "mem")
+
+    def __init__(self, flight: _Flight) -> None:
+        self.flight = flight
+        self.mem: DeviceMemory | None = None
 
     def __del__(self) -> None:
-        if self.mem.ptr is not None:
-            self.pool.append(self.mem)
+        f, mem = self.flight, self.mem
+        if mem is not None and mem.ptr is not None and not f.closed:
+            f.arenas.append(mem)  # back in the pool before the slot: arenas never outnumber slots
+        with f.lock:
+            f.live -= 1
 
 
 class CompiledGraph(Resource):
@@ -334,10 +394,21 @@ class CompiledGraph(Resource):
         inputs / outputs: ``{name: (shape, dtype)}`` in graph order.
         mode: ``"sunk"`` (one device task per segment) or ``"per_op"``.
         plan: the :class:`aioge.graph.Plan` (arena bytes, streams, steps).
+
+    Streams: an execution's first segment chain runs on its ``stream=``; the
+    other streams of a multi-stream plan are auxiliary streams owned by the
+    model, one set per caller stream (created on first use, up to
+    :data:`MAX_AUX_SETS` sets; further caller streams share them
+    round-robin, and a closed caller's set passes to the next newcomer), so
+    executions on different streams never queue behind each other.
+
+    Lifecycle: close it (``async with``, ``aclose()``), or the device closes
+    it; a model collected open emits ``ResourceWarning`` and releases its
+    graph and buffers once running executions no longer need them.
     """
 
     def __init__(self, device: Device, graph: Graph, plan: Plan, build: _Build, mode: str,
-                 lowered: Mapping[str, LoweredNode]) -> None:  # fmt: skip
+                 lowered: Mapping[str, LoweredNode], max_inflight: int = MAX_INFLIGHT) -> None:  # fmt: skip
         self.device = device
         self.graph = graph
         self.plan = plan
@@ -348,15 +419,37 @@ class CompiledGraph(Resource):
         self.outputs = {n: _kind_of(graph, n) for n in graph.outputs}
         self._handle: Any = None
         self._descs: list[Any] = []
-        self._arenas: list[DeviceMemory] = []
         self._lock = threading.Lock()
-        self._aux: list[Stream] = []
+        self._flight = _Flight(_positive(max_inflight))
+        self._aux_sets: list[list[Stream]] = []
+        self._aux_of: weakref.WeakKeyDictionary[Stream, int] = weakref.WeakKeyDictionary()
+        self._aux_next = 0
         self._weights: list[Tensor] = []
         self._opened()
 
     def __repr__(self) -> str:
         return (f"<aioge.CompiledGraph {self.graph.name!r} mode={self.mode} nodes={len(self._build.ops)} "
                 f"segments={len(self._build.segments)} arena={self._build.total_arena}B>")  # fmt: skip
+
+    @property
+    def max_inflight(self) -> int:
+        """Executions in flight at once before ``execute()`` waits for one to finish.
+
+        Each one in flight holds an arena, so this also bounds the arenas
+        the model leases.  ``launch()`` never waits but counts too.
+        """
+        return self._flight.limit
+
+    @max_inflight.setter
+    def max_inflight(self, n: int) -> None:
+        self._flight.limit = _positive(n)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """``in_flight`` executions, their ``peak``, ``arenas`` allocated, ``aux_streams`` opened."""
+        f = self._flight
+        return {"in_flight": f.live, "peak": f.peak, "arenas": f.made,
+                "aux_streams": sum(len(a) for a in self._aux_sets)}  # fmt: skip
 
     # ---- loading (runs on a worker thread) ----
     def _load(self) -> None:
@@ -368,7 +461,6 @@ class CompiledGraph(Resource):
             self._weights.append(s0.upload(self.graph.constants[name]))
         if self.mode == "per_op":
             return
-        self._aux = [dev.open_stream() for _ in range(1, self.plan.num_streams)]
         in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
         out_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.outputs.values()]
         p = ffi.new("aiogeGraph **")
@@ -456,6 +548,9 @@ class CompiledGraph(Resource):
             ValueError/TypeError: a feed of the wrong name, shape or dtype (nothing launched).
             AclError: a node failed on the device (its message names the node).
 
+        Backpressure: waits while ``max_inflight`` executions of the model
+        are in flight, and while ``stream`` is above its high-water mark.
+
         Cancellation: returns control at once; the execution still runs to
         completion and its buffers are released afterwards.
         """
@@ -463,8 +558,13 @@ class CompiledGraph(Resource):
         self._check_feeds(feeds)
         s0 = stream if stream is not None else self.device.default_stream
         await s0.drain()
-        ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(np.asarray(feeds[n])) for n in self.inputs]
-        outs, comps = self.launch(ins, stream=s0)
+        ticket: _Ticket | None = await self._admit()
+        try:
+            ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(np.asarray(feeds[n])) for n in self.inputs]
+            assert ticket is not None
+            outs, comps = self._launch(ins, None, s0, ticket)
+        finally:
+            ticket = None  # the launches hold it now (until the device is done); never a traceback
         with anyio.fail_after(timeout) if timeout is not None else _nullcontext():
             if as_tensors:
                 await wait_all(comps)  # every segment's error, not only the last stream's
@@ -482,9 +582,14 @@ class CompiledGraph(Resource):
         ``inputs`` are device tensors in graph input order; ``outputs``
         optional tensors to write into (else allocated).  Returns the output
         tensors and the launch completions (await them, or the stream).
+        Never waits: it counts against ``max_inflight`` but ignores it.
         """
         self._check_open()
         s0 = stream if stream is not None else self.device.default_stream
+        self._check_launch(inputs, outputs)
+        return self._launch(inputs, outputs, s0, self._flight.admit())
+
+    def _check_launch(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None) -> None:
         if len(inputs) != len(self.inputs):
             raise ValueError(f"{self.graph.name}: {len(inputs)} inputs given, the model takes {len(self.inputs)}")
         for t, (name, (shape, dt)) in zip(inputs, self.inputs.items()):
@@ -500,6 +605,12 @@ class CompiledGraph(Resource):
             for t, (name, (shape, dt)) in zip(outputs, self.outputs.items()):
                 if not isinstance(t, Tensor) or t.shape != shape or t.dtype != dt:
                     raise ValueError(f"{self.graph.name}: output {name!r} must be a Tensor {shape} {dt}")
+
+    def _launch(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None, s0: Stream, ticket: _Ticket
+    ) -> tuple[dict[str, Tensor], list[Completion]]:
+        """Enqueue a checked execution; ``ticket`` goes to its completions."""
+        self._check_open()
         if self.mode == "per_op":
             outs, comps = self._run_per_op(s0, list(inputs))
             if outputs is not None:  # copy into the caller's tensors, in stream order
@@ -507,23 +618,65 @@ class CompiledGraph(Resource):
                     launch(s0, "Identity", [t], [y])
                     outs[name] = y
                 comps = [y.launch for y in outputs if y.launch is not None]
+            with s0._lock:  # one stream: a marker after the last launch holds the ticket
+                s0._enter()
+                done = s0._record(ticket, f"{self.graph.name}:done")
+            self._flight.track(done)
             return outs, comps
-        return self._run_sunk(s0, list(inputs), outputs)
+        return self._run_sunk(s0, list(inputs), outputs, ticket)
 
-    def _lease_arena(self) -> _ArenaLease:
-        size = self._build.total_arena
-        with self._lock:
-            mem = self._arenas.pop() if self._arenas else None
+    async def _admit(self) -> _Ticket:
+        """Wait for room among the executions in flight; a ticket that holds the slot."""
+        f = self._flight
+        pause = 0.0002
+        while True:
+            ok, oldest = f.oldest()
+            if ok:
+                return _Ticket(f)
+            if oldest is None or oldest._done:
+                # a finished execution is giving its ticket back on another thread
+                await anyio.sleep(pause)
+                pause = min(pause * 2, 0.01)
+            else:
+                await oldest._wait_pending()  # drives its lane: completes without anybody else awaiting it
+
+    def _arena(self, ticket: _Ticket) -> DeviceMemory:
+        f = self._flight
+        try:
+            mem: DeviceMemory | None = f.arenas.pop()
+        except IndexError:
+            mem = None
         if mem is None or mem.ptr is None:
-            mem = DeviceMemory(self.device, max(size, 1), self.device.default_stream)
-        return _ArenaLease(mem, self._arenas)
+            mem = DeviceMemory(self.device, max(self._build.total_arena, 1), self.device.default_stream)
+            with f.lock:
+                f.made += 1
+        ticket.mem = mem
+        return mem
+
+    def _aux_for(self, s0: Stream) -> list[Stream]:
+        """The auxiliary streams of executions whose main stream is ``s0`` (opened on first use)."""
+        if self.plan.num_streams <= 1:
+            return []
+        with self._lock:
+            k = self._aux_of.get(s0)
+            if k is None:
+                taken = {i for s, i in self._aux_of.items() if not s.closed}
+                k = next((i for i in range(len(self._aux_sets)) if i not in taken), None)
+                if k is None and len(self._aux_sets) < MAX_AUX_SETS:
+                    self._aux_sets.append([self.device.open_stream() for _ in range(1, self.plan.num_streams)])
+                    k = len(self._aux_sets) - 1
+                elif k is None:
+                    k = self._aux_next % len(self._aux_sets)
+                    self._aux_next += 1
+                self._aux_of[s0] = k
+            return self._aux_sets[k]
 
     def _run_sunk(
-        self, s0: Stream, ins: list[Tensor], given: Sequence[Tensor] | None = None
+        self, s0: Stream, ins: list[Tensor], given: Sequence[Tensor] | None, ticket: _Ticket
     ) -> tuple[dict[str, Tensor], list[Completion]]:
         b = self._build
-        streams = [s0, *self._aux]
-        lease = self._lease_arena()
+        streams = [s0, *self._aux_for(s0)]
+        arena = self._arena(ticket)
         if given is not None:
             outs = dict(zip(self.outputs, given))
         else:
@@ -532,7 +685,8 @@ class CompiledGraph(Resource):
         out_mems = [t._memory() for t in outs.values()]
         in_ptrs = ffi.new("void *[]", [m.ptr for m in in_mems])
         out_ptrs = ffi.new("void *[]", [m.ptr for m in out_mems])
-        keep = (lease, in_mems, out_mems)
+        keep = (ticket, in_mems, out_mems)
+        del ticket
         comps: dict[int, Completion] = {}
         n_in, n_out = len(in_mems), len(out_mems)
         for seg in b.segments:
@@ -546,7 +700,7 @@ class CompiledGraph(Resource):
                 for w in seg.waits:
                     s._wait_for(comps.get(w))
                 start = s._start_mark()
-                rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, lease.mem.ptr, n_in, in_ptrs, n_out, out_ptrs,
+                rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out, out_ptrs,
                                                 s._handle)  # fmt: skip
                 if rc:
                     raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
@@ -565,6 +719,7 @@ class CompiledGraph(Resource):
                 s0._note_write(m, join)
             for m in in_mems:
                 s0._note_read(m, join)
+        self._flight.track(join)
         return outs, [*others, join]
 
     def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
@@ -619,28 +774,60 @@ class CompiledGraph(Resource):
         return result, [t.launch for t in result.values() if t.launch is not None]
 
     # ---- lifecycle ----
+    def _aux_streams(self) -> list[Stream]:
+        return [s for aux in self._aux_sets for s in aux]
+
     async def _drain(self) -> None:
-        for s in self._aux:
-            await s.synchronize()
+        for c in list(self._flight.joins):  # this model's executions, whatever their stream
+            if not c._done:
+                await c._wait_pending()
+        for s in self._aux_streams():
+            try:
+                await s.synchronize()
+            except AclError:
+                pass  # already raised to the execution it failed (the join inherits it)
 
     def _close(self) -> None:
-        for s in self._aux:
+        busy = [s for s in self._aux_streams() if not s.closed and s.in_flight]
+        if busy:
+            raise BusyResourceError(f"{self._describe()} has executions in flight: use `await model.aclose()`")
+        for s in self._aux_streams():
             s.close()
-        if self._handle is not None and not self.device.closed:
-            lib.aiogeGraphDestroy(self._handle)
-        self._handle = None
-        if not self.device.closed:
-            for d in self._descs:
-                lib.aclDestroyTensorDesc(d)
-        self._descs = []
-        for m in self._arenas:
-            m.free()
-        self._arenas = []
-        self._weights = []
+        self._release()
         self.device._models.discard(self)
 
+    def _release(self) -> None:
+        """Drop the graph, weights and idle arenas; running executions hold what they use."""
+        self._aux_sets = []
+        self._aux_of = weakref.WeakKeyDictionary()
+        f = self._flight
+        f.closed = True  # returning tickets free their arenas instead of pooling them
+        if not self.device.closed:
+            if self._handle is not None:
+                lib.aiogeGraphDestroy(self._handle)  # queued executions keep the C graph alive until they ran
+            for d in self._descs:
+                lib.aclDestroyTensorDesc(d)  # the graph's kernels hold copies
+        self._handle = None
+        self._descs = []
+        for m in f.arenas:
+            m.free()  # idle: no execution uses them
+        f.arenas = []
+        self._weights = []
+
     def _gc_release(self) -> None:
-        pass  # the device releases the graph when it closes
+        # collected open: aux streams drain on their own threads if busy; the rest is safe now
+        for s in self._aux_streams():
+            s._force_close()
+        self._release()
+
+    def _describe(self) -> str:
+        return f"CompiledGraph {self.graph.name!r}"
+
+
+def _positive(n: int) -> int:
+    if int(n) < 1:
+        raise ValueError(f"max_inflight must be >= 1, not {n}")
+    return int(n)
 
 
 class _nullcontext:
@@ -658,6 +845,7 @@ def compile_graph(
     optimize: int = 2,
     max_streams: int = 2,
     mode: str = "auto",
+    max_inflight: int = MAX_INFLIGHT,
 ) -> CompiledGraph:
     """Synchronous compile + load (``Device.compile`` runs it off the event loop)."""
     from .graph import lower_node, plan
@@ -677,7 +865,7 @@ def compile_graph(
     used |= set(g.outputs)
     weights = [n for n in g.constants if n in used]
     build = _Build(g, p, lowered, weights)
-    model = CompiledGraph(device, g, p, build, mode, lowered)
+    model = CompiledGraph(device, g, p, build, mode, lowered, max_inflight)
     try:
         model._load()
     except BaseException:

@@ -1,26 +1,34 @@
 """Load (or build) an ONNX model, compile it once, run it from many tasks at once.
 
-    pip install ".[onnx]" && python examples/onnx_inference.py [model.onnx]
+    pip install ".[onnx]" && python examples/onnx_inference.py [model.onnx] [--shape x=1,3,224,224 ...]
 
-Without an argument a small residual CNN is built with onnx.helper. Results
-are checked against onnxruntime when it is installed.
+Without a model a small residual CNN is built with onnx.helper. A model file
+is loaded with ``aioge.load_onnx(path)``, so external tensor data next to it
+is found; ``--shape`` fixes inputs whose ONNX shape has symbolic dims (a
+batch dim "N", say). Results are checked against onnxruntime when it is
+installed.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 import time
+from typing import TYPE_CHECKING, Any
 
-import anyio
 import numpy as np
 
 import aioge
 
-
-def build_model() -> bytes:
-    """A small residual CNN: Conv-BN-Relu, a residual block, GlobalAveragePool, Gemm."""
+if TYPE_CHECKING:
     import onnx
+
+
+def build_model(batch: int | str = 4) -> onnx.ModelProto:
+    """A small residual CNN: Conv-BN-Relu, a residual block, GlobalAveragePool, Gemm.
+
+    ``batch`` may be a symbolic dim name (then give the shape when loading).
+    """
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -50,41 +58,65 @@ def build_model() -> bytes:
         helper.make_node("Flatten", ["g"], ["f"]),
         helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], transB=1),
     ]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 32, 32])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 32, 32])
     logits = helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)
     graph = helper.make_graph(nodes, "resnet_tiny", [x], [logits], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
+    """``["x=1,3,224,224"]`` -> ``{"x": (1, 3, 224, 224)}``."""
+    shapes = {}
+    for spec in specs:
+        name, _, dims = spec.partition("=")
+        shapes[name] = tuple(int(d) for d in dims.split(","))
+    return shapes
+
+
+def random_feeds(rng: np.random.Generator, inputs: dict[str, tuple[tuple[int, ...], np.dtype]]) -> dict[str, Any]:
+    return {n: (rng.standard_normal(shape) if dt.kind == "f" else rng.integers(0, 2, shape)).astype(dt)
+            for n, (shape, dt) in inputs.items()}  # fmt: skip
 
 
 async def main() -> None:
-    data = await anyio.Path(sys.argv[1]).read_bytes() if len(sys.argv) > 1 else build_model()
-    graph = aioge.load_onnx(data)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model", nargs="?", help="an .onnx file (default: build a small CNN)")
+    ap.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                    help="static shape of an input with symbolic dims (repeatable)")  # fmt: skip
+    args = ap.parse_args()
+    shapes = parse_shapes(args.shape)
+    if args.model:
+        graph = aioge.load_onnx(args.model, input_shapes=shapes)  # external data: read next to the file
+        source: str | bytes = args.model
+    else:
+        source = build_model().SerializeToString()
+        graph = aioge.load_onnx(source, input_shapes=shapes)
     print(graph)
     async with aioge.open_device(0) as dev:
         t0 = time.perf_counter()
-        model = await dev.compile(graph)  # optimise, plan, lower, load: off the event loop
-        print(f"compiled in {(time.perf_counter() - t0) * 1e3:.1f} ms: {model}")
-        rng = np.random.default_rng(1)
-        batches = [{n: rng.standard_normal(shape).astype(dt) for n, (shape, dt) in model.inputs.items()}
-                   for _ in range(32)]  # fmt: skip
+        # optimise, plan, lower, load: off the event loop; closed when the block ends
+        async with await dev.compile(graph) as model:
+            print(f"compiled in {(time.perf_counter() - t0) * 1e3:.1f} ms: {model}")
+            rng = np.random.default_rng(1)
+            batches = [random_feeds(rng, model.inputs) for _ in range(32)]
 
-        async def client(i: int) -> dict[str, np.ndarray]:
-            return await model.execute(batches[i])
+            async def client(i: int) -> dict[str, np.ndarray]:
+                return await model.execute(batches[i])
 
-        t0 = time.perf_counter()
-        results = await asyncio.gather(*(client(i) for i in range(len(batches))))
-        dt = time.perf_counter() - t0
-        print(f"{len(batches)} concurrent executions in {dt * 1e3:.1f} ms ({len(batches) / dt:.1f}/s)")
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            return
-        sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-        worst = 0.0
-        for feeds, res in zip(batches, results):
-            for name, ref in zip((o.name for o in sess.get_outputs()), sess.run(None, feeds)):
-                worst = max(worst, float(np.max(np.abs(res[name] - ref))))
-        print(f"max |aioge - onnxruntime| over all outputs: {worst:.2e}")
+            t0 = time.perf_counter()
+            results = await asyncio.gather(*(client(i) for i in range(len(batches))))
+            dt = time.perf_counter() - t0
+            print(f"{len(batches)} concurrent executions in {dt * 1e3:.1f} ms ({len(batches) / dt:.1f}/s)")
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return
+    sess = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for feeds, res in zip(batches, results):
+        for name, ref in zip((o.name for o in sess.get_outputs()), sess.run(None, feeds)):
+            worst = max(worst, float(np.max(np.abs(res[name] - ref))))
+    print(f"max |aioge - onnxruntime| over all outputs: {worst:.2e}")
 
 
 if __name__ == "__main__":

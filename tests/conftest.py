@@ -73,3 +73,19 @@ async def dev():
 async def stream(dev):
     async with dev.open_stream() as s:
         yield s
+
+
+@pytest.fixture
+async def compiled(dev):
+    """``await compiled(graph, **options)``: ``dev.compile`` whose models are closed after the
+    test (a model dropped open warns, like every handle owner)."""
+    models = []
+
+    async def compile_(graph, **options):
+        model = await dev.compile(graph, **options)
+        models.append(model)
+        return model
+
+    yield compile_
+    for m in models:
+        await m.aclose()

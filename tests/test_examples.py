@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +12,31 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+def run(*args: str) -> str:
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return out.stdout
+
+
 @pytest.mark.parametrize("script", ["quickstart.py", "onnx_inference.py", "pipeline.py"])
 def test_example_runs(script):
-    out = subprocess.run([sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    stdout = run(str(EXAMPLES / script))
     if script == "onnx_inference.py":
-        worst = float(out.stdout.rsplit("over all outputs:", 1)[1].split()[0])
+        worst = float(stdout.rsplit("over all outputs:", 1)[1].split()[0])
         assert worst < 1e-3
+
+
+def test_onnx_inference_loads_a_file_with_external_data_and_symbolic_dims(tmp_path):
+    """A model file whose weights live next to it and whose batch dim is symbolic."""
+    onnx = pytest.importorskip("onnx")
+    spec = importlib.util.spec_from_file_location("onnx_inference", EXAMPLES / "onnx_inference.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    path = tmp_path / "resnet_tiny.onnx"
+    onnx.save_model(example.build_model(batch="N"), str(path), save_as_external_data=True,
+                    location="resnet_tiny.weights", size_threshold=0)  # fmt: skip
+    assert (tmp_path / "resnet_tiny.weights").stat().st_size > 0
+    stdout = run(str(EXAMPLES / "onnx_inference.py"), str(path), "--shape", "x=2,3,32,32")
+    assert "input  %x: float32[2x3x32x32]" in stdout
+    worst = float(stdout.rsplit("over all outputs:", 1)[1].split()[0])
+    assert worst < 1e-3

@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 
 import aioge
+import aioge.model
 from aioge import _native
 from aioge.graph import Graph, run_reference
+
+from .conftest import ALL_BACKENDS
 
 pytestmark = pytest.mark.anyio
 
@@ -58,9 +61,9 @@ def ew_chain() -> Graph:
 
 
 @pytest.mark.parametrize("mode", ["sunk", "per_op"])
-async def test_mlp_matches_the_reference(dev, mode):
+async def test_mlp_matches_the_reference(dev, compiled, mode):
     g = mlp()
-    model = await dev.compile(g, mode=mode)
+    model = await compiled(g, mode=mode)
     assert model.mode == mode
     x = np.random.default_rng(5).standard_normal((4, 8)).astype(np.float32)
     out = await model.execute({"x": x})
@@ -69,8 +72,8 @@ async def test_mlp_matches_the_reference(dev, mode):
     np.testing.assert_allclose(out[name], ref[name], rtol=1e-5, atol=1e-5)
 
 
-async def test_sunk_graph_is_one_task_per_segment(dev):
-    model = await dev.compile(mlp())
+async def test_sunk_graph_is_one_task_per_segment(dev, compiled):
+    model = await compiled(mlp())
     x = np.ones((4, 8), np.float32)
     await model.execute({"x": x})
     before = _native.counters()["tasks_executed"]
@@ -81,9 +84,9 @@ async def test_sunk_graph_is_one_task_per_segment(dev):
 
 
 @pytest.mark.parametrize("optimize", [0, 1, 2])
-async def test_fused_and_unfused_agree(dev, optimize):
+async def test_fused_and_unfused_agree(dev, compiled, optimize):
     g = ew_chain()
-    model = await dev.compile(g, optimize=optimize)
+    model = await compiled(g, optimize=optimize)
     rng = np.random.default_rng(2)
     feeds = {"x": rng.standard_normal((3, 5)).astype(np.float32), "y": rng.standard_normal(5).astype(np.float32)}
     out = await model.execute(feeds)
@@ -94,10 +97,10 @@ async def test_fused_and_unfused_agree(dev, optimize):
         assert any(op.op_type == "_FusedElementwise" for op in model._build.ops)
 
 
-async def test_branches_on_two_streams_match(dev):
+async def test_branches_on_two_streams_match(dev, compiled):
     g = branches()
-    sunk = await dev.compile(g, max_streams=2)
-    per_op = await dev.compile(g, mode="per_op")
+    sunk = await compiled(g, max_streams=2)
+    per_op = await compiled(g, mode="per_op")
     x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
     a = await sunk.execute({"x": x})
     b = await per_op.execute({"x": x})
@@ -108,35 +111,156 @@ async def test_branches_on_two_streams_match(dev):
     assert sunk.plan.num_streams == 2 and len(sunk._build.segments) >= 2
 
 
-async def test_many_concurrent_executions_are_exact(dev):
+async def serial_runs(model, feeds: list[dict]) -> list[dict]:
+    return [await model.execute(f) for f in feeds]
+
+
+def assert_same(got: list[dict], want: list[dict]) -> None:
+    """Bit-exact: the host kernels are deterministic for a given shape."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert set(g) == set(w)
+        for k in w:
+            np.testing.assert_array_equal(g[k], w[k])
+
+
+async def test_many_concurrent_executions_are_exact(dev, compiled):
     import anyio
 
-    g = branches(32)
-    model = await dev.compile(g)
+    g = branches(64)
+    model = await compiled(g)
+    assert model.plan.num_streams == 2
     rng = np.random.default_rng(4)
-    xs = [rng.standard_normal((32, 32)).astype(np.float32) for _ in range(24)]
-    refs = [run_reference(g, {"x": x}) for x in xs]
-    got: dict[int, dict] = {}
+    feeds = [{"x": rng.standard_normal((64, 64)).astype(np.float32)} for _ in range(24)]
+    serial = await serial_runs(model, feeds)
+    for f, out in zip(feeds, serial):  # and the serial runs are right
+        for k, ref in run_reference(g, f).items():
+            np.testing.assert_allclose(out[k], ref, rtol=1e-4, atol=1e-5)
+    got: list[dict] = [{} for _ in feeds]
 
     async def client(i: int) -> None:
-        got[i] = await model.execute({"x": xs[i]})
+        got[i] = await model.execute(feeds[i])
 
     async with anyio.create_task_group() as tg:
-        for i in range(len(xs)):
+        for i in range(len(feeds)):
             tg.start_soon(client, i)
-    for i, ref in enumerate(refs):
-        for k in ref:
-            np.testing.assert_allclose(got[i][k], ref[k], rtol=1e-4, atol=1e-5)
+    assert_same(got, serial)
 
 
-async def test_concurrent_first_compiles_share_one(dev):
+def gate(s: aioge.Stream, timeout_ms: int = 20_000) -> int:
+    """Block ``s`` on the device until ``open_gate``: launches queue behind it."""
+    g = _native.ffi.new("uint64_t *")
+    with s._lock:
+        s._enter()
+        _native.check(_native.lib.aiogeHostLaunchGate(s._handle, timeout_ms, g), "gate")
+    return int(g[0])
+
+
+def open_gate(g: int) -> None:
+    """Idempotent (a gate that opened is no longer pending)."""
+    if _native.lib.aiogeHostOpenGate(g):
+        _native.recent_error()
+
+
+@pytest.mark.parametrize("anyio_backend", ALL_BACKENDS)
+@pytest.mark.parametrize("mode", ["sunk", "per_op"])
+async def test_backpressure_bounds_executions_and_arenas(dev, compiled, mode):
+    import anyio
+
+    model = await compiled(branches(64), mode=mode)
+    assert model.max_inflight == aioge.model.MAX_INFLIGHT
+    model.max_inflight = 4
+    with pytest.raises(ValueError):
+        model.max_inflight = 0
+    rng = np.random.default_rng(7)
+    feeds = [{"x": rng.standard_normal((64, 64)).astype(np.float32)} for _ in range(64)]
+    serial = await serial_runs(model, feeds)
+    got: list[dict] = [{} for _ in feeds]
+    seen = []
+
+    async def client(i: int) -> None:
+        got[i] = await model.execute(feeds[i])
+        seen.append(model.stats["in_flight"])
+
+    g = gate(dev.default_stream)  # nothing completes until every client has tried to start
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(len(feeds)):
+                tg.start_soon(client, i)
+            await anyio.sleep(0.05)
+            assert model.stats["in_flight"] == 4 and not seen  # four launched, sixty waiting
+            open_gate(g)
+    finally:
+        open_gate(g)
+    assert_same(got, serial)
+    st = model.stats
+    assert st["peak"] == 4 and max(seen) <= 4
+    assert st["arenas"] <= 4 if mode == "sunk" else st["arenas"] == 0
+    assert st["in_flight"] == 0
+
+
+async def test_cancelled_waiters_give_their_room_back(dev, compiled):
+    import anyio
+
+    model = await compiled(branches(64))
+    model.max_inflight = 1
+    x = np.ones((64, 64), np.float32)
+    (want,) = (await model.execute({"x": x})).values()
+    g = gate(dev.default_stream)
+    try:
+        outs, _ = model.launch([dev.default_stream.upload(x)])  # holds the only slot until it ran
+        with anyio.move_on_after(0.02) as scope:
+            await model.execute({"x": x})  # waits for room, cancelled: takes nothing
+        assert scope.cancelled_caught and model.stats["in_flight"] == 1
+    finally:
+        open_gate(g)
+    (got,) = (await model.execute({"x": x})).values()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(await next(iter(outs.values())).numpy(), want)
+    assert model.stats["in_flight"] == 0 and model.stats["arenas"] == 1
+
+
+async def test_dropped_model_warns_and_releases_everything(dev):
+    import gc
+
+    import anyio
+
+    def live() -> tuple[int, int, int, int]:
+        gc.collect()
+        c = _native.counters()
+        return c["graphs"], c["streams"], c["tensor_descs"], len(dev._memory)
+
+    g = branches(64)
+    x = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
+    ref = next(iter(run_reference(g, {"x": x}).values()))
+    s = dev.default_stream
+    xd = s.upload(x)
+    await xd
+    before = live()
+    # compiled inline: after dev.compile() anyio's idle worker thread keeps the
+    # last result (the model) referenced until it runs another job
+    model = aioge.model.compile_graph(dev, g)
+    outs, _ = model.launch([xd])  # still in flight when the model goes
+    assert live()[0] == before[0] + 1 and model.stats["aux_streams"] == 1
+    with pytest.warns(ResourceWarning, match="unclosed CompiledGraph 'branches'"):
+        del model
+        gc.collect()
+    (y,) = outs.values()
+    np.testing.assert_allclose(await y.numpy(), ref, rtol=1e-4, atol=1e-5)  # the execution finished intact
+    del outs, y
+    with anyio.fail_after(10):
+        while live() != before:  # a busy aux stream is destroyed by a thread once it drained
+            await anyio.sleep(0.01)
+
+
+async def test_concurrent_first_compiles_share_one(dev, compiled):
     import anyio
 
     g = mlp()
     models = []
 
     async def c() -> None:
-        models.append(await dev.compile(g))
+        models.append(await compiled(g))
 
     async with anyio.create_task_group() as tg:
         for _ in range(5):
@@ -144,8 +268,8 @@ async def test_concurrent_first_compiles_share_one(dev):
     assert len(models) == 5 and all(m is models[0] for m in models)
 
 
-async def test_bad_feeds_are_refused_before_anything_runs(dev):
-    model = await dev.compile(mlp())
+async def test_bad_feeds_are_refused_before_anything_runs(dev, compiled):
+    model = await compiled(mlp())
     with pytest.raises(ValueError, match="missing inputs"):
         await model.execute({})
     with pytest.raises(ValueError, match="shape"):
@@ -156,8 +280,8 @@ async def test_bad_feeds_are_refused_before_anything_runs(dev):
     assert len(out) == 1
 
 
-async def test_device_tensors_in_and_out(dev):
-    model = await dev.compile(mlp())
+async def test_device_tensors_in_and_out(dev, compiled):
+    model = await compiled(mlp())
     s = dev.default_stream
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
     outs = await model.execute({"x": s.upload(x)}, as_tensors=True)
@@ -167,25 +291,42 @@ async def test_device_tensors_in_and_out(dev):
                                rtol=1e-5, atol=1e-5)  # fmt: skip
 
 
-async def test_device_failure_names_the_graph_and_stream_stays_usable(dev):
-    model = await dev.compile(mlp())
+def lookup() -> Graph:
+    g = Graph("lookup")
+    ids = g.input("ids", (3,), "int64")
+    emb = g.constant(np.arange(15, dtype=np.float32).reshape(5, 3), "emb")
+    g.output(g.add_node("Relu", [g.add_node("Gather", [emb, ids], {"axis": 0}, name="embed")], name="act"))
+    return g
+
+
+async def test_device_failure_names_the_graph_and_stream_stays_usable(dev, compiled):
+    model = await compiled(lookup())
     s = dev.default_stream
-    x = np.ones((4, 8), np.float32)
-    await model.execute({"x": x})
+    good = {"ids": np.array([4, 0, 2])}
+    want = await model.execute(good)
+    # a node that fails on the device: the error names the graph, the node and its op
+    with pytest.raises(aioge.errors.AicoreExceptionError) as ei:
+        await model.execute({"ids": np.array([0, 7, 2])})
+    assert ei.value.code == 507015
+    msg = str(ei.value)
+    assert "lookup" in msg and "'embed' (GatherV2)" in msg and "index 7" in msg, msg
+    with pytest.raises(aioge.AclError, match="'embed'"):
+        await s.synchronize()  # reported once more by the stream, as ACL does
+    assert_same([await model.execute(good)], [want])
+    # a failure of the graph's task itself (injected) names the graph
     with s._lock:
         s._enter()
         _native.lib.aiogeHostInjectFailure(s._handle, 2, 507015)  # the upload and the graph task
     with pytest.raises(aioge.AclError) as ei:
-        await model.execute({"x": x})
-    assert ei.value.code == 507015
+        await model.execute(good)
+    assert ei.value.code == 507015 and "lookup" in str(ei.value)
     with pytest.raises(aioge.AclError):
         await s.synchronize()
-    out = await model.execute({"x": x})
-    assert np.isfinite(next(iter(out.values()))).all()
+    assert_same([await model.execute(good)], [want])
 
 
-async def test_model_lifecycle(dev):
-    model = await dev.compile(mlp())
+async def test_model_lifecycle(dev, compiled):
+    model = await compiled(mlp())
     await model.aclose()
     await model.aclose()
     with pytest.raises(aioge.ClosedResourceError):
@@ -224,3 +365,64 @@ async def test_session_mirrors_ge(dev):
     with pytest.raises(aioge.SessionError):
         sess.remove_graph(1)
     sess.close()
+
+
+async def test_session_graph_options_reach_the_compile(dev):
+    sess = aioge.Session(dev)
+    with pytest.raises(aioge.SessionError, match="AddGraph accepts only"):
+        sess.add_graph(1, branches(64), {"ge.exec.unknownOption": "1"})
+    with pytest.raises(aioge.SessionError, match=r"aioge\.optimize"):
+        sess.add_graph(1, branches(64), {"aioge.optimize": "7"})
+    with pytest.raises(aioge.SessionError, match="enableSingleStream"):
+        sess.add_graph(1, branches(64), {"ge.enableSingleStream": "yes"})
+    sess.add_graph(1, branches(64))
+    sess.add_graph(2, branches(64), {"ge.enableSingleStream": "true"})
+    sess.add_graph(3, ew_chain(), {"aioge.optimize": "0", "aioge.mode": "per_op"})
+    sess.add_graph(4, branches(64), {"aioge.maxStreams": "1"})
+    for i in (1, 2, 3, 4):
+        await sess.compile_graph(i)
+    models = {i: sess._graphs[i].model for i in (1, 2, 3, 4)}
+    assert models[1].plan.num_streams == 2 and models[2].plan.num_streams == 1
+    assert models[3].mode == "per_op" and not any("Fused" in op.op_type for op in models[3]._build.ops)
+    assert models[4].plan.num_streams == 1
+    sess.close()
+    assert all(m.closed for m in models.values())
+
+
+def affine() -> Graph:
+    """``x @ w``: ``w`` is an input that never changes (a frozen input in GE's terms)."""
+    g = Graph("affine")
+    x = g.input("x", (4, 8), "float32")
+    w = g.input("w", (8, 3), "float32")
+    g.output(g.add_node("MatMul", [x, w]))
+    return g
+
+
+async def test_session_frozen_inputs_and_the_loaded_stream(dev):
+    rng = np.random.default_rng(9)
+    xs = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(3)]
+    w = rng.standard_normal((8, 3)).astype(np.float32)
+    async with aioge.Session(dev) as sess, dev.open_stream() as s:
+        sess.add_graph(1, affine())
+        await sess.compile_graph(1)
+        with pytest.raises(aioge.SessionError, match="both a host input and frozen"):
+            sess.load_graph(1, {"ge.exec.hostInputIndexes": "1", "ge.exec.frozenInputIndexes": "1"}, s)
+        with pytest.raises(aioge.SessionError, match="out of range"):
+            sess.load_graph(1, {"ge.exec.frozenInputIndexes": "2"}, s)
+        sess.load_graph(1, {"ge.exec.hostInputIndexes": "0", "ge.exec.frozenInputIndexes": "1"}, s)
+        wd = s.upload(w)
+        with pytest.raises(aioge.SessionError, match="frozen input 1 must be a device Tensor"):
+            sess.execute_graph_with_stream_async(1, None, [xs[0], None])  # nothing to reuse yet
+        with pytest.raises(aioge.SessionError, match="hostInputIndexes: pass a host array"):
+            sess.execute_graph_with_stream_async(1, None, [s.upload(xs[0]), wd])  # a Tensor at a host index
+        default = dev.default_stream.stats["launched"]
+        (y0,) = sess.execute_graph_with_stream_async(1, None, [xs[0], wd])  # None: the stream of LoadGraph
+        (y1,) = sess.execute_graph_with_stream_async(1, None, [xs[1], None])  # the frozen w is reused
+        (y2,) = sess.execute_graph_with_stream_async(1, s, [xs[2], wd])  # or passed again, the same tensor
+        with pytest.raises(aioge.SessionError, match="frozen"):
+            sess.execute_graph_with_stream_async(1, s, [xs[2], s.upload(w)])  # another tensor is refused
+        assert y0.stream is s and y1.stream is s
+        await s.synchronize()
+        assert dev.default_stream.stats["launched"] == default  # nothing ran on the device's stream
+        for x, y in zip(xs, (y0, y1, y2)):
+            np.testing.assert_allclose(await y.numpy(), x @ w, rtol=1e-5, atol=1e-5)

@@ -32,11 +32,11 @@ def ort_outputs(proto, feeds):
 
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("mode", ["sunk", "per_op"])
-async def test_model_matches_onnxruntime(dev, name, mode):
+async def test_model_matches_onnxruntime(dev, compiled, name, mode):
     proto = MODELS[name]()
     feeds = M.sample_inputs(proto)
     ref = ort_outputs(proto, feeds)
-    model = await dev.compile(aioge.load_onnx(proto), mode=mode)
+    model = await compiled(aioge.load_onnx(proto), mode=mode)
     out = await model.execute(feeds)
     assert set(out) == set(ref)
     for k in ref:
@@ -44,24 +44,27 @@ async def test_model_matches_onnxruntime(dev, name, mode):
 
 
 @pytest.mark.parametrize("name", ["inception", "attention"])
-async def test_multi_stream_plans_agree_with_one_stream(dev, name):
+async def test_multi_stream_plans_agree_with_one_stream(dev, compiled, name):
     proto = MODELS[name]()
     feeds = M.sample_inputs(proto, seed=3)
     g = aioge.load_onnx(proto)
-    one = await dev.compile(g, max_streams=1)
-    two = await dev.compile(g, max_streams=2)
+    one = await compiled(g, max_streams=1)
+    two = await compiled(g, max_streams=2)
     a, b = await one.execute(feeds), await two.execute(feeds)
     for k in a:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6)
 
 
-async def test_concurrent_clients_on_a_cnn(dev):
+async def test_concurrent_clients_on_a_cnn(dev, compiled):
     import anyio
 
     proto = MODELS["residual_cnn"]()
-    model = await dev.compile(aioge.load_onnx(proto))
+    model = await compiled(aioge.load_onnx(proto))
     feeds = [M.sample_inputs(proto, seed=i) for i in range(12)]
-    refs = [ort_outputs(proto, f) for f in feeds]
+    serial = [await model.execute(f) for f in feeds]
+    for f, out in zip(feeds, serial):
+        for k, ref in ort_outputs(proto, f).items():
+            np.testing.assert_allclose(out[k], ref, rtol=1e-4, atol=1e-5)
     got = {}
 
     async def client(i):
@@ -70,9 +73,50 @@ async def test_concurrent_clients_on_a_cnn(dev):
     async with anyio.create_task_group() as tg:
         for i in range(len(feeds)):
             tg.start_soon(client, i)
-    for i, ref in enumerate(refs):
-        for k in ref:
-            np.testing.assert_allclose(got[i][k], ref[k], rtol=1e-4, atol=1e-5)
+    for i, want in enumerate(serial):  # bit-exact: the host kernels are deterministic for a given shape
+        for k in want:
+            np.testing.assert_array_equal(got[i][k], want[k])
+
+
+async def test_executions_on_different_streams_use_their_own_aux_streams(dev, compiled):
+    """Two user streams, one multi-stream model: each caller's segments run on streams of
+    its own, so neither queues behind the other's executions."""
+    import anyio
+
+    proto = M.inception(channels=32, size=16, classes=10)  # big enough for the planner to use 2 streams
+    model = await compiled(aioge.load_onnx(proto))
+    assert model.plan.num_streams == 2
+    on_aux = sum(1 for seg in model._build.segments if seg.stream == 1)  # segments per execution on stream 1
+    feeds = [M.sample_inputs(proto, seed=i) for i in range(8)]
+    serial = [await model.execute(f) for f in feeds]
+    default_aux = model._aux_for(dev.default_stream)
+    runs = 5
+    got: dict[tuple[int, int], dict] = {}
+    async with dev.open_stream() as s1, dev.open_stream() as s2:
+
+        async def client(s, who, i):
+            got[who, i] = await model.execute(feeds[i], stream=s)
+
+        async with anyio.create_task_group() as tg:
+            for who, s in enumerate((s1, s2)):
+                for i in range(runs):
+                    tg.start_soon(client, s, who, i)
+        a1, a2 = model._aux_for(s1), model._aux_for(s2)
+        streams = [s1, s2, dev.default_stream, *a1, *a2, *default_aux]
+        assert len(a1) == len(a2) == 1 and len({id(x) for x in streams}) == len(streams)  # all distinct
+        # every launch on a caller's aux stream is one of that caller's segments
+        assert a1[0].stats["launched"] == a2[0].stats["launched"] == runs * on_aux
+        assert model.stats["aux_streams"] == 3
+    for (_, i), out in got.items():
+        for k in out:
+            np.testing.assert_array_equal(out[k], serial[i][k])
+    # a closed caller's aux streams pass to the next newcomer (bounded, reused)
+    async with dev.open_stream() as s3:
+        assert model._aux_for(s3) in (a1, a2)
+        out = await model.execute(feeds[0], stream=s3)
+        for k in out:
+            np.testing.assert_array_equal(out[k], serial[0][k])
+    assert model.stats["aux_streams"] == 3
 
 
 def _mobilenet_like():
@@ -172,10 +216,10 @@ def _masked_encoder():
 
 @pytest.mark.parametrize("build", [_mobilenet_like, _masked_encoder], ids=["mobilenet_like", "masked_encoder"])
 @pytest.mark.parametrize("mode", ["sunk", "per_op"])
-async def test_more_architectures(dev, build, mode):
+async def test_more_architectures(dev, compiled, build, mode):
     proto, feeds = build()
     ref = ort_outputs(proto, feeds)
-    model = await dev.compile(aioge.load_onnx(proto), mode=mode)
+    model = await compiled(aioge.load_onnx(proto), mode=mode)
     out = await model.execute(feeds)
     for k in ref:
         np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-5)
