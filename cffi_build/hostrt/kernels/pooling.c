@@ -23,6 +23,8 @@ typedef struct {
     aclDataType dt;
     bool whole_rows;  /* NCHW, Wo == 1 and the window covers every column: reduce rows as one run */
     int64_t *lohi;    /* NCHW: per kx, the output columns [lo, hi) whose window column is inside the row */
+    int64_t edge_lo, edge_hi; /* NCHW: columns [edge_lo, edge_hi) have every kx inside the row */
+    int32_t *count;   /* average: the divisor of each output of a plane (Ho x Wo) */
 } pl_plan;
 
 typedef struct {
@@ -51,88 +53,118 @@ static inline double pmax_f64(double a, double b) { return k_maxd(a, b); }
         for (; i < n; i++) s += x[i];                                                                         \
         return s;                                                                                             \
     }                                                                                                         \
-    static void pool_nchw_##SFX(void *vp, int64_t b0, int64_t b1) {                                           \
-        const pl_ctx *c = vp;                                                                                 \
-        const pl_plan *p = c->p;                                                                              \
-        const int64_t W = p->W, Wo = p->Wo;                                                                   \
-        CT tbuf[2048], abuf[2048];                                                                            \
-        CT *t = W <= 2048 ? tbuf : malloc(sizeof(CT) * (size_t)W);                                            \
-        CT *a = Wo <= 2048 ? abuf : malloc(sizeof(CT) * (size_t)Wo);                                          \
-        if (!t || !a) {                                                                                       \
-            ((pl_ctx *)c)->failed = 1;                                                                        \
-            goto done;                                                                                        \
-        }                                                                                                     \
-        for (int64_t pc = b0; pc < b1; pc++) {                                                                \
-            const CT *xp = (const CT *)c->x + pc * p->H * W;                                                  \
-            CT *yp = (CT *)c->y + pc * p->Ho * Wo;                                                            \
-            for (int64_t oy = 0; oy < p->Ho; oy++) {                                                          \
-                int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;                                             \
-                int64_t h0 = hs < 0 ? 0 : hs, h1 = he > p->H ? p->H : he;                                     \
-                CT *yr = yp + oy * Wo;                                                                        \
-                if (p->whole_rows) { /* every window spans whole rows: one contiguous reduction */          \
-                    CT v = h1 > h0 ? plane_reduce_##SFX(xp + h0 * W, (h1 - h0) * W, p->is_max)                \
-                                   : (p->is_max ? NEG_INF : 0);                                               \
-                    a[0] = v;                                                                                 \
-                } else {                                                                                      \
-                    /* fold the window's rows into t (contiguous, vectorised), then slide along t */          \
-                    const CT *rows = t;                                                                       \
-                    if (h1 - h0 == 1) {                                                                       \
-                        rows = xp + h0 * W;                                                                   \
-                    } else if (h1 <= h0) {                                                                    \
-                        for (int64_t x = 0; x < W; x++) t[x] = p->is_max ? NEG_INF : 0;                       \
-                    } else {                                                                                  \
-                        const CT *r0 = xp + h0 * W, *r1 = r0 + W;                                             \
-                        if (p->is_max)                                                                        \
-                            for (int64_t x = 0; x < W; x++) t[x] = pmax_##SFX(r1[x], r0[x]);                  \
-                        else                                                                                  \
-                            for (int64_t x = 0; x < W; x++) t[x] = r0[x] + r1[x];                             \
-                        for (int64_t iy = h0 + 2; iy < h1; iy++) {                                            \
-                            const CT *xr = xp + iy * W;                                                       \
-                            if (p->is_max)                                                                    \
-                                for (int64_t x = 0; x < W; x++) t[x] = pmax_##SFX(xr[x], t[x]);               \
-                            else                                                                              \
-                                for (int64_t x = 0; x < W; x++) t[x] += xr[x];                                \
-                        }                                                                                     \
-                    }                                                                                         \
-                    for (int64_t ox = 0; ox < Wo; ox++) a[ox] = p->is_max ? NEG_INF : 0;                      \
-                    for (int64_t kx = 0; kx < p->kw; kx++) {                                                  \
-                        const int64_t off = kx - p->pl, lo = p->lohi[2 * kx], hi = p->lohi[2 * kx + 1];       \
-                        const CT *tr = rows + off;                                                            \
-                        if (p->is_max) {                                                                      \
-                            if (p->sw == 1)                                                                   \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] = pmax_##SFX(tr[ox], a[ox]);       \
-                            else if (p->sw == 2)                                                              \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] = pmax_##SFX(tr[2 * ox], a[ox]);   \
-                            else                                                                              \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] = pmax_##SFX(tr[ox * p->sw], a[ox]); \
-                        } else {                                                                              \
-                            if (p->sw == 1)                                                                   \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] += tr[ox];                         \
-                            else if (p->sw == 2)                                                              \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] += tr[2 * ox];                     \
-                            else                                                                              \
-                                for (int64_t ox = lo; ox < hi; ox++) a[ox] += tr[ox * p->sw];                 \
-                        }                                                                                     \
-                    }                                                                                         \
-                }                                                                                             \
-                if (p->is_max) {                                                                              \
-                    memcpy(yr, a, sizeof(CT) * (size_t)Wo);                                                   \
-                } else {                                                                                      \
-                    int64_t hpad = (he > p->H + p->pb ? p->H + p->pb : he) - hs;                              \
-                    for (int64_t ox = 0; ox < Wo; ox++) {                                                     \
-                        int64_t ws = ox * p->sw - p->pl, we = ws + p->kw;                                     \
-                        int64_t cnt;                                                                          \
-                        if (p->divisor) cnt = p->divisor;                                                     \
-                        else if (p->exclusive) cnt = (h1 - h0) * ((we > W ? W : we) - (ws < 0 ? 0 : ws));     \
-                        else cnt = hpad * ((we > W + p->pr ? W + p->pr : we) - ws);                           \
-                        yr[ox] = cnt > 0 ? a[ox] / (CT)cnt : (CT)0;                                           \
-                    }                                                                                         \
-                }                                                                                             \
+    static inline void fill_##SFX(CT *x, int64_t n, CT v) {                                                 \
+        for (int64_t i = 0; i < n; i++) x[i] = v;                                                             \
+    }                                                                                                         \
+    /* y[i] = op(y[i], x[i]) for i in [0, n) */                                                               \
+    static inline void fold_##SFX(CT *restrict y, const CT *restrict x, int64_t n, bool is_max) {              \
+        if (is_max)                                                                                           \
+            for (int64_t i = 0; i < n; i++) y[i] = pmax_##SFX(x[i], y[i]);                                    \
+        else                                                                                                  \
+            for (int64_t i = 0; i < n; i++) y[i] += x[i];                                                     \
+    }                                                                                                         \
+    /* y[ox] = op(y[ox], t[ox * sw + off]) for ox in [lo, hi) */                                              \
+    static inline void fold_strided_##SFX(CT *restrict y, const CT *restrict t, int64_t lo, int64_t hi,        \
+                                          int64_t sw, int64_t off, bool is_max) {                             \
+        const CT *tr = t + off;                                                                               \
+        if (sw == 1) fold_##SFX(y + lo, tr + lo, hi - lo, is_max);                                            \
+        else if (is_max && sw == 2)                                                                           \
+            for (int64_t ox = lo; ox < hi; ox++) y[ox] = pmax_##SFX(tr[2 * ox], y[ox]);                       \
+        else if (sw == 2)                                                                                     \
+            for (int64_t ox = lo; ox < hi; ox++) y[ox] += tr[2 * ox];                                         \
+        else if (is_max)                                                                                      \
+            for (int64_t ox = lo; ox < hi; ox++) y[ox] = pmax_##SFX(tr[ox * sw], y[ox]);                      \
+        else                                                                                                  \
+            for (int64_t ox = lo; ox < hi; ox++) y[ox] += tr[ox * sw];                                        \
+    }                                                                                                         \
+    /* y[i] = op over taps t < nt of src[i + t * tstep + toff] for i in [0, n), where tap t is valid for   \
+     * i in [lo_t, hi_t) = [max(0, -(t*tstep+toff)) rounded up to rstep, ...): the identity elsewhere.        \
+     * Blocks of 512 outputs keep the accumulator in L1 across the taps. */                                   \
+    static void fold_taps_##SFX(CT *restrict y, const CT *restrict src, int64_t n, int64_t src_n, int64_t nt, \
+                                int64_t tstep, int64_t toff, int64_t rstep, bool mx, CT id) {                 \
+        for (int64_t b0 = 0; b0 < n; b0 += 512) {                                                             \
+            int64_t b1 = b0 + 512 < n ? b0 + 512 : n;                                                         \
+            fill_##SFX(y + b0, b1 - b0, id);                                                                  \
+            for (int64_t t = 0; t < nt; t++) {                                                                \
+                int64_t off = t * tstep + toff;                                                               \
+                int64_t lo = off < 0 ? (-off + rstep - 1) / rstep * rstep : 0;                                \
+                int64_t hi = src_n - off;                                                                     \
+                if (rstep > 1) hi = hi <= 0 ? 0 : hi / rstep * rstep;                                        \
+                if (lo < b0) lo = b0;                                                                         \
+                if (hi > b1) hi = b1;                                                                         \
+                if (lo < hi) fold_##SFX(y + lo, src + lo + off, hi - lo, mx);                                 \
             }                                                                                                 \
         }                                                                                                     \
-    done:                                                                                                     \
-        if (t && t != tbuf) free(t);                                                                          \
-        if (a && a != abuf) free(a);                                                                          \
+    }                                                                                                         \
+    /* One plane, in whole-plane passes where the strides allow (short rows made per-row loops cost more      \
+     * than the arithmetic): V = the window rows folded (Ho x W), Y = V's window columns folded, then the    \
+     * average's division.  A pass over a run of rows reads a shifted copy of the same plane. */             \
+    static void pool_plane_##SFX(const pl_plan *p, const CT *xp, CT *yp, CT *v) {                             \
+        const int64_t H = p->H, W = p->W, Ho = p->Ho, Wo = p->Wo;                                             \
+        const bool mx = p->is_max;                                                                            \
+        const CT id = mx ? NEG_INF : 0;                                                                       \
+        if (p->whole_rows) { /* every window spans whole rows: one contiguous reduction per output */        \
+            for (int64_t oy = 0; oy < Ho; oy++) {                                                             \
+                int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;                                             \
+                int64_t h0 = hs < 0 ? 0 : hs, h1 = he > H ? H : he;                                           \
+                yp[oy] = h1 > h0 ? plane_reduce_##SFX(xp + h0 * W, (h1 - h0) * W, mx) : id;                   \
+            }                                                                                                 \
+        } else {                                                                                              \
+            /* rows: V[oy] = op over the window's valid input rows (whole rows: valid ranges are row-aligned) */ \
+            if (p->sh == 1) {                                                                                 \
+                fold_taps_##SFX(v, xp, Ho * W, H * W, p->kh, W, -p->pt * W, W, mx, id);                       \
+            } else {                                                                                          \
+                for (int64_t oy = 0; oy < Ho; oy++) {                                                         \
+                    int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;                                         \
+                    int64_t h0 = hs < 0 ? 0 : hs, h1 = he > H ? H : he;                                       \
+                    if (h1 <= h0) {                                                                           \
+                        fill_##SFX(v + oy * W, W, id);                                                        \
+                        continue;                                                                             \
+                    }                                                                                         \
+                    memcpy(v + oy * W, xp + h0 * W, sizeof(CT) * (size_t)W);                                  \
+                    for (int64_t iy = h0 + 1; iy < h1; iy++) fold_##SFX(v + oy * W, xp + iy * W, W, mx);      \
+                }                                                                                             \
+            }                                                                                                 \
+            /* columns: Y[oy][ox] = op over kx of V[oy][ox * sw + kx - pl], valid columns only */            \
+            if (p->sw == 1 && Wo == W) {                                                                      \
+                /* whole plane; the few edge columns whose window leaves the row read a neighbour row        \
+                 * there, so they are recomputed below */                                                     \
+                fold_taps_##SFX(yp, v, Ho * W, Ho * W, p->kw, 1, -p->pl, 1, mx, id);                          \
+                for (int64_t oy = 0; oy < Ho; oy++)                                                           \
+                    for (int64_t ox = 0; ox < Wo; ox++) {                                                     \
+                        if (ox == p->edge_lo && ox < p->edge_hi) ox = p->edge_hi;                             \
+                        if (ox >= Wo) break;                                                                  \
+                        CT acc = id;                                                                          \
+                        for (int64_t kx = 0; kx < p->kw; kx++) {                                              \
+                            int64_t ix = ox + kx - p->pl;                                                     \
+                            if (ix < 0 || ix >= W) continue;                                                  \
+                            CT t = v[oy * W + ix];                                                            \
+                            acc = mx ? pmax_##SFX(t, acc) : acc + t;                                          \
+                        }                                                                                     \
+                        yp[oy * Wo + ox] = acc;                                                               \
+                    }                                                                                         \
+            } else {                                                                                          \
+                fill_##SFX(yp, Ho * Wo, id);                                                                  \
+                for (int64_t oy = 0; oy < Ho; oy++)                                                           \
+                    for (int64_t kx = 0; kx < p->kw; kx++)                                                    \
+                        fold_strided_##SFX(yp + oy * Wo, v + oy * W, p->lohi[2 * kx], p->lohi[2 * kx + 1],     \
+                                           p->sw, kx - p->pl, mx);                                            \
+            }                                                                                                 \
+        }                                                                                                     \
+        if (!mx)                                                                                              \
+            for (int64_t i = 0; i < Ho * Wo; i++) yp[i] = p->count[i] > 0 ? yp[i] / (CT)p->count[i] : (CT)0;  \
+    }                                                                                                         \
+    static void pool_nchw_##SFX(void *vp, int64_t b0, int64_t b1) {                                           \
+        pl_ctx *c = vp;                                                                                       \
+        const pl_plan *p = c->p;                                                                              \
+        CT *v = malloc(sizeof(CT) * (size_t)(p->Ho * p->W + 1));                                              \
+        if (!v) {                                                                                             \
+            c->failed = 1;                                                                                    \
+            return;                                                                                           \
+        }                                                                                                     \
+        for (int64_t pc = b0; pc < b1; pc++)                                                                  \
+            pool_plane_##SFX(p, (const CT *)c->x + pc * p->H * p->W, (CT *)c->y + pc * p->Ho * p->Wo, v);     \
+        free(v);                                                                                              \
     }                                                                                                         \
     static void pool_nhwc_##SFX(void *vp, int64_t b0, int64_t b1) {                                           \
         const pl_ctx *c = vp;                                                                                 \
@@ -244,6 +276,7 @@ static aclError pl_dim(const hrt_kernel *k, int mode, bool ceil_mode, int64_t in
 static void pl_free(void *vp) {
     pl_plan *p = vp;
     free(p->lohi);
+    free(p->count);
     free(p);
 }
 
@@ -335,6 +368,8 @@ static aclError pl_compile(hrt_kernel *k, const aclopAttr *attrs) {
             rc = hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
             goto fail;
         }
+        p->edge_lo = 0;
+        p->edge_hi = p->Wo;
         for (int64_t kx = 0; kx < p->kw; kx++) {
             int64_t off = kx - p->pl;
             int64_t lo = off >= 0 ? 0 : (-off + p->sw - 1) / p->sw;
@@ -342,6 +377,28 @@ static aclError pl_compile(hrt_kernel *k, const aclopAttr *attrs) {
             if (hi > p->Wo) hi = p->Wo;
             p->lohi[2 * kx] = lo;
             p->lohi[2 * kx + 1] = hi;
+            if (lo > p->edge_lo) p->edge_lo = lo;
+            if (hi < p->edge_hi) p->edge_hi = hi;
+        }
+        if (p->edge_hi < p->edge_lo) p->edge_hi = p->edge_lo;
+        if (!is_max) {
+            p->count = malloc(sizeof(int32_t) * (size_t)(p->Ho * p->Wo + 1));
+            if (!p->count) {
+                rc = hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
+                goto fail;
+            }
+            for (int64_t oy = 0; oy < p->Ho; oy++) {
+                int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;
+                int64_t h0 = hs < 0 ? 0 : hs, h1 = he > p->H ? p->H : he;
+                int64_t hpad = (he > p->H + p->pb ? p->H + p->pb : he) - hs;
+                for (int64_t ox = 0; ox < p->Wo; ox++) {
+                    int64_t ws = ox * p->sw - p->pl, we = ws + p->kw, cnt;
+                    if (p->divisor) cnt = p->divisor;
+                    else if (p->exclusive) cnt = (h1 - h0) * ((we > p->W ? p->W : we) - (ws < 0 ? 0 : ws));
+                    else cnt = hpad * ((we > p->W + p->pr ? p->W + p->pr : we) - ws);
+                    p->count[oy * p->Wo + ox] = cnt > INT32_MAX ? INT32_MAX : (int32_t)cnt;
+                }
+            }
         }
     }
     k->plan = p;
