@@ -13,11 +13,6 @@ from aioge.graph import Graph, run_reference
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend():
-    return ("asyncio", {"debug": True})
-
-
 def mlp(batch: int = 4, d_in: int = 8, hidden: int = 16, d_out: int = 4, seed: int = 0) -> Graph:
     rng = np.random.default_rng(seed)
     g = Graph("mlp")
