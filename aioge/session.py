@@ -91,7 +91,12 @@ class Session(Resource):
         del self._graphs[graph_id]
 
     async def compile_graph(self, graph_id: int) -> None:
-        """``CompileGraph``: optimise, plan and compile the graph (off the event loop)."""
+        """``CompileGraph``: optimise, plan and compile the graph (off the event loop).
+
+        Cancellation: returns control at once and leaves the graph not
+        compiled; the compile finishes on its thread and its model goes to a
+        ``compile_graph`` retried meanwhile, or is closed (:meth:`Device.compile`).
+        """
         e = self._entry(graph_id)
         if e.model is None:
             e.model = await self.device.compile(e.graph)
