@@ -478,16 +478,18 @@ class ThreadJob(Generic[_T]):
         except BaseException as e:
             error = e
         with self._lock:
-            self._result, self._error, self._done = result, error, True
-            waiters, self._waiters = self._waiters, []
-            orphan = self._dropped = not self._wanted
-        if orphan:
-            self._drop()
-        for poster, w in waiters:
+            self._result, self._error = result, error
             try:
-                poster(_wake, [w])
-            except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
-                pass
+                if not self._wanted:
+                    self._drop()  # before done shows: whoever sees it done sees it discarded
+            finally:
+                self._done = True
+                for poster, w in self._waiters:
+                    try:
+                        poster(_wake, [w])
+                    except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
+                        pass
+                self._waiters = []
 
     async def wait(self) -> None:
         """Wait until the call has finished (taking nothing)."""
@@ -508,10 +510,8 @@ class ThreadJob(Generic[_T]):
         except BaseException:
             with self._lock:
                 self._wanted -= 1
-                orphan = self._done and not self._wanted and not self._taken
-                self._dropped |= orphan
-            if orphan:
-                self._drop()
+                if self._done and not self._wanted and not self._taken:
+                    self._drop()
             raise
         with self._lock:
             self._wanted -= 1
@@ -521,5 +521,7 @@ class ThreadJob(Generic[_T]):
         return self._result  # type: ignore[return-value]
 
     def _drop(self) -> None:
+        """Caller holds the lock."""
+        self._dropped = True
         if self._result is not None:
             self._discard(self._result)
