@@ -164,7 +164,7 @@ async def test_cancelled_wait_keeps_buffers_alive_until_the_launch_ran(stream):
 
 async def test_a_burst_of_completions_costs_one_wake_up(stream, lane_thread):
     lane = stream._lane
-    if lane_thread:  # on trio it is the driver anyway; on asyncio the notify fd is
+    if lane_thread:  # trio always uses the lane thread; asyncio, the notify fd unless told not to
         lane._fd_ok = False
     x = stream.upload(np.ones(16, np.float32))
     await x
