@@ -31,13 +31,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+import anyio.lowlevel
 
 from . import _native
 from ._native import lib
 from .errors import error_class
 
-__all__ = ("Completion", "Lane", "wait_all")
+__all__ = ("Completion", "Lane", "ThreadJob", "wait_all")
 
 #: slice of one blocking wait, in ms: bounds how long shutdown takes to notice
 SLICE_MS = 100
@@ -49,6 +51,7 @@ AWAIT_SPIN_S = float(os.environ.get("AIOGE_AWAIT_SPIN_US", "20")) * 1e-6
 _EVENT_TIMEOUT = 507047  # ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
 
 _Poster = Callable[..., Any]
+_T = TypeVar("_T")
 
 
 class Completion:
@@ -136,6 +139,24 @@ class Completion:
             return True
 
 
+def _loop_waiter() -> tuple[_Poster, Any]:
+    """A waiter for the running loop and the call that wakes it from any
+    thread: ``poster(_wake, [waiter])``."""
+    loop = asyncio._get_running_loop()
+    if loop is not None:
+        return loop.call_soon_threadsafe, loop.create_future()
+    import trio
+
+    return trio.lowlevel.current_trio_token().run_sync_soon, trio.Event()
+
+
+async def _park(waiter: Any) -> None:
+    if isinstance(waiter, asyncio.Future):
+        await waiter
+    else:
+        await waiter.wait()
+
+
 def _wake(waiters: list[Any]) -> None:
     """Runs on the waiting loop: resolve futures / set trio events."""
     for w in waiters:
@@ -165,6 +186,9 @@ class Lane:
         self.device_ms = 0.0
         #: pending completions that have waiters (decides re-arming the fd)
         self.waited = 0
+        #: loop wake-ups spent settling launches: notify-fd callbacks plus
+        #: batches posted to a loop (coalescing keeps it far below `completed`)
+        self.wakeups = 0
         self.failed = 0
         #: first error since the last synchronize(): (code, message, what)
         self.unreported: tuple[int, str, str] | None = None
@@ -269,6 +293,8 @@ class Lane:
             os.eventfd_read(fd)
         except OSError:
             pass
+        with self.lock:
+            self.wakeups += 1
         self.poll()
         if self.waited:
             self._arm()
@@ -284,20 +310,24 @@ class Lane:
     def poll(self) -> int:
         """Complete every pending launch that has finished, without blocking."""
         _native.bind_context(self._ctx)
-        sync_to = lib.aclrtSynchronizeEventWithTimeout
-        batch = []
+        batch: list[tuple[Completion, int, str]] = []
         with self.lock:
-            while self.pending:
-                head = self.pending[0]
-                rc = sync_to(head.event, 0)
-                if rc == _EVENT_TIMEOUT:
-                    _native.recent_error()  # the timeout's text is not for anyone
-                    break
-                batch.append((head, rc, _native.recent_error() if rc else ""))
-                self.pending.popleft()
+            self._take_finished(batch)
             if batch:
                 self._finish(batch)
         return len(batch)
+
+    def _take_finished(self, batch: list[tuple[Completion, int, str]]) -> None:
+        """Move the finished launches at the head of the queue to ``batch``; caller holds the lock."""
+        sync_to = lib.aclrtSynchronizeEventWithTimeout
+        while self.pending:
+            head = self.pending[0]
+            rc = sync_to(head.event, 0)
+            if rc == _EVENT_TIMEOUT:
+                _native.recent_error()  # the timeout's text is not for anyone
+                break
+            batch.append((head, rc, _native.recent_error() if rc else ""))
+            self.pending.popleft()
 
     def _run(self) -> None:
         _native.bind_context(self._ctx)
@@ -316,11 +346,14 @@ class Lane:
                 _native.recent_error()
                 continue
             msg = _native.recent_error() if rc else ""
+            batch: list[tuple[Completion, int, str]] = []
             with self.lock:
-                if self.pending and self.pending[0] is head:
+                if self.pending and self.pending[0] is head:  # else a poll() took it
                     self.pending.popleft()
-                    self._finish([(head, rc, msg)])
-            self.poll()  # everything behind it that has finished too
+                    batch.append((head, rc, msg))
+                self._take_finished(batch)  # everything behind it that has finished too
+                if batch:
+                    self._finish(batch)  # one wake-up per waiting loop for the whole batch
 
     def _finish(self, batch: list[tuple[Completion, int, str]]) -> None:
         """Caller holds the lock."""
@@ -366,6 +399,7 @@ class Lane:
                 continue
             try:
                 poster(_wake, waiters)
+                self.wakeups += 1
             except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
                 pass
         del released  # buffers may free device memory here
@@ -398,3 +432,96 @@ async def wait_all(comps: list[Completion]) -> None:
             await c._wait_pending()
     for c in comps:
         c._raise_if_failed()
+
+
+class ThreadJob(Generic[_T]):
+    """A blocking call on its own named thread, awaited by any number of tasks
+    (on any loops, asyncio or trio): concurrent callers share one call.
+
+    Cancellation: cancelling an await returns control at once; the call goes
+    on, and its result still reaches the other awaiters.  A result that no
+    awaiter is left to take is passed to ``discard`` (on the thread that
+    notices last) so nothing it holds leaks.
+    """
+
+    def __init__(self, fn: Callable[[], _T], name: str, discard: Callable[[_T], None]) -> None:
+        self._fn = fn
+        self._discard = discard
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[_Poster, Any]] = []
+        self._done = False
+        self._result: _T | None = None
+        self._error: BaseException | None = None
+        self._wanted = 1  # the creator's result() to come
+        self._taken = False
+        self._dropped = False
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def join(self) -> bool:
+        """Count one more ``result()`` to come; False once the result was
+        discarded (start a new job then)."""
+        with self._lock:
+            if self._dropped:
+                return False
+            self._wanted += 1
+            return True
+
+    def _run(self) -> None:
+        result: _T | None = None
+        error: BaseException | None = None
+        try:
+            result = self._fn()
+        except BaseException as e:
+            error = e
+        with self._lock:
+            self._result, self._error = result, error
+            try:
+                if not self._wanted:
+                    self._drop()  # before done shows: whoever sees it done sees it discarded
+            finally:
+                self._done = True
+                for poster, w in self._waiters:
+                    try:
+                        poster(_wake, [w])
+                    except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
+                        pass
+                self._waiters = []
+
+    async def wait(self) -> None:
+        """Wait until the call has finished (taking nothing)."""
+        poster, waiter = _loop_waiter()
+        with self._lock:
+            parked = not self._done
+            if parked:
+                self._waiters.append((poster, waiter))
+        if parked:
+            await _park(waiter)
+        else:  # still a checkpoint: tasks started together share the job even if it was quick
+            await anyio.lowlevel.checkpoint()
+
+    async def result(self) -> _T:
+        """The call's result (or its exception); one per creation or successful ``join()``."""
+        try:
+            await self.wait()
+        except BaseException:
+            with self._lock:
+                self._wanted -= 1
+                if self._done and not self._wanted and not self._taken:
+                    self._drop()
+            raise
+        with self._lock:
+            self._wanted -= 1
+            self._taken = True
+        if self._error is not None:
+            raise self._error
+        return self._result  # type: ignore[return-value]
+
+    def _drop(self) -> None:
+        """Caller holds the lock."""
+        self._dropped = True
+        if self._result is not None:
+            self._discard(self._result)

@@ -12,6 +12,7 @@ import anyio
 from . import _native
 from ._native import ffi, lib
 from ._resources import Resource
+from ._scheduler import ThreadJob
 from .errors import BusyResourceError, error_class
 from .stream import Stream
 
@@ -93,7 +94,8 @@ class Device(Resource):
         # open compiled graphs, closed with the device (as GE graphs with their session); held
         # weakly: a model dropped open is collected, warns and releases itself (CompiledGraph)
         self._models: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
-        self._compiling: dict[Any, Any] = {}
+        #: compiles in flight, by (graph id, options): concurrent callers share them
+        self._compiling: dict[Any, ThreadJob[CompiledGraph]] = {}
         from ._allocator import BlockPool, PinnedPool
         from ._launch import LaunchCache
 
@@ -156,56 +158,56 @@ class Device(Resource):
                 segment), ``"per_op"`` (each op through ``aclopCompileAndExecute``)
                 or ``"auto"`` (sunk where the backend supports it).
 
-        Concurrent calls with the same graph and options share one compile.
+        Concurrent calls with the same graph and options share one compile,
+        which runs on its own thread (``aioge-compile``).
 
-        Cancellation: a compile cannot be interrupted; cancelling waits for
-        its worker thread to finish (the model is then closed), and callers
-        sharing it compile again.
+        Cancellation: returns control at once.  The compile cannot be
+        interrupted: it goes on in its thread and the other callers sharing it
+        still get its result; if no caller is left to take the model, it is
+        closed when the compile ends.  ``aclose()`` of the device waits for
+        compiles in flight (``close()`` refuses while there are any).
         """
         from .model import compile_graph
 
         self._check_open()
         key = (id(graph), optimize, max_streams, mode)
-        while True:
-            pending = self._compiling.get(key)
-            if pending is None:
-                break
-            await pending.done.wait()
-            if pending.result is not None:
-                return pending.result  # type: ignore[no-any-return]
-            if not isinstance(pending.error, anyio.get_cancelled_exc_class()):
-                assert pending.error is not None
-                raise pending.error
-            # the compiling task was cancelled: compile again here
-        pending = self._compiling[key] = _SharedCompile()
+        job = self._compiling.get(key)
+        if job is None or not job.join():
 
-        built: list[CompiledGraph] = []
+            def work() -> CompiledGraph:
+                return compile_graph(self, graph, optimize=optimize, max_streams=max_streams, mode=mode)
 
-        def work() -> CompiledGraph:
-            built.append(compile_graph(self, graph, optimize=optimize, max_streams=max_streams, mode=mode))
-            return built[0]
-
+            job = self._compiling[key] = ThreadJob(work, "aioge-compile", _discard_model)
         try:
-            pending.result = await anyio.to_thread.run_sync(work)
-        except BaseException as e:
-            pending.error = e
-            for m in built:  # cancelled after the thread finished: nobody gets this model
-                m.close()
-            raise
+            return await job.result()
         finally:
-            self._compiling.pop(key, None)
-            pending.done.set()
-        return pending.result
+            if job.done and self._compiling.get(key) is job:
+                del self._compiling[key]
 
     async def synchronize(self, *, timeout: float | None = None) -> None:
-        """Synchronize every open stream of the device."""
+        """Wait for every launch issued so far on every open stream of the device.
+
+        Raises the first pending launch error of a stream, as
+        :meth:`Stream.synchronize` does.
+
+        Args:
+            timeout: seconds for the whole wait (one deadline, however many
+                streams); ``TimeoutError`` when exceeded.
+
+        Cancellation: returns control at once; nothing is lost, a pending
+        error is reported by the next ``synchronize()``.
+        """
         self._check_open()
-        for s in list(self._streams):
-            if not s.closed:
-                await s.synchronize(timeout=timeout)
+        with anyio.fail_after(timeout):
+            for s in list(self._streams):
+                if not s.closed:
+                    await s.synchronize()
 
     # ---- lifecycle ----
     async def _drain(self) -> None:
+        for job in list(self._compiling.values()):
+            await job.wait()  # its model, if nobody took it, is closed by now
+        self._compiling.clear()
         for m in list(self._models):
             await m.aclose()
         for s in list(self._streams):
@@ -213,6 +215,8 @@ class Device(Resource):
                 await s.aclose()
 
     def _close(self) -> None:
+        if any(not job.done for job in self._compiling.values()):
+            raise BusyResourceError(f"{self._describe()} has a compile in flight: use `await device.aclose()`")
         busy = [s for s in self._streams if not s.closed and s.in_flight]
         if busy:
             raise BusyResourceError(
@@ -244,13 +248,9 @@ class Device(Resource):
         pass
 
 
-class _SharedCompile:
-    """One in-flight compile that concurrent callers share."""
-
-    def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.result: CompiledGraph | None = None
-        self.error: BaseException | None = None
+def _discard_model(model: CompiledGraph) -> None:
+    """A compiled graph nobody awaits any more (every caller was cancelled)."""
+    model.close()
 
 
 def open_device(device_id: int = 0) -> Device:

@@ -110,7 +110,12 @@ class Session(Resource):
 
     async def compile_graph(self, graph_id: int) -> None:
         """``CompileGraph``: optimise, plan and compile the graph (off the event loop),
-        with the options given to ``add_graph``."""
+        with the options given to ``add_graph``.
+
+        Cancellation: returns control at once and leaves the graph not
+        compiled; the compile finishes on its thread and its model goes to a
+        ``compile_graph`` retried meanwhile, or is closed (:meth:`Device.compile`).
+        """
         e = self._entry(graph_id)
         if e.model is None:
             e.model = await self.device.compile(e.graph, **e.compile_args)

@@ -115,11 +115,13 @@ class Stream(Resource):
 
     @property
     def stats(self) -> dict[str, float]:
-        """Counters: ``launched``, ``completed``, ``in_flight``, ``failed``, and
-        ``device_ms`` (summed device time of completed launches; timing streams)."""
+        """Counters: ``launched``, ``completed``, ``in_flight``, ``failed``,
+        ``wakeups`` (event-loop wake-ups that settled completed launches: one
+        settles every launch finished by then), and ``device_ms`` (summed device
+        time of completed launches; timing streams)."""
         lane = self._lane
         return {"launched": lane.launched, "completed": lane.completed, "in_flight": lane.in_flight,
-                "failed": lane.failed, "device_ms": lane.device_ms}  # fmt: skip
+                "failed": lane.failed, "wakeups": lane.wakeups, "device_ms": lane.device_ms}  # fmt: skip
 
     # ---- internals used by launches (caller holds self._lock) ----
     def _enter(self) -> None:
@@ -362,6 +364,9 @@ class Stream(Resource):
         """Drain pending work, then destroy the stream.  Idempotent.
 
         A launch error still pending is raised after the stream is closed.
+
+        Cancellation: returns control at once; the stream is closed, and a
+        background thread destroys it once the launches in flight have run.
         """
         if self._closed:
             return

@@ -1,31 +1,81 @@
-"""Shared fixtures.
+"""Shared fixtures and the async test harness.
 
 Async tests use anyio's pytest plugin (``@pytest.mark.anyio``) and run on
-asyncio (debug mode), asyncio + uvloop and trio unless a module narrows
-``anyio_backend``.  Every test fails on a leaked runtime handle: the host
-runtime's live counters must return to their value before the test.
+asyncio, asyncio + uvloop and trio unless a directory narrows
+``anyio_backend`` (``tests/ops`` does, for its hypothesis tests).  Whatever
+runs a test's event loops (anyio, ``asyncio.run`` in the test, another
+thread), every test:
+
+* runs asyncio in debug mode (``PYTHONASYNCIODEBUG``, set before any loop exists);
+* fails on an error an event loop only logs: an unretrieved task exception,
+  a failing callback, a task destroyed while pending;
+* fails on a "coroutine was never awaited" warning (``filterwarnings = error``
+  makes it an unraisable exception, which pytest reports as a failure);
+* fails on a leaked runtime handle: the host runtime's live counters must
+  return to their value before the test.
 """
 
 from __future__ import annotations
 
 import gc
+import logging
+import os
 
 import pytest
 
 import aioge
 from aioge import _native
 
+os.environ["PYTHONASYNCIODEBUG"] = "1"  # read by every loop at creation, uvloop's included
+
 ALL_BACKENDS = [
     pytest.param(("asyncio", {"debug": True}), id="asyncio"),
     pytest.param(("asyncio", {"debug": True, "use_uvloop": True}), id="uvloop"),
     pytest.param(("trio", {}), id="trio"),
 ]
-ASYNCIO_ONLY = [pytest.param(("asyncio", {"debug": True}), id="asyncio")]
 
 
 @pytest.fixture(params=ALL_BACKENDS)
 def anyio_backend(request):
     return request.param
+
+
+class _LoopErrors(logging.Handler):
+    """Collects what asyncio's (and uvloop's) default exception handler logs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+_loop_errors = _LoopErrors()
+logging.getLogger("asyncio").addHandler(_loop_errors)
+
+
+def pytest_collection_finish(session):
+    # every later gc.collect() (the leak checks run three per async test) then
+    # skips the objects of the collected suite; hypothesis first, as its entry
+    # points (trio's) look for referrers, which freezing hides
+    import hypothesis  # noqa: F401
+
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_runtest_setup(item):
+    _loop_errors.records.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield  # after every fixture's teardown, so after the leak check's gc.collect()
+    errors, _loop_errors.records = _loop_errors.records, []
+    if errors:
+        text = "\n".join(_loop_errors.format(r) for r in errors)
+        raise AssertionError(f"an event loop reported {len(errors)} error(s):\n{text}")
 
 
 _LIVE = ("contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs", "device_allocations",
@@ -53,20 +103,10 @@ def no_leaked_handles():
 
 @pytest.fixture
 async def dev():
-    """An open device; on asyncio, also fails the test on errors the loop only logs
-    (an unretrieved task exception, a failing callback)."""
-    import asyncio
-
-    errors = []
-    loop = asyncio._get_running_loop()  # None under trio
-    if loop is not None:
-        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    """An open device, closed (drained) after the test."""
     async with aioge.open_device(0) as d:
         yield d
-    if loop is not None:
-        gc.collect()
-        loop.set_exception_handler(None)
-        assert not errors, f"the event loop reported: {errors}"
+    gc.collect()  # a task that failed unretrieved is often in a cycle: report it in this test
 
 
 @pytest.fixture

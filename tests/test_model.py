@@ -16,11 +16,6 @@ from .conftest import ALL_BACKENDS
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend():
-    return ("asyncio", {"debug": True})
-
-
 def mlp(batch: int = 4, d_in: int = 8, hidden: int = 16, d_out: int = 4, seed: int = 0) -> Graph:
     rng = np.random.default_rng(seed)
     g = Graph("mlp")
@@ -426,3 +421,62 @@ async def test_session_frozen_inputs_and_the_loaded_stream(dev):
         assert dev.default_stream.stats["launched"] == default  # nothing ran on the device's stream
         for x, y in zip(xs, (y0, y1, y2)):
             np.testing.assert_allclose(await y.numpy(), x @ w, rtol=1e-5, atol=1e-5)
+
+
+async def test_cancelled_compile_returns_at_once_and_its_model_is_not_lost(dev, monkeypatch):
+    import threading
+    import time
+
+    import anyio
+
+    import aioge.model
+
+    release = threading.Event()
+    calls = []
+    real = aioge.model.compile_graph
+
+    def held(*args, **kwargs):  # a compile that takes as long as the test wants
+        calls.append(1)
+        assert release.wait(20)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(aioge.model, "compile_graph", held)
+    g = mlp()
+    t0 = time.perf_counter()
+    with anyio.move_on_after(0.05):
+        await dev.compile(g)
+    assert time.perf_counter() - t0 < 1  # at once, the compile still running
+    # a caller that stays gets the result of the compile still running, shared
+    got = []
+
+    async def caller() -> None:
+        got.append(await dev.compile(g))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(caller)
+        with anyio.move_on_after(0.05):
+            await dev.compile(g)
+        release.set()
+    (model,) = got
+    assert len(calls) == 1 and not model.closed
+    x = np.ones((4, 8), np.float32)
+    (out,), (ref,) = (await model.execute({"x": x})).values(), run_reference(g, {"x": x}).values()
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    # nobody left to take it: the model is closed when the compile ends
+    release.clear()
+    with anyio.move_on_after(0.05):
+        await dev.compile(g, optimize=1)
+    (job,) = dev._compiling.values()
+    release.set()
+    await job.wait()
+    assert set(dev._models) == {model}
+    # the device drains a compile in flight (close() from sync code refuses)
+    release.clear()
+    with anyio.move_on_after(0.05):
+        await dev.compile(g, optimize=0)
+    with pytest.raises(aioge.BusyResourceError, match="compile in flight"):
+        dev.close()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, lambda: time.sleep(0.05) or release.set())
+        await dev.aclose()
+    assert dev.closed and not dev._compiling and not dev._models

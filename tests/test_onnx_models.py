@@ -20,11 +20,6 @@ MODELS = {
 }
 
 
-@pytest.fixture
-def anyio_backend():
-    return ("asyncio", {"debug": True})
-
-
 def ort_outputs(proto, feeds):
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     return dict(zip((o.name for o in sess.get_outputs()), sess.run(None, feeds)))

@@ -1,8 +1,10 @@
-"""Operator-library tests: numerics on asyncio (debug mode) only.
+"""Operator-library tests.
 
-The scheduler suite runs every backend; here the subject is the kernels, so
-one event loop is enough.  The helpers of this directory (``opsutil``) are
-put on sys.path.
+Tests with fixed cases run on every backend (asyncio, uvloop, trio).  The
+hypothesis tests, hundreds of examples whose subject is the kernels rather
+than the event loop, run on asyncio and trio only (not uvloop, another
+asyncio loop), which keeps them to half a minute per backend.  The helpers
+of this directory (``opsutil``) are put on sys.path.
 """
 
 from __future__ import annotations
@@ -12,9 +14,19 @@ import sys
 
 import pytest
 
+from tests.conftest import ALL_BACKENDS
+
+NO_UVLOOP = [p for p in ALL_BACKENDS if p.id != "uvloop"]
+
 sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture
-def anyio_backend():
-    return ("asyncio", {"debug": True})
+def anyio_backend(request):
+    return request.param
+
+
+def pytest_generate_tests(metafunc):
+    if "anyio_backend" in metafunc.fixturenames:
+        hypothesis = hasattr(metafunc.function, "hypothesis")
+        metafunc.parametrize("anyio_backend", NO_UVLOOP if hypothesis else ALL_BACKENDS, indirect=True)
