@@ -33,6 +33,7 @@ __all__ = (
     "bind_context",
     "forget_context",
     "counters",
+    "op_types",
     "blas_info",
     "contiguous",
     "host_ptr",
@@ -40,7 +41,7 @@ __all__ = (
 )
 
 #: must equal HRT_VERSION in cffi_build/hostrt/hrt.h
-HOST_RUNTIME_VERSION = 1
+HOST_RUNTIME_VERSION = 2
 
 
 class _Libs:
@@ -226,7 +227,7 @@ _COUNTER_FIELDS = (
     "contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs",
     "device_allocations", "device_bytes", "host_allocations", "host_bytes", "deferred_frees",
     "op_cache_hits", "op_cache_misses", "op_cache_entries", "op_cache_evictions",
-    "tasks_executed", "tasks_failed", "subscriptions", "graphs",
+    "tasks_executed", "tasks_failed", "subscriptions", "graphs", "op_cache_max_entries",
 )  # fmt: skip
 
 
@@ -241,3 +242,17 @@ def counters() -> dict[str, int]:
     c = ffi.new("aiogeHostCounters *")
     check(lib.aiogeHostGetCounters(c), "aiogeHostGetCounters")
     return {f: int(getattr(c, f)) for f in _COUNTER_FIELDS}
+
+
+def op_types() -> list[str]:
+    """The op types registered in the host runtime (``aiogeHostListOps``), sorted.
+
+    Raises:
+        BackendError: on a backend without the host hooks.
+    """
+    if not has_host_hooks:
+        raise BackendError(f"the {backend} backend cannot list its op types")
+    n = int(lib.aiogeHostListOps(ffi.NULL, 0))
+    names = ffi.new("const char *[]", n)
+    n = min(n, int(lib.aiogeHostListOps(names, n)))
+    return sorted(ffi.string(names[i]).decode() for i in range(n))
