@@ -44,6 +44,18 @@ async def test_shape_mismatch_raises_acl_error_and_stream_stays_usable(stream):
     await stream.synchronize()
 
 
+async def test_shape_times_itemsize_overflow_is_a_typed_error(stream):
+    x = stream.upload(np.ones(4, np.float32))
+    for shape in ((2**62,), (2**31, 2**31, 4)):
+        with pytest.raises(aioge.AclParamError, match="overflows") as ei:
+            aioge.op("Relu", [x], [aioge.TensorSpec(shape, "float32")], stream=stream)
+        assert ei.value.code == 100000 and str(shape) in ei.value.message
+    with pytest.raises(aioge.AclParamError, match="overflows"):
+        aioge.ops.broadcast_to(x, (2**62, 4))
+    (y,) = aioge.op("Relu", [x], [aioge.TensorSpec((4,), "float32")], stream=stream)
+    assert (await y.numpy()).tolist() == [1, 1, 1, 1]
+
+
 async def test_generic_op_with_attrs_const_host_and_absent_inputs(stream):
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.ones((2, 3), np.float32)
