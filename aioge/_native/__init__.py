@@ -45,16 +45,23 @@ HOST_RUNTIME_VERSION = 2
 
 
 class _Libs:
-    """Several dlopen'ed libraries seen as one ``lib`` (ABI mode)."""
+    """Several dlopen'ed libraries seen as one ``lib`` (ABI mode).
 
-    def __init__(self, libs: list[Any]) -> None:
+    A name none of them defines is an ``AttributeError``, so optional entry
+    points (the aiogeHost* hooks, absent from a real libascendcl.so) can be
+    probed with ``hasattr``.
+    """
+
+    def __init__(self, libs: list[Any], missing: type[Exception]) -> None:
         self._libs = libs
+        # cffi raises ffi.error, not AttributeError, for a symbol the library lacks
+        self._missing = (AttributeError, missing)
 
     def __getattr__(self, name: str) -> Any:
         for lib in self._libs:
             try:
                 value = getattr(lib, name)
-            except AttributeError:
+            except self._missing:
                 continue
             setattr(self, name, value)  # cache: later lookups skip __getattr__
             return value
@@ -103,7 +110,7 @@ def _load() -> tuple[Any, Any, str, str]:
                 libs.append(abi_ffi.dlopen(p, flags))
             except OSError as e:
                 raise BackendError(f"cannot dlopen {p}: {e}") from e
-        return abi_ffi, _Libs(libs), "ascend", paths[0]
+        return abi_ffi, _Libs(libs, abi_ffi.error), "ascend", paths[0]
     raise BackendError(f"unknown AIOGE_BACKEND={name!r} (use 'host' or 'ascend')")
 
 
