@@ -452,6 +452,8 @@ CASES = [
             ("in", (2, T((5,))), CI),
             ("attr", {"data_format": "NCDHW"}, CA),
             ("attr", {"strides": [1, 1, 0, 1]}, CA),
+            ("attr", {"strides": [1, 1, 1, 2**40]}, CA),
+            ("attr", {"pads": [2**62, 0, 0, 0]}, CA),
             ("count", 1, CI),
         ],
     ),
@@ -482,6 +484,8 @@ CASES = [
             ("noattr", "ksize", CA),
             ("attr", {"padding_mode": "FULL"}, CA),
             ("attr", {"ksize": [1, 1, 9, 9]}, CI),
+            ("attr", {"ksize": [1, 1, 1, 2**62], "padding_mode": "SAME"}, CA),  # used to overrun a table
+            ("attr", {"pads": [2**62, 2**62, 0, 0]}, CA),
             ("out", ((1, 2, 3, 3), F), CO),
             ("dtype", (0, T((1, 2, 4, 4), B)), CT),
             ("in", (0, T((2, 4, 4))), CI),
