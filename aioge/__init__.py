@@ -17,7 +17,7 @@ Example:
 from __future__ import annotations
 
 from . import dtypes, errors, ops
-from ._launch import Attr, Const, HostInput, op
+from ._launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
 from ._native import backend
 from ._scheduler import Completion
 from .device import Device, device_count, open_device
@@ -68,6 +68,7 @@ __all__ = (
     "Graph",
     "HostInput",
     "OpAttrMismatchError",
+    "OpCacheInfo",
     "OpInputMismatchError",
     "OpNotFoundError",
     "OpOutputMismatchError",
@@ -86,6 +87,7 @@ __all__ = (
     "errors",
     "load_onnx",
     "op",
+    "op_cache_info",
     "open_device",
     "ops",
 )

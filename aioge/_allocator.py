@@ -15,7 +15,7 @@ from typing import Any
 
 from . import _native
 from ._native import ffi, lib
-from .errors import OutOfDeviceMemoryError, error_class
+from .errors import InvalidParamError, OutOfDeviceMemoryError, error_class
 
 __all__ = ("BlockPool", "PinnedPool", "size_class")
 
@@ -44,6 +44,8 @@ class BlockPool:
     def take(self, nbytes: int) -> tuple[Any, Any, int]:
         """A block of at least ``nbytes``: ``(ptr, aclDataBuffer, capacity)``."""
         cap = size_class(nbytes)
+        if cap >= 1 << 64:  # cffi would raise a bare OverflowError converting it to size_t
+            raise InvalidParamError(100000, f"{nbytes} bytes overflow size_t", "aclrtMalloc")
         with self._lock:
             blocks = self._free.get(cap)
             if blocks:
@@ -104,6 +106,8 @@ class PinnedPool:
 
     def take(self, nbytes: int) -> tuple[Any, int]:
         cap = size_class(nbytes)
+        if cap >= 1 << 64:  # cffi would raise a bare OverflowError converting it to size_t
+            raise InvalidParamError(100000, f"{nbytes} bytes overflow size_t", "aclrtMalloc")
         with self._lock:
             blocks = self._free.get(cap)
             if blocks:

@@ -15,13 +15,15 @@ import numpy as np
 
 from . import dtypes
 from ._scheduler import Completion
-from .errors import ClosedResourceError
+from .errors import ClosedResourceError, InvalidParamError
 
 if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
 __all__ = ("Tensor", "TensorSpec")
+
+_MAX_BYTES = (1 << 63) - 1  # the runtime counts elements and bytes in int64
 
 
 class TensorSpec:
@@ -137,6 +139,9 @@ class Tensor:
     @classmethod
     def _empty(cls, stream: Stream, shape: tuple[int, ...], dtype: np.dtype) -> Tensor:
         nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > _MAX_BYTES:  # refuse before aclrtMalloc, with the shape in the message
+            msg = f"shape {shape} x itemsize {dtype.itemsize} overflows int64 ({nbytes} bytes)"
+            raise InvalidParamError(100000, msg, "Tensor")
         return cls(DeviceMemory(stream.device, nbytes, stream), shape, dtype)
 
     def reshape(self, *shape: Any) -> Tensor:

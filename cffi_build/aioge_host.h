@@ -23,6 +23,7 @@ typedef struct aiogeHostCounters {
     int64_t tasks_failed;        /* cumulative, all streams */
     int64_t subscriptions;       /* live (thread, stream) report subscriptions */
     int64_t graphs;              /* live aiogeGraph handles */
+    int64_t op_cache_max_entries; /* the LRU bound (aclopSetMaxOpQueueNum, default 20000) */
 } aiogeHostCounters;
 
 /* Version of the host runtime's C sources; Python refuses a mismatch. */
@@ -49,6 +50,10 @@ aclError aiogeHostStreamArmNotify(aclrtStream stream);
 
 /* Op compile cache: drop every entry (counters keep their totals). */
 aclError aiogeHostResetOpCache(void);
+
+/* The registered op types: fills names[0 .. min(count, capacity)) with
+ * static strings (names may be NULL when capacity is 0); returns count. */
+int32_t aiogeHostListOps(const char *names[], int32_t capacity);
 
 /* BLAS: load a CBLAS library at run time (the scipy-openblas32 wheel's, whose
  * symbols carry a scipy_ prefix, or any plain cblas).  Without one, GEMM-based

@@ -12,8 +12,11 @@ import aioge
 from aioge import _native, dtypes, errors
 
 pytestmark = [pytest.mark.anyio, pytest.mark.abi]
+#: no hooks used: also run against a library with only the ACL symbols (test_abi_mode)
+ASCEND = pytest.mark.ascend
 
 
+@ASCEND
 async def test_quickstart_contract(dev):
     assert dev.backend in ("host", "ascend")
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -27,6 +30,7 @@ async def test_quickstart_contract(dev):
         np.testing.assert_array_equal(await o.numpy(), np.full((2, 3), 2, np.float32))
 
 
+@ASCEND
 async def test_shape_mismatch_raises_acl_error_and_stream_stays_usable(stream):
     x = stream.upload(np.ones((2, 3), np.float32))
     with pytest.raises(aioge.OpOutputMismatchError) as ei:
@@ -44,6 +48,20 @@ async def test_shape_mismatch_raises_acl_error_and_stream_stays_usable(stream):
     await stream.synchronize()
 
 
+@ASCEND
+async def test_shape_times_itemsize_overflow_is_a_typed_error(stream):
+    x = stream.upload(np.ones(4, np.float32))
+    for shape in ((2**62,), (2**31, 2**31, 4)):
+        with pytest.raises(aioge.AclParamError, match="overflows") as ei:
+            aioge.op("Relu", [x], [aioge.TensorSpec(shape, "float32")], stream=stream)
+        assert ei.value.code == 100000 and str(shape) in ei.value.message
+    with pytest.raises(aioge.AclParamError, match="overflows"):
+        aioge.ops.broadcast_to(x, (2**62, 4))
+    (y,) = aioge.op("Relu", [x], [aioge.TensorSpec((4,), "float32")], stream=stream)
+    assert (await y.numpy()).tolist() == [1, 1, 1, 1]
+
+
+@ASCEND
 async def test_generic_op_with_attrs_const_host_and_absent_inputs(stream):
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.ones((2, 3), np.float32)
@@ -70,6 +88,7 @@ async def test_generic_op_with_attrs_const_host_and_absent_inputs(stream):
     np.testing.assert_array_equal(await out.numpy(), a + b)
 
 
+@ASCEND
 async def test_write_then_read_keeps_stream_order(stream):
     x = stream.upload(np.zeros(1000, np.float32))
     one = stream.upload(np.ones(1000, np.float32))
@@ -78,6 +97,7 @@ async def test_write_then_read_keeps_stream_order(stream):
     np.testing.assert_array_equal(await x.numpy(), np.full(1000, 200, np.float32))
 
 
+@ASCEND
 async def test_typed_ops_match_numpy(stream):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((4, 5)).astype(np.float32)
@@ -103,6 +123,7 @@ async def test_typed_ops_match_numpy(stream):
         aioge.ops.add(x, stream.upload(a.astype(np.float64)))
 
 
+@ASCEND
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "float64", "int32", "int8"])
 async def test_upload_download_round_trip_all_dtypes(stream, dt):
     a = (np.arange(24).reshape(2, 3, 4) - 7).astype(dtypes.normalize(dt))
@@ -113,6 +134,7 @@ async def test_upload_download_round_trip_all_dtypes(stream, dt):
     np.testing.assert_array_equal(back.astype(np.float64), a.astype(np.float64))
 
 
+@ASCEND
 async def test_empty_and_scalar_tensors(stream):
     e = stream.upload(np.zeros((0, 3), np.float32))
     assert (await e.numpy()).shape == (0, 3)
@@ -122,6 +144,7 @@ async def test_empty_and_scalar_tensors(stream):
     assert (await z.numpy()).shape == (0, 3)
 
 
+@ASCEND
 async def test_tensor_views_and_copies(stream):
     a = np.arange(6, dtype=np.float32)
     t = stream.upload(a)
@@ -136,6 +159,7 @@ async def test_tensor_views_and_copies(stream):
     np.testing.assert_array_equal(await stream.zeros((2, 2), "int32").numpy(), np.zeros((2, 2), np.int32))
 
 
+@ASCEND
 async def test_lifecycle_idempotent_close_and_use_after_close(dev):
     s = dev.open_stream()
     x = s.upload(np.ones(3, np.float32))
@@ -183,6 +207,7 @@ async def test_device_close_closes_streams_and_frees_memory():
         d.open_stream()
 
 
+@ASCEND
 def test_unclosed_stream_warns_when_collected():
     d = aioge.open_device(0)
     try:
@@ -197,6 +222,7 @@ def test_unclosed_stream_warns_when_collected():
         d.close()
 
 
+@ASCEND
 async def test_wrong_device_is_a_misuse_error():
     async with aioge.open_device(0) as d1, aioge.open_device(0) as d2:
         s1, s2 = d1.open_stream(), d2.open_stream()
@@ -207,6 +233,7 @@ async def test_wrong_device_is_a_misuse_error():
         await s2.aclose()
 
 
+@ASCEND
 async def test_memory_info_and_device_count(dev):
     free, total = dev.memory_info()
     assert 0 < free <= total

@@ -169,6 +169,73 @@ def test_sync_with_timeout_returns_timeout_code_on_a_long_queue(rt):
     assert lib.aclrtSynchronizeStreamWithTimeout(rt.stream, 5000) == 0
 
 
+def test_sync_timeout_zero_polls_and_minus_one_waits_for_ever(rt):
+    # acl.h: 0 checks whether the work is already complete, -1 waits without a limit
+    ev = ffi.new("aclrtEvent *")
+    assert lib.aclrtCreateEvent(ev) == 0
+    try:
+        assert lib.aclrtSynchronizeStreamWithTimeout(rt.stream, 0) == 0  # idle: complete
+        g = gate(rt.stream)
+        assert lib.aclrtRecordEvent(ev[0], rt.stream) == 0
+        assert lib.aclrtSynchronizeStreamWithTimeout(rt.stream, 0) == 507046  # busy: the timeout code at once
+        assert "within 0 ms" in _native.recent_error()
+        assert lib.aclrtSynchronizeEventWithTimeout(ev[0], 0) == 507047
+        _native.recent_error()
+        rcs = {}
+        ctx = ffi.new("aclrtContext *")
+        assert lib.aclrtGetCurrentContext(ctx) == 0
+
+        def wait(name, fn):
+            assert lib.aclrtSetCurrentContext(ctx[0]) == 0  # a stream is used from its context
+            rcs[name] = fn()
+
+        forever = {
+            "stream": lambda: lib.aclrtSynchronizeStreamWithTimeout(rt.stream, -1),
+            "event": lambda: lib.aclrtSynchronizeEventWithTimeout(ev[0], -1),
+        }
+        waiters = [threading.Thread(target=wait, args=item) for item in forever.items()]
+        for t in waiters:
+            t.start()
+        for t in waiters:
+            t.join(0.3)
+        assert rcs == {} and all(t.is_alive() for t in waiters)  # still waiting behind the gate
+        assert lib.aiogeHostOpenGate(g) == 0
+        for t in waiters:
+            t.join(10)
+        assert rcs == {"stream": 0, "event": 0}
+        # a failed task comes back through either form, once
+        x = rt.to_device(np.ones(4, np.float32))
+        out = rt.malloc(16)
+        for timeout in (-1, 0):
+            assert lib.aiogeHostInjectFailure(rt.stream, 1, 507015) == 0
+            assert rt.add(x, x, out, (4,)) == 0
+            deadline = time.monotonic() + 10
+            while (rc := lib.aclrtSynchronizeStreamWithTimeout(rt.stream, timeout)) == 507046:
+                assert time.monotonic() < deadline
+                _native.recent_error()
+            assert rc == 507015 and "injected failure" in _native.recent_error()
+            assert lib.aclrtSynchronizeStreamWithTimeout(rt.stream, timeout) == 0
+    finally:
+        lib.aclrtDestroyEvent(ev[0])
+
+
+def test_shape_times_itemsize_overflow_is_a_coded_error(rt):
+    x = rt.to_device(np.ones(4, np.float32))
+    out = rt.malloc(16)
+    d4 = rt.desc("float32", (4,))
+    for dims, what in (((2**62,), "byte size overflows"), ((2**31, 2**31, 4), "element count overflows")):
+        big = rt.desc("float32", dims)  # a desc is metadata: creating it is fine
+        assert lib.aclGetTensorDescSize(big) == 0  # its byte size does not fit a size_t
+        assert rt.op("Relu", [(d4, rt.buf(x, 16))], [(big, rt.buf(out, 16))]) == 100000
+        assert what in _native.recent_error()
+        assert rt.op("Relu", [(big, rt.buf(x, 16))], [(d4, rt.buf(out, 16))]) == 100000
+        assert what in _native.recent_error()
+    assert lib.aclGetTensorDescElementCount(rt.desc("float32", (2**62,))) == 2**62
+    assert rt.op("Relu", [(d4, rt.buf(x, 16))], [(d4, rt.buf(out, 16))]) == 0
+    assert rt.sync() == 0
+    np.testing.assert_array_equal(rt.to_host(out, (4,), "float32"), np.ones(4, np.float32))
+
+
 def test_failed_task_error_surfaces_at_next_sync_and_stream_stays_usable(rt):
     x = rt.to_device(np.ones(4, np.float32))
     out = rt.malloc(16)

@@ -33,6 +33,7 @@ __all__ = (
     "bind_context",
     "forget_context",
     "counters",
+    "op_types",
     "blas_info",
     "contiguous",
     "host_ptr",
@@ -40,20 +41,27 @@ __all__ = (
 )
 
 #: must equal HRT_VERSION in cffi_build/hostrt/hrt.h
-HOST_RUNTIME_VERSION = 1
+HOST_RUNTIME_VERSION = 2
 
 
 class _Libs:
-    """Several dlopen'ed libraries seen as one ``lib`` (ABI mode)."""
+    """Several dlopen'ed libraries seen as one ``lib`` (ABI mode).
 
-    def __init__(self, libs: list[Any]) -> None:
+    A name none of them defines is an ``AttributeError``, so optional entry
+    points (the aiogeHost* hooks, absent from a real libascendcl.so) can be
+    probed with ``hasattr``.
+    """
+
+    def __init__(self, libs: list[Any], missing: type[Exception]) -> None:
         self._libs = libs
+        # cffi raises ffi.error, not AttributeError, for a symbol the library lacks
+        self._missing = (AttributeError, missing)
 
     def __getattr__(self, name: str) -> Any:
         for lib in self._libs:
             try:
                 value = getattr(lib, name)
-            except AttributeError:
+            except self._missing:
                 continue
             setattr(self, name, value)  # cache: later lookups skip __getattr__
             return value
@@ -102,7 +110,7 @@ def _load() -> tuple[Any, Any, str, str]:
                 libs.append(abi_ffi.dlopen(p, flags))
             except OSError as e:
                 raise BackendError(f"cannot dlopen {p}: {e}") from e
-        return abi_ffi, _Libs(libs), "ascend", paths[0]
+        return abi_ffi, _Libs(libs, abi_ffi.error), "ascend", paths[0]
     raise BackendError(f"unknown AIOGE_BACKEND={name!r} (use 'host' or 'ascend')")
 
 
@@ -226,7 +234,7 @@ _COUNTER_FIELDS = (
     "contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs",
     "device_allocations", "device_bytes", "host_allocations", "host_bytes", "deferred_frees",
     "op_cache_hits", "op_cache_misses", "op_cache_entries", "op_cache_evictions",
-    "tasks_executed", "tasks_failed", "subscriptions", "graphs",
+    "tasks_executed", "tasks_failed", "subscriptions", "graphs", "op_cache_max_entries",
 )  # fmt: skip
 
 
@@ -241,3 +249,17 @@ def counters() -> dict[str, int]:
     c = ffi.new("aiogeHostCounters *")
     check(lib.aiogeHostGetCounters(c), "aiogeHostGetCounters")
     return {f: int(getattr(c, f)) for f in _COUNTER_FIELDS}
+
+
+def op_types() -> list[str]:
+    """The op types registered in the host runtime (``aiogeHostListOps``), sorted.
+
+    Raises:
+        BackendError: on a backend without the host hooks.
+    """
+    if not has_host_hooks:
+        raise BackendError(f"the {backend} backend cannot list its op types")
+    n = int(lib.aiogeHostListOps(ffi.NULL, 0))
+    names = ffi.new("const char *[]", n)
+    n = min(n, int(lib.aiogeHostListOps(names, n)))
+    return sorted(ffi.string(names[i]).decode() for i in range(n))

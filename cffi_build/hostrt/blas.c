@@ -27,17 +27,24 @@ static void *sym(void *h, const char *a, const char *b) {
     return p ? p : (b ? dlsym(h, b) : NULL);
 }
 
-aclError aiogeHostSetBlasLibrary(const char *path) {
-    const char *api = "aiogeHostSetBlasLibrary";
-    if (!path || !*path) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "path is NULL or empty");
+/* Load a CBLAS library; on failure describe why in err (nothing recorded). */
+static aclError blas_load(const char *path, char *err, size_t cap) {
+    if (!path || !*path) {
+        snprintf(err, cap, "path is NULL or empty");
+        return ACL_ERROR_INVALID_PARAM;
+    }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) return hrt_error(ACL_ERROR_INVALID_FILE, api, "cannot load BLAS library '%s': %s", path, dlerror());
+    if (!h) {
+        snprintf(err, cap, "cannot load BLAS library '%s': %s", path, dlerror());
+        return ACL_ERROR_INVALID_FILE;
+    }
     sgemm_fn s = (sgemm_fn)sym(h, "scipy_cblas_sgemm", "cblas_sgemm");
     dgemm_fn d = (dgemm_fn)sym(h, "scipy_cblas_dgemm", "cblas_dgemm");
     set_threads_fn t = (set_threads_fn)sym(h, "scipy_openblas_set_num_threads", "openblas_set_num_threads");
     if (!s || !d) {
         dlclose(h);
-        return hrt_error(ACL_ERROR_INVALID_FILE, api, "'%s' has no cblas_sgemm/cblas_dgemm", path);
+        snprintf(err, cap, "'%s' has no cblas_sgemm/cblas_dgemm", path);
+        return ACL_ERROR_INVALID_FILE;
     }
     pthread_mutex_lock(&blas_mu);
     /* the previous library stays loaded: kernels may be inside it right now */
@@ -51,6 +58,12 @@ aclError aiogeHostSetBlasLibrary(const char *path) {
     return ACL_SUCCESS;
 }
 
+aclError aiogeHostSetBlasLibrary(const char *path) {
+    char err[HRT_MSG_LEN];
+    aclError rc = blas_load(path, err, sizeof err);
+    return rc ? hrt_error(rc, "aiogeHostSetBlasLibrary", "%s", err) : ACL_SUCCESS;
+}
+
 const char *aiogeHostBlasInfo(void) { return blas_info; }
 
 bool hrt_blas_loaded(void) { return p_sgemm != NULL; }
@@ -60,9 +73,16 @@ void hrt_blas_set_threads(int n) {
     if (p_set_threads) p_set_threads(1);
 }
 
+/* Called by aclInit: a library that does not load leaves the built-in GEMM
+ * (and says why in the info) but no error text -- aclInit succeeded. */
 void hrt_blas_init_from_env(void) {
     const char *p = getenv("AIOGE_BLAS_LIBRARY");
-    if (p && *p && !p_sgemm) aiogeHostSetBlasLibrary(p);
+    if (!p || !*p || p_sgemm) return;
+    char err[HRT_MSG_LEN];
+    if (blas_load(p, err, sizeof err) == ACL_SUCCESS) return;
+    pthread_mutex_lock(&blas_mu);
+    if (!p_sgemm) snprintf(blas_info, sizeof blas_info, "builtin C GEMM (AIOGE_BLAS_LIBRARY: %s)", err);
+    pthread_mutex_unlock(&blas_mu);
 }
 
 /* ---------------------------------------------------------- fallback GEMM

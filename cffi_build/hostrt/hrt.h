@@ -22,7 +22,7 @@
 #include "../aioge_host.h"
 #include "../aioge_graph.h"
 
-#define HRT_VERSION 1
+#define HRT_VERSION 2
 #define HRT_MSG_LEN 512
 #define HRT_MAX_DEVICES 64
 #define HRT_MAXDIM 8          /* rank limit of kernel tensors */

@@ -22,6 +22,15 @@ void hrt_register_op(hrt_opdef *def) {
     pthread_mutex_unlock(&reg_mu);
 }
 
+int32_t aiogeHostListOps(const char *names[], int32_t capacity) {
+    int32_t n = 0;
+    pthread_mutex_lock(&reg_mu);
+    for (const hrt_opdef *d = reg_head; d; d = d->next_registered, n++)
+        if (names && n < capacity) names[n] = d->name;
+    pthread_mutex_unlock(&reg_mu);
+    return n;
+}
+
 const hrt_opdef *hrt_find_op(const char *name) {
     pthread_mutex_lock(&reg_mu);
     hrt_opdef *d = reg_head;
@@ -98,11 +107,15 @@ static hrt_kernel *lru_head, *lru_tail; /* head = most recent */
 static int64_t cache_entries, cache_hits, cache_misses, cache_evictions;
 static uint64_t cache_max = 20000;
 
-int64_t hrt_opcache_counter(int which) {
+/* hits, misses, entries, evictions, bound: one consistent snapshot */
+void hrt_opcache_snapshot(int64_t out[5]) {
     pthread_mutex_lock(&cache_mu);
-    int64_t v = which == 0 ? cache_hits : which == 1 ? cache_misses : which == 2 ? cache_entries : cache_evictions;
+    out[0] = cache_hits;
+    out[1] = cache_misses;
+    out[2] = cache_entries;
+    out[3] = cache_evictions;
+    out[4] = cache_max > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)cache_max;
     pthread_mutex_unlock(&cache_mu);
-    return v;
 }
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n) {

@@ -310,7 +310,7 @@ aclError aclrtSynchronizeDevice(void) {
 }
 
 /* ------------------------------------------------------------- counters */
-int64_t hrt_opcache_counter(int which);
+void hrt_opcache_snapshot(int64_t out[5]);
 int64_t hrt_task_counter(int which);
 int64_t hrt_callback_subscriptions(void);
 
@@ -329,10 +329,13 @@ aclError aiogeHostGetCounters(aiogeHostCounters *c) {
     c->host_allocations = hrt_memory_counter(2);
     c->host_bytes = hrt_memory_counter(3);
     c->deferred_frees = hrt_memory_counter(4);
-    c->op_cache_hits = hrt_opcache_counter(0);
-    c->op_cache_misses = hrt_opcache_counter(1);
-    c->op_cache_entries = hrt_opcache_counter(2);
-    c->op_cache_evictions = hrt_opcache_counter(3);
+    int64_t oc[5];
+    hrt_opcache_snapshot(oc);
+    c->op_cache_hits = oc[0];
+    c->op_cache_misses = oc[1];
+    c->op_cache_entries = oc[2];
+    c->op_cache_evictions = oc[3];
+    c->op_cache_max_entries = oc[4];
     c->tasks_executed = hrt_task_counter(0);
     c->tasks_failed = hrt_task_counter(1);
     c->subscriptions = hrt_callback_subscriptions();

@@ -18,8 +18,10 @@ ACL_DEFAULT_MAX = 20000  # GE acl_op_inner.h
 
 
 def counts():
-    c = aioge._native.counters()
-    return c["op_cache_hits"], c["op_cache_misses"], c["op_cache_entries"], c["op_cache_evictions"]
+    # the public view of the runtime's counters (aioge.op_cache_info) -- checked against them below
+    info = aioge.op_cache_info()
+    assert info is not None
+    return info.hits, info.misses, info.currsize, info.evictions
 
 
 @pytest.fixture
@@ -101,3 +103,27 @@ async def test_default_bound_is_acl_default(stream, fresh_cache):
     await stream.synchronize()
     _, _, e, ev = counts()
     assert e == 300 and ev == ev0
+
+
+async def test_op_cache_info_is_the_public_view(stream, fresh_cache):
+    x = up(stream, np.ones(3, np.float32))
+    await ops.relu(x)
+    info = aioge.op_cache_info()
+    assert isinstance(info, aioge.OpCacheInfo) and isinstance(info, tuple)
+    c = aioge._native.counters()
+    assert info == (c["op_cache_hits"], c["op_cache_misses"], ACL_DEFAULT_MAX, c["op_cache_entries"],
+                    c["op_cache_evictions"])  # fmt: skip
+    assert info._fields == ("hits", "misses", "maxsize", "currsize", "evictions")
+    # maxsize follows aclopSetMaxOpQueueNum; a refused launch counts as a miss and caches nothing
+    assert lib.aclopSetMaxOpQueueNum(7) == 0
+    with pytest.raises(aioge.OpInputMismatchError):
+        aioge.op("Add", [x, up(stream, np.ones(4, np.float32))], [TensorSpec((3,), "float32")])
+    after = aioge.op_cache_info()
+    assert after is not None
+    assert (after.maxsize, after.misses - info.misses, after.currsize) == (7, 1, info.currsize)
+
+
+def test_op_cache_info_without_host_hooks_is_none(monkeypatch):
+    # a real libascendcl.so has no statistics call: None, not an error (see also test_abi_mode)
+    monkeypatch.setattr(aioge._native, "has_host_hooks", False)
+    assert aioge.op_cache_info() is None

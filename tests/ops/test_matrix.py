@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -196,3 +200,68 @@ async def test_two_streams_gemm_concurrently(dev):
         ref = a.astype(np.float64) @ a
         for y in ys1 + ys2:
             check(await y.numpy(), ref, rtol=1e-5, atol=1e-4)
+
+
+_FALLBACK_GEMM = r"""
+import asyncio, numpy as np, aioge
+from aioge import Const, TensorSpec, _native
+
+assert _native.blas_info().startswith("builtin C GEMM"), _native.blas_info()
+
+
+def close(got, want, k, dt):
+    tol = 1e-12 if dt == np.float64 else 1e-5
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * max(k, 1))
+
+
+async def main():
+    rng = np.random.default_rng(7)
+    async with aioge.open_device(0) as dev, dev.open_stream() as s:
+        assert _native.recent_error() == ""  # a BLAS that does not load is no error of aclInit
+        assert "/nonexistent.so" in _native.blas_info(), _native.blas_info()
+        # (m, n, k): tiny, odd, k = 0 (C = beta C), and big enough to split rows over the pool
+        for (m, n, k), dt in [((1, 1, 1), np.float32), ((7, 5, 3), np.float64), ((3, 4, 0), np.float32),
+                              ((130, 70, 257), np.float32), ((300, 200, 150), np.float32), ((65, 33, 17), np.float64)]:
+            for ta in (False, True):
+                for tb in (False, True):
+                    a = rng.uniform(-1, 1, (k, m) if ta else (m, k)).astype(dt)
+                    b = rng.uniform(-1, 1, (n, k) if tb else (k, n)).astype(dt)
+                    bias = rng.uniform(-1, 1, n).astype(dt)
+                    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+                    (y,) = aioge.op("MatMulV2", [s.upload(a), s.upload(b), s.upload(bias), None],
+                                    [TensorSpec((m, n), dt)], {"transpose_x1": ta, "transpose_x2": tb}, stream=s)
+                    close(await y.numpy(), want + bias, k, dt)
+                    c = rng.uniform(-1, 1, (m, n)).astype(dt)
+                    (g,) = aioge.op("GEMM", [s.upload(a), s.upload(b), s.upload(c), Const(np.float32(0.5)),
+                                             Const(np.float32(-2.0))],
+                                    [TensorSpec((m, n), dt)], {"transpose_a": ta, "transpose_b": tb}, stream=s)
+                    close(await g.numpy(), 0.5 * want - 2.0 * c, k, dt)
+        # broadcast batches, adjoint flags, half precision through the float32 GEMM
+        a = rng.uniform(-1, 1, (2, 1, 9, 6)).astype(np.float32)
+        b = rng.uniform(-1, 1, (3, 5, 9)).astype(np.float32)
+        (y,) = aioge.op("BatchMatMulV2", [s.upload(a), s.upload(b)], [TensorSpec((2, 3, 6, 5), np.float32)],
+                        {"adj_x1": True, "adj_x2": True}, stream=s)
+        close(await y.numpy(), np.swapaxes(a, -1, -2).astype(np.float64) @ np.swapaxes(b, -1, -2), 9, np.float32)
+        h = rng.uniform(-1, 1, (4, 16, 8)).astype(np.float16)
+        w = rng.uniform(-1, 1, (8, 12)).astype(np.float16)
+        got = await aioge.ops.matmul(s.upload(h), s.upload(w)).numpy()
+        np.testing.assert_allclose(got.astype(np.float64), (h.astype(np.float64) @ w), rtol=2e-3, atol=1e-2)
+        # a convolution lowered onto the GEMM
+        x = rng.uniform(-1, 1, (2, 8, 12, 12)).astype(np.float32)
+        f = rng.uniform(-1, 1, (16, 8, 3, 3)).astype(np.float32)
+        got = await aioge.ops.conv2d(s.upload(x), s.upload(f), pads=(1, 1, 1, 1)).numpy()
+        xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+        cols = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))  # n c h w kh kw
+        close(got, np.einsum("nchwij,ocij->nohw", cols, f.astype(np.float64)), 72, np.float32)
+    print("ok")
+
+
+asyncio.run(main())
+"""
+
+
+def test_fallback_gemm_without_openblas_matches_numpy():
+    # OpenBLAS is picked at import: a fresh process that cannot load one uses the built-in C GEMM
+    env = {**os.environ, "AIOGE_BLAS_LIBRARY": "/nonexistent.so", "AIOGE_BACKEND": "host"}
+    out = subprocess.run([sys.executable, "-c", _FALLBACK_GEMM], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-4000:]

@@ -321,6 +321,20 @@ async def test_conv2d_stem_stride2(stream):
     check(await ops.conv2d(up(stream, x), up(stream, w), pads=3, strides=2).numpy(), ref, rtol=1e-4, atol=1e-4)
 
 
+async def test_conv2d_and_pool_with_a_stride_beyond_the_input(stream):
+    # one output row/column reads the same window whatever the stride: a huge stride (within the
+    # attr bound) runs like stride 1 -- it used to size the padded copy by the stride and fail
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    big = 1 << 20
+    want = (await ops.conv2d(up(stream, x), up(stream, w), pads=1).numpy())[:, :, :1, :1]
+    check(await ops.conv2d(up(stream, x), up(stream, w), pads=1, strides=(big, big)).numpy(), want, rtol=1e-5)
+    (y,) = aioge.op("MaxPoolV3", [up(stream, x)], [TensorSpec((2, 3, 1, 1))],
+                    {"ksize": [1, 1, 2, 2], "strides": [1, 1, big, big]})  # fmt: skip
+    check(await y.numpy(), x[:, :, :2, :2].max(axis=(2, 3), keepdims=True))
+
+
 @pytest.mark.parametrize(
     ("act", "extra", "ref_fn"),
     [

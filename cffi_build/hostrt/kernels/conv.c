@@ -165,6 +165,11 @@ static aclError cv_attrs(hrt_kernel *k, const aclopAttr *attrs, cv_plan *p) {
         return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: strides and dilations must be >= 1", k->op_name);
     if (p->pt < 0 || p->pb < 0 || p->pl < 0 || p->pr < 0)
         return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: pads must be >= 0", k->op_name);
+    const int64_t vals[8] = {p->sh, p->sw, p->dh, p->dw, p->pt, p->pb, p->pl, p->pr};
+    for (int i = 0; i < 8; i++)
+        if (vals[i] > K_MAX_WINDOW)
+            return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: strides, dilations and pads must be <= %lld, got %lld",
+                             k->op_name, (long long)K_MAX_WINDOW, (long long)vals[i]);
     if (groups < 1) return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: groups must be >= 1", k->op_name);
     return ACL_SUCCESS;
 }
@@ -262,6 +267,10 @@ static aclError conv2d_compile(hrt_kernel *k, const aclopAttr *attrs) {
     }
     p->Ho = (p->H + p->pt + p->pb - eh) / p->sh + 1;
     p->Wo = (p->W + p->pl + p->pr - ew) / p->sw + 1;
+    /* one output row (column) reads the same window whatever the stride: the
+     * direct kernel's padded copy has `stride` column phases, so normalise it */
+    if (p->Ho == 1) p->sh = 1;
+    if (p->Wo == 1) p->sw = 1;
     p->depthwise = p->groups == p->C && p->cin_g == 1 && p->groups > 1;
     p->has_bias = k->n_in > 2 && !k->in[2].absent;
     p->x_in = 0;

@@ -40,6 +40,10 @@ static inline bool k_is_half(aclDataType dt) { return dt == ACL_FLOAT16 || dt ==
 #define K_GRAIN (1 << 16)
 /* Elements per float32 scratch block when widening float16/bfloat16. */
 #define K_BLOCK 512
+/* Bound of window attrs (ksize, strides, pads, dilations): far beyond any
+ * real image, small enough that no product of two overflows and no
+ * per-window-column table is a giant allocation. */
+#define K_MAX_WINDOW ((int64_t)1 << 20)
 
 /* float16/bfloat16 <-> float32 for a run of elements (F16C when available).
  * k_to_f32 also accepts ACL_FLOAT (a copy) and ACL_DOUBLE (rounded). */

@@ -342,6 +342,15 @@ static aclError pl_compile(hrt_kernel *k, const aclopAttr *attrs) {
         rc = hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: ksize and strides must be >= 1 and pads >= 0", nm);
         goto fail;
     }
+    int64_t big = p->kh > p->kw ? p->kh : p->kw;
+    for (int i = 0; i < 4; i++) big = pads[i] > big ? pads[i] : big;
+    if (p->sh > big) big = p->sh;
+    if (p->sw > big) big = p->sw;
+    if (big > K_MAX_WINDOW) {
+        rc = hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: ksize, strides and pads must be <= %lld, got %lld", nm,
+                       (long long)K_MAX_WINDOW, (long long)big);
+        goto fail;
+    }
     if (divisor < 0) {
         rc = hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: divisor_override must be >= 0", nm);
         goto fail;
