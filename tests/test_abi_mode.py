@@ -151,7 +151,7 @@ async def _host_model_outputs() -> dict[str, dict[str, np.ndarray]]:
     async with aioge.open_device(0) as dev:
         for name, build in MODELS.items():
             proto = build()
-            model = await dev.compile(aioge.load_onnx(proto))
-            assert model.mode == "sunk"
-            outs[name] = await model.execute(M.sample_inputs(proto))
+            async with await dev.compile(aioge.load_onnx(proto)) as model:
+                assert model.mode == "sunk"
+                outs[name] = await model.execute(M.sample_inputs(proto))
     return outs

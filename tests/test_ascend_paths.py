@@ -146,10 +146,10 @@ def ort_outputs(proto, feeds):
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-async def test_onnx_model_in_the_backends_mode(dev, name):
+async def test_onnx_model_in_the_backends_mode(compiled, name):
     proto = MODELS[name]()
     feeds = M.sample_inputs(proto)
-    model = await dev.compile(aioge.load_onnx(proto))  # "auto": sunk on the host runtime, else per op
+    model = await compiled(aioge.load_onnx(proto))  # "auto": sunk on the host runtime, else per op
     assert model.mode == ("sunk" if _native.has_host_hooks else "per_op")
     out = await model.execute(feeds)
     ref = ort_outputs(proto, feeds)
