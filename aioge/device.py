@@ -146,7 +146,13 @@ class Device(Resource):
         return int(free[0]), int(total[0])
 
     async def compile(
-        self, graph: Graph, *, optimize: int = 2, max_streams: int = 2, mode: str = "auto"
+        self,
+        graph: Graph,
+        *,
+        optimize: int = 2,
+        max_streams: int = 2,
+        mode: str = "auto",
+        max_inflight: int | None = None,
     ) -> CompiledGraph:
         """Compile and load a graph (GE ``CompileGraph`` + ``LoadGraph``), off the event loop.
 
@@ -157,6 +163,8 @@ class Device(Resource):
             mode: ``"sunk"`` (the whole plan inside the runtime, one task per
                 segment), ``"per_op"`` (each op through ``aclopCompileAndExecute``)
                 or ``"auto"`` (sunk where the backend supports it).
+            max_inflight: executions of the model in flight at once before
+                ``execute()`` waits for room (default ``aioge.model.MAX_INFLIGHT``).
 
         Concurrent calls with the same graph and options share one compile,
         which runs on its own thread (``aioge-compile``).
@@ -167,15 +175,18 @@ class Device(Resource):
         closed when the compile ends.  ``aclose()`` of the device waits for
         compiles in flight (``close()`` refuses while there are any).
         """
-        from .model import compile_graph
+        from .model import MAX_INFLIGHT, compile_graph
 
         self._check_open()
-        key = (id(graph), optimize, max_streams, mode)
+        limit = MAX_INFLIGHT if max_inflight is None else max_inflight
+        key = (id(graph), optimize, max_streams, mode, limit)
         job = self._compiling.get(key)
         if job is None or not job.join():
 
             def work() -> CompiledGraph:
-                return compile_graph(self, graph, optimize=optimize, max_streams=max_streams, mode=mode)
+                return compile_graph(
+                    self, graph, optimize=optimize, max_streams=max_streams, mode=mode, max_inflight=limit
+                )
 
             job = self._compiling[key] = ThreadJob(work, "aioge-compile", _discard_model)
         try:

@@ -854,9 +854,9 @@ def compile_graph(
     if mode not in ("auto", "sunk", "per_op"):
         raise ValueError(f"mode must be 'auto', 'sunk' or 'per_op', not {mode!r}")
     if mode == "auto":
-        mode = "sunk" if _native.has_host_hooks else "per_op"
-    if mode == "sunk" and not _native.has_host_hooks:
-        raise ValueError("sunk execution needs the aiogeGraph API (the host runtime)")
+        mode = "sunk" if _native.has_graph_api else "per_op"
+    if mode == "sunk" and not _native.has_graph_api:
+        raise ValueError("sunk execution needs the aiogeGraph API (the host runtime, or a GE shim implementing it)")
     g = run_passes(graph, level=optimize)
     p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
     lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node)) for st in p.steps if not st.alias}

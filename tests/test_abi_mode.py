@@ -120,12 +120,12 @@ def test_acl_only_library_has_no_aioge_symbols(acl_only_lib):
         "assert not [n for n in names if hasattr(lib, n)]\n"
         "import aioge, aioge._native as n\n"
         "assert aioge.backend == 'ascend' and n.library_path == sys.argv[1]\n"
-        "print(n.has_host_hooks, aioge.op_cache_info())\n"
+        "print(n.has_host_hooks, n.has_graph_api, aioge.op_cache_info())\n"
     )
     out = subprocess.run([sys.executable, "-c", code, str(acl_only_lib)], env=_env(acl_only_lib),
                          capture_output=True, text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "None"]
+    assert out.stdout.split() == ["False", "False", "None"]
 
 
 def test_ascend_suite_through_the_acl_only_library(acl_only_lib, tmp_path):

@@ -150,7 +150,7 @@ async def test_onnx_model_in_the_backends_mode(compiled, name):
     proto = MODELS[name]()
     feeds = M.sample_inputs(proto)
     model = await compiled(aioge.load_onnx(proto))  # "auto": sunk on the host runtime, else per op
-    assert model.mode == ("sunk" if _native.has_host_hooks else "per_op")
+    assert model.mode == ("sunk" if _native.has_graph_api else "per_op")
     out = await model.execute(feeds)
     ref = ort_outputs(proto, feeds)
     assert set(out) == set(ref)

@@ -162,6 +162,9 @@ def open_gate(g: int) -> None:
 async def test_backpressure_bounds_executions_and_arenas(dev, compiled, mode):
     import anyio
 
+    assert (await compiled(branches(64), mode=mode, max_inflight=3)).max_inflight == 3
+    with pytest.raises(ValueError, match="max_inflight"):
+        await dev.compile(branches(64), mode=mode, max_inflight=0)
     model = await compiled(branches(64), mode=mode)
     assert model.max_inflight == aioge.model.MAX_INFLIGHT
     model.max_inflight = 4

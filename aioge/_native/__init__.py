@@ -27,6 +27,7 @@ __all__ = (
     "lib",
     "backend",
     "library_path",
+    "has_graph_api",
     "has_host_hooks",
     "check",
     "recent_error",
@@ -127,6 +128,9 @@ def _has(name: str) -> bool:
 
 #: the aiogeHost* test hooks and counters exist (the host runtime, in either binding mode)
 has_host_hooks = _has("aiogeHostVersion")
+#: the aiogeGraph* API (cffi_build/aioge_graph.h) exists: compiled graphs can run sunk.  The host
+#: runtime implements it; on a CANN machine a shim over GE can, without any test hooks.
+has_graph_api = _has("aiogeGraphCreate")
 
 if has_host_hooks:
     _v = lib.aiogeHostVersion()
