@@ -123,7 +123,7 @@ async def test_many_concurrent_executions_are_exact(dev, compiled):
     import anyio
 
     g = branches(64)
-    model = await compiled(g)
+    model = await compiled(g, max_streams=2)
     assert model.plan.num_streams == 2
     rng = np.random.default_rng(4)
     feeds = [{"x": rng.standard_normal((64, 64)).astype(np.float32)} for _ in range(24)]
@@ -237,7 +237,7 @@ async def test_dropped_model_warns_and_releases_everything(dev):
     before = live()
     # compiled inline: after dev.compile() anyio's idle worker thread keeps the
     # last result (the model) referenced until it runs another job
-    model = aioge.model.compile_graph(dev, g)
+    model = aioge.model.compile_graph(dev, g, max_streams=2)
     outs, _ = model.launch([xd])  # still in flight when the model goes
     assert live()[0] == before[0] + 1 and model.stats["aux_streams"] == 1
     with pytest.warns(ResourceWarning, match="unclosed CompiledGraph 'branches'"):
@@ -373,16 +373,18 @@ async def test_session_graph_options_reach_the_compile(dev):
         sess.add_graph(1, branches(64), {"aioge.optimize": "7"})
     with pytest.raises(aioge.SessionError, match="enableSingleStream"):
         sess.add_graph(1, branches(64), {"ge.enableSingleStream": "yes"})
-    sess.add_graph(1, branches(64))
-    sess.add_graph(2, branches(64), {"ge.enableSingleStream": "true"})
+    sess.add_graph(1, branches(64), {"aioge.maxStreams": "2"})
+    sess.add_graph(2, branches(64), {"aioge.maxStreams": "2", "ge.enableSingleStream": "true"})
     sess.add_graph(3, ew_chain(), {"aioge.optimize": "0", "aioge.mode": "per_op"})
     sess.add_graph(4, branches(64), {"aioge.maxStreams": "1"})
-    for i in (1, 2, 3, 4):
+    sess.add_graph(5, branches(64))
+    for i in (1, 2, 3, 4, 5):
         await sess.compile_graph(i)
-    models = {i: sess._graphs[i].model for i in (1, 2, 3, 4)}
+    models = {i: sess._graphs[i].model for i in (1, 2, 3, 4, 5)}
     assert models[1].plan.num_streams == 2 and models[2].plan.num_streams == 1
     assert models[3].mode == "per_op" and not any("Fused" in op.op_type for op in models[3]._build.ops)
     assert models[4].plan.num_streams == 1
+    assert models[5].plan.num_streams == aioge.model.default_max_streams() == 1  # the host runtime's default
     sess.close()
     assert all(m.closed for m in models.values())
 

@@ -79,7 +79,7 @@ async def test_executions_on_different_streams_use_their_own_aux_streams(dev, co
     import anyio
 
     proto = M.inception(channels=32, size=16, classes=10)  # big enough for the planner to use 2 streams
-    model = await compiled(aioge.load_onnx(proto))
+    model = await compiled(aioge.load_onnx(proto), max_streams=2)
     assert model.plan.num_streams == 2
     on_aux = sum(1 for seg in model._build.segments if seg.stream == 1)  # segments per execution on stream 1
     feeds = [M.sample_inputs(proto, seed=i) for i in range(8)]

@@ -271,9 +271,9 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
     }
     c.scratch = (size_t)(K * (nhwc ? MR : NR));
     int64_t items = g.N * g.groups * c.npanels;
-    /* ~ 2*MR*NR*K*pan flops per item: aim for chunks of ~0.2 ms */
+    /* ~ 2*MR*NR*K*pan flops per item: chunks of ~20-40 us, so small convs (a few MFLOP) use every core */
     int64_t per = 2 * MR * NR * K * pan + 1;
-    hrt_parallel_for(items, (int64_t)(4000000 / per) + 1, nhwc ? cd_nhwc_chunk : cd_nchw_chunk, &c);
+    hrt_parallel_for(items, (int64_t)(1000000 / per) + 1, nhwc ? cd_nhwc_chunk : cd_nchw_chunk, &c);
     free(wp);
     free(xpad);
     if (c.failed) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
