@@ -23,10 +23,12 @@ from ._scheduler import Completion
 from .device import Device, device_count, open_device
 from .dtypes import DataType, Format, bfloat16
 from .errors import (
+    AclCapacityError,
     AclError,
     AclInternalError,
     AclParamError,
     AclResourceError,
+    AicoreExceptionError,
     AioGeError,
     BackendError,
     BusyResourceError,
@@ -36,6 +38,7 @@ from .errors import (
     OpNotFoundError,
     OpOutputMismatchError,
     OutOfDeviceMemoryError,
+    StreamSyncTimeoutError,
     UnsupportedDataTypeError,
     WrongDeviceError,
 )
@@ -49,10 +52,12 @@ from .tensor import Tensor, TensorSpec
 __version__ = "0.1.0"
 
 __all__ = (
+    "AclCapacityError",
     "AclError",
     "AclInternalError",
     "AclParamError",
     "AclResourceError",
+    "AicoreExceptionError",
     "AioGeError",
     "Attr",
     "BackendError",
@@ -76,6 +81,7 @@ __all__ = (
     "Session",
     "SessionError",
     "Stream",
+    "StreamSyncTimeoutError",
     "Tensor",
     "TensorSpec",
     "UnsupportedDataTypeError",
