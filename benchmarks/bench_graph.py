@@ -60,13 +60,14 @@ async def bench_model(dev, name: str, proto, reps: int, clients: int, per_client
     t_ort, t_aioge = [], []
     # alternate blocks (not single runs): onnxruntime's pool threads spin for a
     # while after each run and would slow whatever runs right after them
-    for _ in range(2):
-        for _ in range(reps // 2):
+    blocks = 6  # this VM's speed drifts over seconds: many short alternating blocks share the drift
+    for _ in range(blocks):
+        for _ in range(reps // blocks):
             t0 = time.perf_counter()
             sess.run(None, feeds)
             t_ort.append(time.perf_counter() - t0)
         await asyncio.sleep(0.05)
-        for _ in range(reps // 2):
+        for _ in range(reps // blocks):
             t0 = time.perf_counter()
             await model.execute(feeds)
             t_aioge.append(time.perf_counter() - t0)
@@ -122,7 +123,7 @@ async def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--models", default="mlp,residual_cnn,inception,attention")
     args = ap.parse_args()
-    reps, per_client = (5, 2) if args.quick else (20, 6)
+    reps, per_client = (6, 2) if args.quick else (60, 6)
     names = [n.strip() for n in args.models.split(",") if n.strip()]
     builders = {"mlp": M.mlp, "residual_cnn": M.residual_cnn, "inception": M.inception, "attention": M.attention}
     ratios = []
