@@ -82,17 +82,26 @@ async def bench_model(dev, name: str, proto, reps: int, clients: int, per_client
         for _ in range(per_client):
             await loop.run_in_executor(pool, sess.run, None, feeds)
 
-    async def aioge_client() -> None:
+    async def aioge_client(stream: aioge.Stream | None) -> None:
         for _ in range(per_client):
-            await model.execute(feeds)
+            await model.execute(feeds, stream=stream)
 
     t0 = time.perf_counter()
     await asyncio.gather(*(ort_client() for _ in range(clients)))
     thr_ort = clients * per_client / (time.perf_counter() - t0)
     await asyncio.sleep(0.05)
+    # the clients share the default stream (their executions queue in order) ...
     t0 = time.perf_counter()
-    await asyncio.gather(*(aioge_client() for _ in range(clients)))
+    await asyncio.gather(*(aioge_client(None) for _ in range(clients)))
     thr_aioge = clients * per_client / (time.perf_counter() - t0)
+    await asyncio.sleep(0.05)
+    # ... or each has a stream of its own, as the thread pool gives each ORT call a thread
+    streams = [dev.open_stream() for _ in range(clients)]
+    t0 = time.perf_counter()
+    await asyncio.gather(*(aioge_client(st) for st in streams))
+    thr_streams = clients * per_client / (time.perf_counter() - t0)
+    for st in streams:
+        await st.aclose()
     pool.shutdown()
 
     p = model.plan
@@ -106,6 +115,8 @@ async def bench_model(dev, name: str, proto, reps: int, clients: int, per_client
         "thr_aioge": thr_aioge,
         "thr_ort": thr_ort,
         "thr_ratio": thr_aioge / thr_ort,
+        "thr_streams": thr_streams,
+        "thr_streams_ratio": thr_streams / thr_ort,
         "arena": p.arena_bytes,
         "max_live": p.max_live_bytes,
         "no_reuse": p.no_reuse_bytes,
@@ -134,7 +145,8 @@ async def main() -> None:
             print(f"{name:13s} latency aioge {r['lat_aioge_ms']:8.2f} ms / onnxruntime {r['lat_ort_ms']:8.2f} ms = "
                   f"{r['lat_ratio']:.2f}x [<=1.0] | compile {r['compile_s'] * 1e3:7.1f} ms vs ort session "
                   f"{r['ort_create_s'] * 1e3:7.1f} ms | 8 clients {r['thr_aioge']:7.1f}/s vs ort pool "
-                  f"{r['thr_ort']:7.1f}/s = {r['thr_ratio']:.2f}x | arena {r['arena'] / 1e6:.2f} MB / max-live "
+                  f"{r['thr_ort']:7.1f}/s = {r['thr_ratio']:.2f}x (a stream per client {r['thr_streams']:7.1f}/s = "
+                  f"{r['thr_streams_ratio']:.2f}x) | arena {r['arena'] / 1e6:.2f} MB / max-live "
                   f"{r['max_live'] / 1e6:.2f} MB = {r['arena_ratio']:.3f}x [<=1.1] (no reuse "
                   f"{r['no_reuse'] / 1e6:.2f} MB) | {r['nodes']} kernels, {r['segments']} segments on "
                   f"{r['streams']} streams | max |diff| {r['diff']:.2e}")  # fmt: skip
