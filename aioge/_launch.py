@@ -303,7 +303,7 @@ def launch(
                 lib.aclDestroyDataBuffer(b)
         if rc:
             if start is not None:
-                stream._lane._free_events.append(start)
+                stream._lane._give_event(start)
             raise error_class(rc)(rc, _native.recent_error(), op_type)
         comp = stream._record(keep, op_type, start)
         for m in reads:

@@ -181,6 +181,7 @@ class Lane:
         self._thread: threading.Thread | None = None
         self._idle = False
         self._stopping = False
+        self._stopped = False
         self.launched = 0
         self.completed = 0
         self.device_ms = 0.0
@@ -331,7 +332,6 @@ class Lane:
 
     def _run(self) -> None:
         _native.bind_context(self._ctx)
-        sync_to = lib.aclrtSynchronizeEventWithTimeout
         while True:
             with self.lock:
                 while not self.pending and not self._stopping:
@@ -341,19 +341,23 @@ class Lane:
                 if not self.pending:
                     return
                 head = self.pending[0]
-            rc = sync_to(head.event, SLICE_MS)
-            if rc == _EVENT_TIMEOUT:
-                _native.recent_error()
-                continue
-            msg = _native.recent_error() if rc else ""
-            batch: list[tuple[Completion, int, str]] = []
-            with self.lock:
-                if self.pending and self.pending[0] is head:  # else a poll() took it
-                    self.pending.popleft()
-                    batch.append((head, rc, msg))
-                self._take_finished(batch)  # everything behind it that has finished too
-                if batch:
-                    self._finish(batch)  # one wake-up per waiting loop for the whole batch
+            self._wait_head(head)
+
+    def _wait_head(self, head: Completion) -> None:
+        """Wait up to one slice for ``head``; settle it and everything behind it that finished too."""
+        rc = lib.aclrtSynchronizeEventWithTimeout(head.event, SLICE_MS)
+        if rc == _EVENT_TIMEOUT:
+            _native.recent_error()
+            return
+        msg = _native.recent_error() if rc else ""
+        batch: list[tuple[Completion, int, str]] = []
+        with self.lock:
+            if self.pending and self.pending[0] is head:  # else a poll() took it
+                self.pending.popleft()
+                batch.append((head, rc, msg))
+            self._take_finished(batch)
+            if batch:
+                self._finish(batch)  # one wake-up per waiting loop for the whole batch
 
     def _finish(self, batch: list[tuple[Completion, int, str]]) -> None:
         """Caller holds the lock."""
@@ -389,9 +393,13 @@ class Lane:
                     self.device_ms += comp.device_ms
                 else:
                     _native.recent_error()
-                self._free_events.append(comp.start)
+                self._give_event(comp.start)
                 comp.start = None
-            self._free_events.append(comp.event)
+            self._give_event(comp.event)
+        # release before waking anyone: an awaiter that resumes (possibly on
+        # another thread, before this one returns) sees every buffer, arena and
+        # ticket of its launches already given back
+        del released
         here = self._fd_loop if self._fd_loop is not None and self._on_loop_thread() else None
         for poster, waiters in by_loop.items():
             if here is not None and getattr(poster, "__self__", None) is here:
@@ -402,7 +410,6 @@ class Lane:
                 self.wakeups += 1
             except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
                 pass
-        del released  # buffers may free device memory here
 
     def _on_loop_thread(self) -> bool:
         try:
@@ -410,19 +417,43 @@ class Lane:
         except RuntimeError:
             return False
 
+    def _give_event(self, ev: Any) -> None:
+        """Pool a settled launch's event, or destroy it once the lane stopped
+        (a joining lane may settle this lane's launches after ``stop()``)."""
+        if self._stopped:
+            lib.aclrtDestroyEvent(ev)
+        else:
+            self._free_events.append(ev)
+
     # ---- shutdown ----
     def stop(self) -> list[Any]:
-        """Stop the drivers once nothing is pending; return the spare events."""
+        """Wait until nothing is pending, stop the drivers; return the spare events.
+
+        Blocks while launches are pending: callers either saw none in flight
+        (``close()``) or run on a thread of their own (a forced close).
+        """
         with self.lock:
             self._stopping = True
             self._cv.notify()
             t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join()
-        self.poll()
+        self._settle_all()
         self._detach()
-        events, self._free_events = self._free_events, []
+        with self.lock:
+            self._stopped = True
+            events, self._free_events = self._free_events, []
         return events
+
+    def _settle_all(self) -> None:
+        """Complete every pending launch, waiting for each in bounded slices."""
+        _native.bind_context(self._ctx)
+        while True:
+            with self.lock:
+                if not self.pending:
+                    return
+                head = self.pending[0]
+            self._wait_head(head)
 
 
 async def wait_all(comps: list[Completion]) -> None:
