@@ -36,13 +36,14 @@ import anyio
 import numpy as np
 
 from . import _native, dtypes
-from ._launch import Attr as _Attr
 from ._launch import Const, launch
 from ._native import ffi, lib
 from ._resources import Resource
 from ._scheduler import Completion, wait_all
 from .errors import AclError, BusyResourceError, error_class
-from .graph import ConstInput, LoweredNode, LoweredOp
+from .graph import ConstInput, LoweredNode
+from .graph.lower.host import expand_host_ops, host_attrs
+from .graph.target import NCHW_OPS, Target, target_for
 from .tensor import DeviceMemory, Tensor
 
 if TYPE_CHECKING:
@@ -59,69 +60,6 @@ MAX_AUX_SETS = 8
 
 ARENA, INPUT, OUTPUT, CONST, ABSENT = 0, 1, 2, 3, 4
 _ALIGN = 64
-_NCHW_OPS = frozenset(
-    {"Conv2D", "Conv2DTranspose", "MaxPoolV3", "AvgPoolV2", "BatchNorm", "LRN", "_FusedConv", "_FusedConv2D"}
-)
-
-
-def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """Attrs of aioge's fused ops in the form the host kernels take.
-
-    ``_FusedElementwise``'s ``program`` (a list of ``(opcode, srcs, params)``
-    steps) becomes ``ops`` (ListString), ``srcs`` and ``params`` (two per step).
-    """
-    if op_type != "_FusedElementwise" or "program" not in attrs:
-        return dict(attrs)
-    out = {k: v for k, v in attrs.items() if k != "program"}
-    ops, srcs, params = [], [], []
-    for opcode, regs, ps in attrs["program"]:
-        ops.append(str(opcode))
-        srcs += [int(regs[0]), int(regs[1]) if len(regs) > 1 else -1]
-        ps = [float(p) for p in ps] + [0.0, 0.0]
-        params += ps[:2]
-    out.update(ops=_Attr("ListString", ops), srcs=_Attr("ListInt", srcs), params=_Attr("ListFloat", params))
-    return out
-
-
-def expand_host_ops(g: Graph, ln: LoweredNode) -> LoweredNode:
-    """Rewrite fused ops into the host runtime's kernels.
-
-    ``_FusedConv`` (ONNX-style attrs) becomes CANN ``Conv2D`` (bias fused in
-    the GEMM) or, with an activation, the host-only ``_FusedConv2D``: the same
-    inputs and attrs plus ``activation`` (and ``alpha``/``min``/``max``),
-    applied to each output tile before it is stored.
-    """
-    from .graph.errors import LoweringError
-
-    if not any(op.op_type == "_FusedConv" for op in ln.ops):
-        return ln
-    ops: list[Any] = []
-    for op in ln.ops:
-        if op.op_type != "_FusedConv":
-            ops.append(op)
-            continue
-        a = op.attrs
-        ks = list(a["kernel_shape"])
-        if len(ks) != 2:
-            raise LoweringError(f"{ln.node.name}: _FusedConv with {len(ks)} spatial dims is not supported")
-        st, dl = list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1]))
-        pads = list(a.get("pads", [0, 0, 0, 0]))  # ONNX: top, left, bottom, right
-        conv: dict[str, Any] = {"strides": [1, 1, *st], "pads": [pads[0], pads[2], pads[1], pads[3]],
-                                "dilations": [1, 1, *dl], "groups": int(a.get("group", 1)),
-                                "data_format": "NCHW"}  # fmt: skip
-        x, w = op.inputs[0], op.inputs[1]
-        b = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] else None
-        act = str(a.get("activation", "none"))
-        if act == "none":
-            ops.append(LoweredOp("Conv2D", (x, w, b), op.outputs, conv))
-            continue
-        conv["activation"] = act
-        if act == "LeakyRelu":
-            conv["alpha"] = float(a.get("alpha", 0.01))
-        elif act == "Clip":
-            conv["min"], conv["max"] = float(a.get("min", -math.inf)), float(a.get("max", math.inf))
-        ops.append(LoweredOp("_FusedConv2D", (x, w, b), op.outputs, conv))
-    return LoweredNode(ln.node, tuple(ops), dict(ln.temps))
 
 
 def _kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:
@@ -491,7 +429,7 @@ class CompiledGraph(Resource):
                 raise error_class(rc)(rc, _native.recent_error(), f"compile node {op.name!r} ({op.op_type})")
 
     def _desc(self, kind: Any, op_type: str) -> Any:
-        fmt = 0 if op_type in _NCHW_OPS else 2  # NCHW : ND
+        fmt = 0 if op_type in NCHW_OPS else 2  # NCHW : ND
         if kind is None:
             d = lib.aclCreateTensorDesc(-1, 0, ffi.NULL, -1)
         elif isinstance(kind, np.ndarray):
@@ -760,7 +698,7 @@ class CompiledGraph(Resource):
                     vals[o] = t
                     outs.append(t)
                 fmts = None
-                if op.op_type in _NCHW_OPS:
+                if op.op_type in NCHW_OPS:
                     fmts = [0 if isinstance(a, Tensor) and a.ndim == 4 else 2 for a in args] + \
                            [0 if t.ndim == 4 else 2 for t in outs]  # fmt: skip
                 launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts)
@@ -859,8 +797,12 @@ def compile_graph(
     max_streams: int | None = None,
     mode: str = "auto",
     max_inflight: int = MAX_INFLIGHT,
+    target: Target | str | None = None,
 ) -> CompiledGraph:
-    """Synchronous compile + load (``Device.compile`` runs it off the event loop)."""
+    """Synchronous compile + load (``Device.compile`` runs it off the event loop).
+
+    ``target``: what the compile may emit (default: the backend's, see :mod:`aioge.graph.target`).
+    """
     from .graph import lower_node, plan
     from .graph import optimize as run_passes
 
@@ -870,11 +812,13 @@ def compile_graph(
         mode = "sunk" if _native.has_graph_api else "per_op"
     if mode == "sunk" and not _native.has_graph_api:
         raise ValueError("sunk execution needs the aiogeGraph API (the host runtime, or a GE shim implementing it)")
-    g = run_passes(graph, level=optimize)
+    tgt = target_for(target if target is not None else _native.backend)
+    g = run_passes(graph, level=optimize, target=tgt)
     if max_streams is None:
         max_streams = default_max_streams()
     p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
-    lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node)) for st in p.steps if not st.alias}
+    lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node, target=tgt), tgt)
+               for st in p.steps if not st.alias}  # fmt: skip
     used = {x for ln in lowered.values() for op in ln.ops for x in op.inputs if isinstance(x, str)}
     used |= {st.node.inputs[0] for st in p.steps if st.alias}
     used |= set(g.outputs)

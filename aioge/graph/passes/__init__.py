@@ -9,12 +9,15 @@ leaves its argument untouched; all but ``infer_shapes`` and
 * level 0: ``infer_shapes`` (validation and shapes only);
 * level 1: + ``simplify``, ``fold_constants``, ``eliminate_dead_code``,
   ``eliminate_common_subexpressions`` (repeated until nothing changes);
-* level 2: + ``fuse`` (Conv+BN folding, bias+activation, elementwise chains).
+* level 2: + ``fuse``: the fusions the :class:`~aioge.graph.target.Target`
+  allows (host: Conv+BN folding, bias+activation, elementwise chains;
+  ascend: Conv+BN folding only, which emits no host-only op type).
 """
 
 from __future__ import annotations
 
 from ..ir import Graph
+from ..target import HOST, Target
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
@@ -40,8 +43,8 @@ def _signature(g: Graph) -> tuple[int, int, int]:
     return len(g.nodes), len(g.constants), sum(a.size for a in g.constants.values())
 
 
-def optimize(graph: Graph, level: int = 2) -> Graph:
-    """Run the pass pipeline for ``level`` (0, 1 or 2) and return a new, validated graph."""
+def optimize(graph: Graph, level: int = 2, *, target: Target = HOST) -> Graph:
+    """Run the pass pipeline for ``level`` (0, 1 or 2) and ``target``; return a new, validated graph."""
     if level not in (0, 1, 2):
         raise ValueError(f"optimize level must be 0, 1 or 2, not {level!r}")
     graph.validate()
@@ -56,7 +59,8 @@ def optimize(graph: Graph, level: int = 2) -> Graph:
             if _signature(g) == before:
                 break
     if level >= 2:
-        g = fuse(g)
+        f = target.fusions
+        g = fuse(g, conv_bn="conv_bn" in f, bias_activation="bias_activation" in f, elementwise="elementwise" in f)
         g = eliminate_dead_code(g)
     g = infer_shapes(g)
     g.validate()

@@ -1,0 +1,348 @@
+"""Lowering of linear algebra, convolution, normalization, softmax and pooling (NCHW)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import _shapes as S
+from ._base import RULES, Builder, ConstInput, InputRef, ints
+
+
+def _matmul(L: Builder) -> None:
+    a, b = L.node.inputs
+    out = L.node.outputs[0]
+    sa, sb, so = L.shape(a), L.shape(b), L.shape(out)
+    dt = L.dtype(out)
+    if len(sa) == 1:
+        a = L.reshape(a, (1, sa[0]))
+    if len(sb) == 1:
+        b = L.reshape(b, (sb[0], 1))
+    ra, rb = len(L.shape(a)), len(L.shape(b))
+    full = S.matmul_shape(L.shape(a), L.shape(b))
+    target = out if full == so else L.tmp(full, dt)
+    if ra == 2 and rb == 2:
+        L.op("MatMulV2", [a, b, None, None], [target], transpose_x1=False, transpose_x2=False, offset_x=0)
+    else:
+        L.op("BatchMatMulV2", [a, b, None, None], [target], adj_x1=False, adj_x2=False, offset_x=0)
+    if target != out:
+        L.reshape(target, so, out=out)
+
+
+def _gemm(L: Builder) -> None:
+    a, b = L.node.inputs[:2]
+    c = L.node.input(2)
+    out = L.node.outputs[0]
+    so, dt = L.shape(out), L.dtype(out)
+    alpha, beta = float(L.attr("alpha")), float(L.attr("beta"))
+    ta, tb = bool(int(L.attr("transA"))), bool(int(L.attr("transB")))
+    as_bias = c and alpha == 1.0 and beta == 1.0 and L.shape(c) == (so[1],)
+    if as_bias or not c or beta == 0.0:
+        mm = out if alpha == 1.0 else L.tmp(so, dt)
+        L.op(
+            "MatMulV2",
+            [a, b, c if as_bias else None, None],
+            [mm],
+            transpose_x1=ta,
+            transpose_x2=tb,
+            offset_x=0,
+        )
+        if alpha != 1.0:
+            L.op("Mul", [mm, L.scalar(alpha, dt)], [out])
+        return
+    mm = L.to("MatMulV2", [a, b, None, None], so, dt, transpose_x1=ta, transpose_x2=tb, offset_x=0)
+    if alpha != 1.0:
+        mm = L.to("Mul", [mm, L.scalar(alpha, dt)], so, dt)
+    cb = c if beta == 1.0 else L.to("Mul", [c, L.scalar(beta, dt)], L.shape(c), dt)
+    L.op("Add", [mm, cb], [out])
+
+
+def _spatial4(L: Builder, v: Sequence[int], n_sp: int, fill: int) -> list[int]:
+    """[1, 1, h, w] from per-spatial-dim values (1-D data gets H = ``fill``)."""
+    return [1, 1, *([fill] if n_sp == 1 else []), *v]
+
+
+def _pads4(pb: Sequence[int], pe: Sequence[int]) -> list[int]:
+    """[top, bottom, left, right] from ONNX begin/end pads (1-D: top = bottom = 0)."""
+    if len(pb) == 1:
+        return [0, 0, pb[0], pe[0]]
+    return [pb[0], pe[0], pb[1], pe[1]]
+
+
+def _to4d(L: Builder, x: str) -> str:
+    s = L.shape(x)
+    return L.reshape(x, (*s[:2], 1, s[2])) if len(s) == 3 else x
+
+
+def _conv(L: Builder) -> None:
+    x, w = L.node.inputs[:2]
+    bias = L.node.input(2) or None
+    out = L.node.outputs[0]
+    sx, sw = L.shape(x), L.shape(w)
+    n_sp = len(sx) - 2
+    if n_sp not in (1, 2):
+        raise L.fail(f"{n_sp}-D convolution has no CANN lowering here (Conv2D only)")
+    kernel = ints(L.attr("kernel_shape")) or list(sw[2:])
+    strides = ints(L.attr("strides")) or [1] * n_sp
+    dil = ints(L.attr("dilations")) or [1] * n_sp
+    pb, pe, _ = S.conv_geometry(sx[2:], kernel, strides, dil, ints(L.attr("pads")), str(L.attr("auto_pad")))
+    x4, w4 = _to4d(L, x), _to4d(L, w)
+    target = out if n_sp == 2 else L.tmp((*L.shape(out)[:2], 1, L.shape(out)[2]), L.dtype(out))
+    L.op(
+        "Conv2D",
+        [x4, w4, bias, None],
+        [target],
+        strides=_spatial4(L, strides, n_sp, 1),
+        pads=_pads4(pb, pe),
+        dilations=_spatial4(L, dil, n_sp, 1),
+        groups=int(L.attr("group") or 1),
+        data_format="NCHW",
+        offset_x=0,
+    )
+    if target != out:
+        L.reshape(target, L.shape(out), out=out)
+
+
+def _conv_transpose(L: Builder) -> None:
+    x, w = L.node.inputs[:2]
+    bias = L.node.input(2) or None
+    out = L.node.outputs[0]
+    sx, sw, so = L.shape(x), L.shape(w), L.shape(out)
+    n_sp = len(sx) - 2
+    if n_sp not in (1, 2):
+        raise L.fail(f"{n_sp}-D ConvTranspose has no CANN lowering here (Conv2DTranspose only)")
+    kernel = ints(L.attr("kernel_shape")) or list(sw[2:])
+    strides = ints(L.attr("strides")) or [1] * n_sp
+    dil = ints(L.attr("dilations")) or [1] * n_sp
+    pb, pe, out_sp = S.conv_transpose_geometry(
+        sx[2:],
+        kernel,
+        strides,
+        dil,
+        ints(L.attr("pads")),
+        str(L.attr("auto_pad")),
+        ints(L.attr("output_padding")),
+        ints(L.attr("output_shape")),
+    )
+    # CANN: out = (in-1)*s + k_eff - pads + output_padding; solve for output_padding
+    adj = [
+        out_sp[i] - ((sx[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - pb[i] - pe[i])
+        for i in range(n_sp)
+    ]
+    x4, w4 = _to4d(L, x), _to4d(L, w)
+    so4 = so if n_sp == 2 else (*so[:2], 1, so[2])
+    target = out if n_sp == 2 else L.tmp(so4, L.dtype(out))
+    L.op(
+        "Conv2DTranspose",
+        [ConstInput(np.array(so4, np.int32)), x4, w4, bias, None],
+        [target],
+        strides=_spatial4(L, strides, n_sp, 1),
+        pads=_pads4(pb, pe),
+        dilations=_spatial4(L, dil, n_sp, 1),
+        groups=int(L.attr("group") or 1),
+        data_format="NCHW",
+        output_padding=[0, 0, *([0] if n_sp == 1 else []), *adj],
+        offset_x=0,
+    )
+    if target != out:
+        L.reshape(target, so, out=out)
+
+
+# ----------------------------------------------------------------------- normalization
+def _batchnorm(L: Builder) -> None:
+    x, scale, b, mean, var = L.node.inputs
+    out = L.node.outputs[0]
+    s = L.shape(x)
+    c = s[1]
+    x4 = x if len(s) == 4 else L.reshape(x, (s[0], c, math.prod(s[2:]) if len(s) > 2 else 1, 1))
+    target = out if len(s) == 4 else L.tmp(L.shape(x4), L.dtype(out))
+    scratch = [L.tmp((c,), np.float32) for _ in range(5)]
+    L.op(
+        "BatchNorm",
+        [x4, scale, b, mean, var],
+        [target, *scratch],
+        epsilon=float(L.attr("epsilon")),
+        data_format="NCHW",
+        is_training=False,
+    )
+    if target != out:
+        L.reshape(target, s, out=out)
+
+
+def _instnorm(L: Builder) -> None:
+    x, scale, b = L.node.inputs
+    out = L.node.outputs[0]
+    s, dt = L.shape(x), L.dtype(x)
+    axes = list(range(2, len(s)))
+    red = (*s[:2], *([1] * len(axes)))
+    mean = L.to("ReduceMeanD", [x], red, dt, axes=axes, keep_dims=True, noop_with_empty_axes=False)
+    d = L.to("Sub", [x, mean], s, dt)
+    sq = L.to("Mul", [d, d], s, dt)
+    var = L.to("ReduceMeanD", [sq], red, dt, axes=axes, keep_dims=True, noop_with_empty_axes=False)
+    ve = L.to("Add", [var, L.scalar(float(L.attr("epsilon")), dt)], red, dt)
+    inv = L.to("Rsqrt", [ve], red, dt)
+    nx = L.to("Mul", [d, inv], s, dt)
+    chan = (1, s[1], *([1] * len(axes)))
+    sc = L.to("Mul", [nx, L.reshape(scale, chan)], s, dt)
+    L.op("Add", [sc, L.reshape(b, chan)], [out])
+
+
+def _layernorm(L: Builder) -> None:
+    x, gamma = L.node.inputs[:2]
+    beta = L.node.input(2)
+    s, dt = L.shape(x), L.dtype(x)
+    axis = S.normalize_axis(int(L.attr("axis")), len(s))
+    norm = s[axis:]
+    eps = float(L.attr("epsilon"))
+    if L.shape(gamma) != norm:
+        gamma = L.to("BroadcastToD", [gamma], norm, L.dtype(gamma), shape=list(norm))
+    beta_ref: InputRef
+    if not beta:
+        beta_ref = ConstInput(np.zeros(norm, dt))
+    elif L.shape(beta) != norm:
+        beta_ref = L.to("BroadcastToD", [beta], norm, L.dtype(beta), shape=list(norm))
+    else:
+        beta_ref = beta
+    outs = list(L.node.outputs) + [""] * (3 - len(L.node.outputs))
+    stat = (*s[:axis], *([1] * (len(s) - axis)))
+    mean = outs[1] or L.tmp(stat, np.float32)
+    var = L.tmp(stat, np.float32)
+    L.op(
+        "LayerNorm",
+        [x, gamma, beta_ref],
+        [outs[0], mean, var],
+        begin_norm_axis=axis,
+        begin_params_axis=axis,
+        epsilon=eps,
+    )
+    if outs[2]:
+        ve = L.to("Add", [var, L.scalar(eps, np.float32)], stat, np.float32)
+        L.op("Rsqrt", [ve], [outs[2]])
+
+
+def _lrn(L: Builder) -> None:
+    x, out = L.node.inputs[0], L.node.outputs[0]
+    s, dt = L.shape(x), L.dtype(x)
+    size = int(L.attr("size"))
+    alpha, beta, bias = (float(L.attr(k)) for k in ("alpha", "beta", "bias"))
+    sq = L.to("Mul", [x, x], s, dt)
+    flat = (s[0], 1, s[1], math.prod(s[2:]))
+    lo = (size - 1) // 2
+    avg = L.to(
+        "AvgPoolV2",
+        [L.reshape(sq, flat)],
+        flat,
+        dt,
+        ksize=[1, 1, size, 1],
+        strides=[1, 1, 1, 1],
+        padding_mode="CALCULATED",
+        pads=[lo, size - 1 - lo, 0, 0],
+        data_format="NCHW",
+        global_pooling=False,
+        ceil_mode=False,
+        exclusive=False,
+        divisor_override=0,
+    )
+    a = L.to("Mul", [L.reshape(avg, s), L.scalar(alpha, dt)], s, dt)
+    ab = L.to("Add", [a, L.scalar(bias, dt)], s, dt)
+    den = L.to("Pow", [ab, L.scalar(beta, dt)], s, dt)
+    L.op("Div", [x, den], [out])
+
+
+def _softmax(L: Builder) -> None:
+    x = L.node.inputs[0]
+    axis = S.normalize_axis(int(L.attr("axis")), len(L.shape(x)))
+    if L.node.op_type == "Softmax":
+        L.op("SoftmaxV2", [x], L.node.outputs, axes=[axis], half_to_float=False)
+    else:
+        L.op("LogSoftmaxV2", [x], L.node.outputs, axes=[axis])
+
+
+def _pool(L: Builder) -> None:
+    x, out = L.node.inputs[0], L.node.outputs[0]
+    sx = L.shape(x)
+    n_sp = len(sx) - 2
+    if n_sp not in (1, 2):
+        raise L.fail(f"{n_sp}-D pooling has no CANN lowering here")
+    kernel = ints(L.attr("kernel_shape")) or []
+    strides = ints(L.attr("strides")) or [1] * n_sp
+    dil = ints(L.attr("dilations")) or [1] * n_sp
+    if any(d != 1 for d in dil):
+        raise L.fail("dilated pooling has no CANN lowering (MaxPoolV3/AvgPoolV2 take no dilations)")
+    pb, pe, _ = S.pool_geometry(
+        sx[2:], kernel, strides, dil, ints(L.attr("pads")), str(L.attr("auto_pad")), int(L.attr("ceil_mode"))
+    )
+    x4 = _to4d(L, x)
+    so = L.shape(out)
+    target = out if n_sp == 2 else L.tmp((*so[:2], 1, so[2]), L.dtype(out))
+    common: dict[str, Any] = dict(
+        ksize=_spatial4(L, kernel, n_sp, 1),
+        strides=_spatial4(L, strides, n_sp, 1),
+        padding_mode="CALCULATED",
+        pads=_pads4(pb, pe),
+        data_format="NCHW",
+        global_pooling=False,
+        ceil_mode=bool(int(L.attr("ceil_mode"))),
+    )
+    if L.node.op_type == "MaxPool":
+        L.op("MaxPoolV3", [x4], [target], **common)
+    else:
+        L.op(
+            "AvgPoolV2",
+            [x4],
+            [target],
+            **common,
+            exclusive=not int(L.attr("count_include_pad")),
+            divisor_override=0,
+        )
+    if target != out:
+        L.reshape(target, so, out=out)
+
+
+def _global_pool(L: Builder) -> None:
+    x, out = L.node.inputs[0], L.node.outputs[0]
+    s = L.shape(x)
+    n_sp = len(s) - 2
+    if n_sp not in (1, 2):
+        raise L.fail(f"{n_sp}-D global pooling has no CANN lowering here")
+    x4 = _to4d(L, x)
+    spatial = list(L.shape(x4)[2:])
+    target = out if n_sp == 2 else L.tmp((*s[:2], 1, 1), L.dtype(out))
+    common: dict[str, Any] = dict(
+        ksize=[1, 1, *spatial],
+        strides=[1, 1, 1, 1],
+        padding_mode="VALID",
+        pads=[0, 0, 0, 0],
+        data_format="NCHW",
+        global_pooling=True,
+        ceil_mode=False,
+    )
+    if L.node.op_type == "GlobalMaxPool":
+        L.op("MaxPoolV3", [x4], [target], **common)
+    else:
+        L.op("AvgPoolV2", [x4], [target], **common, exclusive=True, divisor_override=0)
+    if target != out:
+        L.reshape(target, L.shape(out), out=out)
+
+
+RULES.update(
+    {
+        "MatMul": _matmul,
+        "Gemm": _gemm,
+        "Conv": _conv,
+        "ConvTranspose": _conv_transpose,
+        "BatchNormalization": _batchnorm,
+        "InstanceNormalization": _instnorm,
+        "LayerNormalization": _layernorm,
+        "LRN": _lrn,
+        "Softmax": _softmax,
+        "LogSoftmax": _softmax,
+        "MaxPool": _pool,
+        "AveragePool": _pool,
+        "GlobalAveragePool": _global_pool,
+        "GlobalMaxPool": _global_pool,
+    }
+)

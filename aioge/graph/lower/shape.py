@@ -1,0 +1,226 @@
+"""Lowering of data movement (reshape-likes, Transpose, Concat, Split, Slice, Gather, Pad, ...) and reductions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import _shapes as S
+from ._base import RULES, Builder, ConstInput, InputRef, const, ints
+
+
+def _identity(L: Builder) -> None:
+    with_mask = len(L.node.outputs) > 1 and bool(L.node.outputs[1])
+    # the planner makes a single-output Identity/Dropout a view; with a mask it is a copy
+    L.op("Identity", [L.node.inputs[0]], [L.node.outputs[0]], alias=not with_mask)
+    if with_mask:
+        mask = L.node.outputs[1]
+        L.op("Fill", [ConstInput(np.array(L.shape(mask), np.int64)), ConstInput(np.array(True))], [mask])
+
+
+def _reshape_like(L: Builder) -> None:
+    L.reshape(L.node.inputs[0], L.shape(L.node.outputs[0]), out=L.node.outputs[0])
+
+
+def _transpose(L: Builder) -> None:
+    x = L.node.inputs[0]
+    perm = ints(L.attr("perm")) or list(range(len(L.shape(x))))[::-1]
+    L.op("TransposeD", [x], L.node.outputs, perm=perm)
+
+
+
+def _concat(L: Builder) -> None:
+    axis = S.normalize_axis(int(L.attr("axis")), len(L.shape(L.node.inputs[0])))
+    L.op("ConcatD", L.node.inputs, L.node.outputs, concat_dim=axis, N=len(L.node.inputs))
+
+
+def _split(L: Builder) -> None:
+    x = L.node.inputs[0]
+    axis = S.normalize_axis(int(L.attr("axis")), len(L.shape(x)))
+    sizes = [L.shape(o)[axis] for o in L.node.outputs]
+    n = len(sizes)
+    if len(set(sizes)) == 1:
+        L.op("SplitD", [x], L.node.outputs, split_dim=axis, num_split=n)
+    else:
+        L.op(
+            "SplitV",
+            [x, ConstInput(np.array(sizes, np.int64)), ConstInput(np.array(axis, np.int32))],
+            L.node.outputs,
+            num_split=n,
+        )
+
+
+def _strided_slice(L: Builder, x: str, ranges: Sequence[tuple[int, int, int]], out: str) -> None:
+    begin, end, strides = [], [], []
+    end_mask = 0
+    for i, (b, e, st) in enumerate(ranges):
+        begin.append(b)
+        strides.append(st)
+        if e < 0:  # negative step through index 0: "to the end" in that direction
+            end_mask |= 1 << i
+            end.append(0)
+        else:
+            end.append(e)
+    L.op(
+        "StridedSlice",
+        [
+            x,
+            ConstInput(np.array(begin, np.int64)),
+            ConstInput(np.array(end, np.int64)),
+            ConstInput(np.array(strides, np.int64)),
+        ],
+        [out],
+        begin_mask=0,
+        end_mask=end_mask,
+        ellipsis_mask=0,
+        new_axis_mask=0,
+        shrink_axis_mask=0,
+    )
+
+
+def _slice(L: Builder) -> None:
+    x, out = L.node.inputs[0], L.node.outputs[0]
+    vals = [L.g.constants.get(L.node.input(i)) if L.node.input(i) else None for i in range(1, 5)]
+    if vals[0] is None or vals[1] is None or any(L.node.input(i) and vals[i - 1] is None for i in (3, 4)):
+        raise L.fail("Slice parameters must be constants (run fold_constants)")
+    ranges = S.slice_ranges(
+        L.shape(x), ints(vals[0]) or [], ints(vals[1]) or [], ints(vals[2]), ints(vals[3])
+    )
+    _strided_slice(L, x, ranges, out)
+
+
+def _gather(L: Builder) -> None:
+    x, idx = L.node.inputs
+    axis = S.normalize_axis(int(L.attr("axis")), len(L.shape(x)))
+    c = L.g.constants.get(idx)
+    if c is not None:
+        dim = L.shape(x)[axis]
+        norm = np.where(c < 0, c + dim, c).astype(c.dtype)
+        L.op(
+            "GatherV2",
+            [x, ConstInput(norm), ConstInput(np.array(axis, np.int32))],
+            L.node.outputs,
+            batch_dims=0,
+        )
+    else:
+        L.op(
+            "GatherV2",
+            [x, idx, ConstInput(np.array(axis, np.int32))],
+            L.node.outputs,
+            batch_dims=0,
+            negative_index_support=True,
+        )
+
+
+def _expand(L: Builder) -> None:
+    out = L.node.outputs[0]
+    L.op("BroadcastToD", [L.node.inputs[0]], [out], shape=list(L.shape(out)))
+
+
+def _tile(L: Builder) -> None:
+    reps = L.g.constants.get(L.node.inputs[1])
+    if reps is None:
+        raise L.fail("Tile repeats must be a constant")
+    L.op("TileD", [L.node.inputs[0]], L.node.outputs, multiples=ints(reps))
+
+
+def _pad(L: Builder) -> None:
+    x, out = L.node.inputs[0], L.node.outputs[0]
+    s, dt = L.shape(x), L.dtype(x)
+    mode = str(L.attr("mode"))
+    if mode == "wrap":
+        raise L.fail("Pad mode 'wrap' has no PadV3 lowering")
+    pads = const(L, 1)
+    axes = const(L, 3) if L.node.input(3) else None
+    if pads is None or (L.node.input(3) and axes is None):
+        raise L.fail("Pad pads/axes must be constants")
+    pairs = S.pad_pairs(len(s), ints(pads) or [], ints(axes))
+    value: Any = 0
+    if L.node.input(2):
+        cv = const(L, 2)
+        if cv is None:
+            raise L.fail("Pad constant_value must be a constant")
+        value = cv.reshape(-1)[0] if cv.size else 0
+    pos = [(max(b, 0), max(e, 0)) for b, e in pairs]
+    crop = any(b < 0 or e < 0 for b, e in pairs)
+    padded_shape = tuple(d + b + e for d, (b, e) in zip(s, pos, strict=False))
+    target = out if not crop else L.tmp(padded_shape, dt)
+    ins: list[InputRef] = [x, ConstInput(np.array(pos, np.int64).reshape(len(s), 2))]
+    if mode == "constant":
+        ins.append(L.scalar(value, dt))
+    L.op("PadV3", ins, [target], mode=mode, paddings_contiguous=True)
+    if crop:
+        ranges = [(-min(b, 0), padded_shape[i] + min(e, 0), 1) for i, (b, e) in enumerate(pairs)]
+        _strided_slice(L, target, ranges, out)
+
+
+def _shape(L: Builder) -> None:
+    from ..reference import shape_slice
+
+    end = L.attr("end")
+    val = np.array(
+        shape_slice(L.shape(L.node.inputs[0]), int(L.attr("start")), None if end is None else int(end)),
+        np.int64,
+    )
+    L.op("Identity", [ConstInput(val)], L.node.outputs)
+
+
+def _cos(L: Builder) -> None:
+    out = L.node.outputs[0]
+    v = L.attr("value")
+    v = np.zeros(1, np.float32) if v is None else np.asarray(v)
+    L.op(
+        "Fill",
+        [ConstInput(np.array(L.shape(out), np.int64)), ConstInput(v.reshape(-1)[:1].reshape(()))],
+        [out],
+    )
+
+
+def _reduce(L: Builder) -> None:
+    from ..reference import reduce_axes
+
+    x, out = L.node.inputs[0], L.node.outputs[0]
+    ax_val = const(L, 1) if L.node.input(1) else None
+    if L.node.input(1) and ax_val is None:
+        raise L.fail("reduction axes must be a constant")
+    axes = reduce_axes(L.node, [None, ax_val], len(L.shape(x)))
+    if axes is None:
+        L.op("Identity", [x], [out])  # a copy: the plan gives this output its own buffer
+        return
+    keep = bool(int(L.attr("keepdims")))
+    cann = {
+        "ReduceSum": "ReduceSumD",
+        "ReduceMean": "ReduceMeanD",
+        "ReduceMax": "ReduceMaxD",
+        "ReduceMin": "ReduceMinD",
+    }[L.node.op_type]
+    extra = {"noop_with_empty_axes": False} if cann == "ReduceMeanD" else {}
+    L.op(cann, [x], [out], axes=list(axes), keep_dims=keep, **extra)
+
+
+RULES.update(
+    {
+        "Identity": _identity,
+        "Dropout": _identity,
+        "Reshape": _reshape_like,
+        "Flatten": _reshape_like,
+        "Squeeze": _reshape_like,
+        "Unsqueeze": _reshape_like,
+        "Transpose": _transpose,
+        "Concat": _concat,
+        "Split": _split,
+        "Slice": _slice,
+        "Gather": _gather,
+        "Expand": _expand,
+        "Tile": _tile,
+        "Pad": _pad,
+        "Shape": _shape,
+        "ConstantOfShape": _cos,
+        "ReduceSum": _reduce,
+        "ReduceMean": _reduce,
+        "ReduceMax": _reduce,
+        "ReduceMin": _reduce,
+    }
+)
