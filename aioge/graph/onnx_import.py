@@ -2,9 +2,17 @@
 
 ``load_onnx(model, *, input_shapes=None, base_dir=None)`` accepts a path, the
 serialized bytes or an ``onnx.ModelProto`` of a default-domain model with
-opset 9..21, rewrites every node into the IR's canonical form (see
+opset 6..21, rewrites every node into the IR's canonical form (see
 :mod:`aioge.graph.schema`), validates it and infers all shapes.  ``onnx`` is
 imported lazily (install the ``aioge[onnx]`` extra).
+
+Validation: every node's attributes are checked against the schema of the
+model's *declared* opset (an attribute that only exists in a later opset, such
+as Split's ``num_outputs`` in an opset-17 model, is a
+:class:`MalformedModelError` naming the node), and ``onnx.checker`` runs on the
+model.  Models of opset 6..8 are first checked, then upgraded to opset 9 with
+``onnx.version_converter`` (onnx's own adapters); opsets above 21 (and below 6)
+are refused with :class:`UnsupportedOpsetError`.
 
 Opset differences handled here:
 
@@ -52,10 +60,12 @@ from .ir import Graph, normalize_dtype
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
-__all__ = ("load_onnx", "MIN_OPSET", "MAX_OPSET", "SUPPORTED_OPS")
+__all__ = ("load_onnx", "MIN_OPSET", "MAX_OPSET", "MIN_UPGRADE_OPSET", "SUPPORTED_OPS")
 
 MIN_OPSET = 9
 MAX_OPSET = 21
+#: oldest opset accepted: 6..8 are upgraded to MIN_OPSET by onnx.version_converter
+MIN_UPGRADE_OPSET = 6
 
 # ONNX attribute kinds per op (AttributeProto type names); anything else is malformed.
 _CONV = {
@@ -166,8 +176,10 @@ SUPPORTED_OPS = frozenset(_ATTRS)
 def _import_onnx() -> Any:
     try:
         import onnx
+        import onnx.checker
         import onnx.defs
         import onnx.numpy_helper
+        import onnx.version_converter
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("aioge.load_onnx needs the 'onnx' package: pip install 'aioge[onnx]'") from e
     return onnx
@@ -194,16 +206,20 @@ def load_onnx(
     """
     onnx = _import_onnx()
     proto, base = _read(onnx, model, base_dir)
+    proto, upgraded = _upgrade(onnx, proto)
     g = _Importer(onnx, proto, base, dict(input_shapes or {})).run()
     from .passes.infer_shapes import infer_shapes
 
     try:
         g.validate()
-        return infer_shapes(g)
+        g = infer_shapes(g)
     except (DynamicShapeError, OnnxImportError):
         raise
     except GraphError as e:
         raise MalformedModelError(str(e), node=None) from e
+    if not upgraded:  # our checks name the node, so they go first; an upgraded model was checked before
+        _check(onnx, proto)
+    return g
 
 
 def _read(onnx: Any, model: Any, base_dir: Any) -> tuple[Any, str | None]:
@@ -231,6 +247,77 @@ def _read(onnx: Any, model: Any, base_dir: Any) -> tuple[Any, str | None]:
     return proto, base
 
 
+def _declared_opset(proto: Any) -> int:
+    versions = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
+    if not versions:
+        raise MalformedModelError("the model imports no default-domain opset")
+    return int(versions[0])
+
+
+def _check(onnx: Any, proto: Any) -> None:
+    """``onnx.checker`` on the model (its structural and schema rules), as a MalformedModelError.
+
+    The checker sees the model's structure with every initializer stubbed to a
+    scalar of its dtype: their data was already decoded and checked (external
+    data against the model's directory, which the checker cannot see for a
+    ModelProto), and the stub keeps a model of any size under protobuf's 2 GB.
+    One rule is relaxed, as onnxruntime does: a graph input/output typed as a
+    tensor without a ``shape`` passes (its shape is inferred, or given by
+    ``input_shapes``).
+    """
+    stub = onnx.ModelProto()
+    for fd, v in proto.ListFields():
+        if fd.name != "graph":
+            _copy_field(stub, fd, v)
+    sg = stub.graph
+    for fd, v in proto.graph.ListFields():
+        if fd.name != "initializer":
+            _copy_field(sg, fd, v)
+    for t in proto.graph.initializer:
+        s = sg.initializer.add()
+        s.name, s.data_type = t.name, t.data_type
+        s.raw_data = b"\0" * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    for vi in [*sg.input, *sg.output]:
+        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+            vi.type.tensor_type.shape.SetInParent()
+    try:
+        onnx.checker.check_model(stub)
+    except onnx.checker.ValidationError as e:
+        msg = " ".join(str(e).split())
+        raise MalformedModelError(f"onnx.checker: {msg}") from None
+
+
+def _copy_field(dst: Any, fd: Any, v: Any) -> None:
+    repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
+    if repeated:
+        getattr(dst, fd.name).extend(v)
+    elif fd.type == fd.TYPE_MESSAGE:
+        getattr(dst, fd.name).CopyFrom(v)
+    else:
+        setattr(dst, fd.name, v)
+
+
+def _upgrade(onnx: Any, proto: Any) -> tuple[Any, bool]:
+    """Refuse opsets outside 6..21; convert 6..8 to MIN_OPSET (``onnx.version_converter``)."""
+    v = _declared_opset(proto)
+    if v > MAX_OPSET or v < MIN_UPGRADE_OPSET:
+        raise UnsupportedOpsetError(
+            f"opset {v} is not supported: aioge imports opsets {MIN_OPSET}..{MAX_OPSET} and upgrades "
+            f"{MIN_UPGRADE_OPSET}..{MIN_OPSET - 1} with onnx.version_converter"
+            + (" (re-export the model with an older opset)" if v > MAX_OPSET else "")
+        )
+    if v >= MIN_OPSET:
+        return proto, False
+    _check(onnx, proto)
+    try:
+        up = onnx.version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as e:  # the converter raises RuntimeError/ConvertError/IndexError for what it cannot adapt
+        raise UnsupportedOpsetError(
+            f"opset {v} model: onnx.version_converter cannot upgrade it to opset {MIN_OPSET}: {e}"
+        ) from None
+    return up, True
+
+
 class _Importer:
     def __init__(
         self, onnx: Any, proto: Any, base: str | None, input_shapes: dict[str, Sequence[int]]
@@ -250,10 +337,7 @@ class _Importer:
 
     # --------------------------------------------------------------- basics
     def _opset(self) -> int:
-        versions = [o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")]
-        if not versions:
-            raise MalformedModelError("the model imports no default-domain opset")
-        v = int(versions[0])
+        v = _declared_opset(self.proto)
         if not MIN_OPSET <= v <= MAX_OPSET:
             raise UnsupportedOpsetError(f"opset {v} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
         return v
@@ -361,13 +445,16 @@ class _Importer:
             arr = self.tensor(t, f"initializer {t.name!r}")
             g.set_constant(t.name, arr)
             self.dtypes[t.name] = arr.dtype
+        real = [vi.name for vi in gp.input if vi.name not in init_names]
+        unknown = [k for k in self.input_shapes if k not in real]
+        if unknown:
+            raise OnnxImportError(
+                f"input_shapes names {sorted(unknown)}, which are not inputs of the model; its inputs are {real}"
+            )
         for vi in gp.input:
             if vi.name in init_names:
                 continue  # an input with a default (initializer) is a constant here
             self._add_input(vi)
-        unknown = set(self.input_shapes) - {vi.name for vi in gp.input}
-        if unknown:
-            raise OnnxImportError(f"input_shapes names {sorted(unknown)} are not graph inputs")
         names = []
         for i, n in enumerate(gp.node):
             name = n.name or f"{n.op_type}_{i}"
@@ -428,10 +515,11 @@ class _Importer:
             self.unsupported.append((op, name, ""))
             return
         try:
-            self.onnx.defs.get_schema(op, self.opset, "")
+            schema = self.onnx.defs.get_schema(op, self.opset, "")
         except self.onnx.defs.SchemaError:
             self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
             return
+        self._check_attrs_in_opset(n, name, schema)
         attrs = self._attrs(n, name)
         outputs = list(n.output)
         while outputs and not outputs[-1]:
@@ -447,6 +535,26 @@ class _Importer:
             raise
         except GraphError as e:
             raise MalformedModelError(str(e)) from e
+
+    def _check_attrs_in_opset(self, n: Any, name: str, schema: Any) -> None:
+        """Every attribute must exist in the op's schema of the declared opset (as onnx.checker says)."""
+        for a in n.attribute:
+            if a.name in schema.attributes:
+                continue
+            since = None
+            for v in range(self.opset + 1, MAX_OPSET + 3):
+                try:
+                    if a.name in self.onnx.defs.get_schema(n.op_type, v, "").attributes:
+                        since = v
+                        break
+                except self.onnx.defs.SchemaError:
+                    break
+            later = f"; it exists from opset {since}" if since else ""
+            raise MalformedModelError(
+                f"attribute {a.name!r} is not defined for {n.op_type} in the model's opset {self.opset}{later}",
+                node=name,
+                op_type=n.op_type,
+            )
 
     def _attrs(self, n: Any, name: str) -> dict[str, Any]:
         onnx = self.onnx

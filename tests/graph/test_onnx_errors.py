@@ -67,7 +67,7 @@ def test_wrong_attribute_type_names_node() -> None:
 
 def test_unknown_attribute() -> None:
     node = helper.make_node("Relu", ["x"], ["y"], name="r", alpha=1.0)
-    with pytest.raises(MalformedModelError, match=r"'r'.*unknown attribute 'alpha'"):
+    with pytest.raises(MalformedModelError, match=r"'r'.*attribute 'alpha' is not defined for Relu"):
         load_onnx(make_model([node], {"x": rand(2)}, ["y"]))
 
 
@@ -160,7 +160,7 @@ def test_unsupported_features_of_supported_ops() -> None:
         load_onnx(m)
 
 
-@pytest.mark.parametrize("opset", [7, 8, 22, 25])
+@pytest.mark.parametrize("opset", [1, 5, 22, 25])
 def test_unsupported_opset(opset: int) -> None:
     m = small_model()
     m.opset_import[0].version = opset
@@ -185,8 +185,10 @@ def test_symbolic_dims_need_input_shapes() -> None:
     check_against_ort(m, {"x": x}, input_shapes={"x": (2, 3, 4)})
     with pytest.raises(OnnxImportError, match=r"contradicts"):
         load_onnx(m, input_shapes={"x": (2, 5, 4)})
-    with pytest.raises(OnnxImportError, match=r"not graph inputs"):
+    with pytest.raises(OnnxImportError, match=r"\['z'\], which are not inputs of the model; its inputs are \['x'\]"):
         load_onnx(m, input_shapes={"x": (2, 3, 4), "z": (1,)})
+    with pytest.raises(OnnxImportError, match=r"\['s'\].*not inputs"):  # an initializer is not an input here
+        load_onnx(m, input_shapes={"s": (2,)})
     m2 = make_model(nodes, {"x": x}, ["y"], {"s": np.array([0, -1], np.int64)}, input_dims={"x": None})
     with pytest.raises(DynamicShapeError, match=r"no shape"):
         load_onnx(m2)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnx.version_converter
 import pytest
 from onnx import helper
-from onnx_util import check_against_ort, make_model, one_op, rand
+from onnx_util import check_against_ort, make_model, one_op, rand, run_ort
 
-from aioge.graph import load_onnx
+from aioge.graph import MalformedModelError, load_onnx
 
 X = rand(2, 1, 3, 1)
 
@@ -164,3 +166,63 @@ def test_mixed_model_across_opsets(opset: int) -> None:
     ]
     inits = {"w": rand(4, 3, 3, 3, seed=1), "fw": rand(5, 16, seed=2), "fb": rand(5, seed=3)}
     check_against_ort(make_model(nodes, {"x": x}, ["y0"], inits, opset), {"x": x}, levels=(0, 1, 2))
+
+
+def _old_cnn(opset: int) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A small CNN in the form exporters of the opset 6..8 era wrote (Add/Gemm ``broadcast``, BN ``spatial``)."""
+    x = rand(2, 3, 6, 6)
+    bn = {f"bn_{k}": rand(4, seed=i, low=0.5, high=1.5) for i, k in enumerate(("s", "b", "m", "v"))}
+    bn_attrs = {"epsilon": 1e-5, "spatial": 1} if opset < 9 else {"epsilon": 1e-5}
+    if opset == 6:
+        bn_attrs["is_test"] = 1
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("BatchNormalization", ["c", *bn], ["b"], name="bn", **bn_attrs),
+        helper.make_node("Relu", ["b"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["g"], transB=1, **({"broadcast": 1} if opset < 7 else {})),
+        helper.make_node("Add", ["g", "ab"], ["a"], **({"broadcast": 1} if opset < 7 else {})),
+        helper.make_node("Softmax", ["a"], ["y0"]),
+    ]
+    inits = {"w": rand(4, 3, 3, 3, seed=1), **bn, "fw": rand(5, 36, seed=2), "fb": rand(5, seed=3),
+             "ab": rand(5, seed=4)}  # fmt: skip
+    m = make_model(nodes, {"x": x}, ["y0"], inits, opset)
+    m.ir_version = 3
+    if opset < 9:  # IR 3: initializers are also graph inputs
+        m.graph.input.extend(helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, v.shape)
+                             for k, v in inits.items())  # fmt: skip
+    return m, {"x": x}
+
+
+@pytest.mark.parametrize("opset", [6, 7, 8])
+def test_old_opsets_are_upgraded_with_the_version_converter(opset: int) -> None:
+    m, feeds = _old_cnn(opset)
+    g = load_onnx(m)
+    assert g.values["y0"].shape == (2, 5)
+    # onnxruntime runs opset 7+; opset 6 is compared through onnx's own conversion of it
+    ref = m if opset >= 7 else onnx.version_converter.convert_version(m, 9)
+    check_against_ort(ref, feeds, levels=(0, 2))
+    from aioge.graph.reference import run_reference
+
+    np.testing.assert_allclose(run_reference(g, feeds)["y0"], run_ort(ref, feeds)["y0"], rtol=1e-4, atol=1e-5)
+
+
+def test_an_attribute_of_a_later_opset_is_malformed_naming_the_node() -> None:
+    x = rand(6, 2)
+    node = helper.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=2, name="split_qkv")
+    m = make_model([node], {"x": x}, ["a", "b"], opset=17)
+    with pytest.raises(MalformedModelError, match=r"'split_qkv' \(Split\): attribute 'num_outputs' .* opset 17; "
+                                                  r"it exists from opset 18"):  # fmt: skip
+        load_onnx(m)
+    with pytest.raises(onnx.checker.ValidationError):  # onnx agrees
+        onnx.checker.check_model(m)
+    m18 = make_model([node], {"x": x}, ["a", "b"], opset=18)
+    assert [v.shape for v in (load_onnx(m18).values[o] for o in ("a", "b"))] == [(3, 2), (3, 2)]
+
+
+def test_the_onnx_checker_runs_on_load() -> None:
+    m = one_op("Relu", {"x": rand(2)})
+    m.ir_version = 0  # accepted by the importer's own checks, not by onnx.checker
+    with pytest.raises(MalformedModelError, match=r"onnx.checker: .*ir_version"):
+        load_onnx(m)
