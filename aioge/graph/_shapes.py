@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 __all__ = (
     "broadcast_shapes",
     "normalize_axis",
@@ -23,6 +25,8 @@ __all__ = (
     "split_sizes",
     "pad_pairs",
     "matmul_shape",
+    "parse_einsum",
+    "resize_output_shape",
 )
 
 Shape = tuple[int, ...]
@@ -326,3 +330,95 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> Shape:
     if len(b) == 1:
         out = out[:-1]
     return out
+
+
+def parse_einsum(equation: str, shapes: Sequence[Sequence[int]]) -> tuple[list[str], str, dict[str, int]]:
+    """ONNX/numpy Einsum: (input subscripts, output subscripts, letter -> size).
+
+    ``...`` is expanded into upper-case letters, one per broadcast dim (they
+    broadcast numpy-style); a lower-case letter must have one size everywhere.
+    An implicit output (no ``->``) is the ellipsis dims, then the sorted letters
+    that appear exactly once, as numpy does.
+    """
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"equation {equation!r} has {len(terms)} operands, {len(shapes)} inputs given")
+    for term in [*terms, rhs]:
+        rest = term.replace("...", "", 1)
+        if not all("a" <= ch <= "z" for ch in rest):
+            raise ValueError(f"equation {equation!r}: subscripts must be lower-case letters (and one '...')")
+    ell_rank = max((len(s) - len(t.replace("...", "")) for t, s in zip(terms, shapes, strict=True) if "..." in t),
+                   default=0)  # fmt: skip
+    ell = "".join(chr(ord("A") + i) for i in range(ell_rank))
+    ins: list[str] = []
+    sizes: dict[str, int] = {}
+    for term, shape in zip(terms, shapes, strict=True):
+        if "..." in term:
+            k = len(shape) - len(term) + 3
+            if k < 0:
+                raise ValueError(f"operand {term!r} of {equation!r} has rank {len(shape)}, too small")
+            term = term.replace("...", ell[ell_rank - k :])
+        if len(term) != len(shape):
+            raise ValueError(f"operand {term!r} of {equation!r} does not match rank {len(shape)}")
+        for ch, d in zip(term, shape, strict=True):
+            old = sizes.get(ch)
+            if old is None or (ch.isupper() and old == 1):
+                sizes[ch] = int(d)
+            elif old != d and not (ch.isupper() and d == 1):
+                raise ValueError(f"subscript {ch!r} has sizes {old} and {d} in {equation!r}")
+        ins.append(term)
+    if arrow:
+        out = rhs.replace("...", ell)
+        if len(set(out)) != len(out) or any(ch not in sizes for ch in out):
+            raise ValueError(f"bad output subscripts in {equation!r}")
+    else:
+        counts = {ch: sum(t.count(ch) for t in ins) for ch in sizes}
+        out = ell + "".join(sorted(ch for ch in sizes if ch.islower() and counts[ch] == 1))
+    return ins, out, sizes
+
+
+def resize_output_shape(
+    in_shape: Sequence[int],
+    scales: Sequence[float] | None,
+    sizes: Sequence[int] | None,
+    axes: Sequence[int] | None,
+    policy: str,
+) -> tuple[Shape, list[float]]:
+    """(output shape, full-rank scales) of ONNX Resize.
+
+    ``scales``/``sizes`` refer to ``axes`` (default all); ``policy`` is
+    keep_aspect_ratio_policy (``stretch``, ``not_larger``, ``not_smaller``).
+    From scales the output is ``floor(input * scale)`` with the float32 scale
+    (the roi of tf_crop_and_resize does not change it, as in the ONNX reference).
+    """
+    rank = len(in_shape)
+    ax = normalize_axes(axes, rank) if axes is not None else list(range(rank))
+    full_scales = [1.0] * rank
+    out = list(in_shape)
+    if sizes is not None:
+        if len(sizes) != len(ax) or any(int(s) < 0 for s in sizes):
+            raise ValueError(f"sizes {list(sizes)} do not fit axes {ax}")
+        if policy == "stretch":
+            for a, s in zip(ax, sizes, strict=True):
+                out[a] = int(s)
+                full_scales[a] = int(s) / in_shape[a] if in_shape[a] else 1.0
+        elif policy in ("not_larger", "not_smaller"):
+            ratios = [int(s) / in_shape[a] for a, s in zip(ax, sizes, strict=True) if in_shape[a]]
+            r = (min if policy == "not_larger" else max)(ratios) if ratios else 1.0
+            for a in ax:
+                out[a] = int(in_shape[a] * r + 0.5)  # round half up, as the ONNX reference
+                full_scales[a] = r
+        else:
+            raise ValueError(f"unknown keep_aspect_ratio_policy {policy!r}")
+    elif scales is not None:
+        if len(scales) != len(ax) or any(not float(s) > 0 for s in scales):
+            raise ValueError(f"scales {list(scales)} must be positive and fit axes {ax}")
+        for a, sc in zip(ax, scales, strict=True):
+            s32 = float(np.float32(sc))
+            out[a] = math.floor(in_shape[a] * s32)
+            full_scales[a] = s32
+    else:
+        raise ValueError("Resize needs scales or sizes")
+    return tuple(out), full_scales

@@ -10,9 +10,9 @@ Validation: every node's attributes are checked against the schema of the
 model's *declared* opset (an attribute that only exists in a later opset, such
 as Split's ``num_outputs`` in an opset-17 model, is a
 :class:`MalformedModelError` naming the node), and ``onnx.checker`` runs on the
-model.  Models of opset 6..8 are first checked, then upgraded to opset 9 with
-``onnx.version_converter`` (onnx's own adapters); opsets above 21 (and below 6)
-are refused with :class:`UnsupportedOpsetError`.
+model.  Models of opset 1..8 (exporters wrote 6..8) are first checked, then
+upgraded to opset 9 with ``onnx.version_converter`` (onnx's own adapters);
+opsets above 21 are refused with :class:`UnsupportedOpsetError`.
 
 Opset differences handled here:
 
@@ -64,8 +64,8 @@ __all__ = ("load_onnx", "MIN_OPSET", "MAX_OPSET", "MIN_UPGRADE_OPSET", "SUPPORTE
 
 MIN_OPSET = 9
 MAX_OPSET = 21
-#: oldest opset accepted: 6..8 are upgraded to MIN_OPSET by onnx.version_converter
-MIN_UPGRADE_OPSET = 6
+#: oldest opset accepted: 1..8 are upgraded to MIN_OPSET by onnx.version_converter
+MIN_UPGRADE_OPSET = 1
 
 # ONNX attribute kinds per op (AttributeProto type names); anything else is malformed.
 _CONV = {
@@ -85,6 +85,15 @@ _POOL = {
     "strides": "INTS",
 }
 _RED = {"axes": "INTS", "keepdims": "INT", "noop_with_empty_axes": "INT"}
+_RNN = {
+    "activation_alpha": "FLOATS",
+    "activation_beta": "FLOATS",
+    "activations": "STRINGS",
+    "clip": "FLOAT",
+    "direction": "STRING",
+    "hidden_size": "INT",
+    "layout": "INT",
+}
 _ATTRS: dict[str, dict[str, str]] = {
     **{
         op: {}
@@ -122,8 +131,62 @@ _ATTRS: dict[str, dict[str, str]] = {
             "Expand",
             "Tile",
             "Sign",
+            "And",
+            "Or",
+            "Xor",
+            "GreaterOrEqual",
+            "LessOrEqual",
+            "IsNaN",
+            "Floor",
+            "Ceil",
+            "Round",
+            "Sin",
+            "Cos",
+            "HardSwish",
+            "Mish",
+            "Range",
+            "NonZero",
+            "Size",
+            "MatMulInteger",
+            "CastLike",
         )
     },
+    "IsInf": {"detect_negative": "INT", "detect_positive": "INT"},
+    "Mod": {"fmod": "INT"},
+    "HardSigmoid": {"alpha": "FLOAT", "beta": "FLOAT"},
+    "CumSum": {"exclusive": "INT", "reverse": "INT"},
+    "Trilu": {"upper": "INT"},
+    "GatherElements": {"axis": "INT"},
+    "GatherND": {"batch_dims": "INT"},
+    "ScatterElements": {"axis": "INT", "reduction": "STRING"},
+    "Scatter": {"axis": "INT"},
+    "ScatterND": {"reduction": "STRING"},
+    "OneHot": {"axis": "INT"},
+    "TopK": {"axis": "INT", "largest": "INT", "sorted": "INT", "k": "INT"},
+    "ArgMax": {"axis": "INT", "keepdims": "INT", "select_last_index": "INT"},
+    "ArgMin": {"axis": "INT", "keepdims": "INT", "select_last_index": "INT"},
+    "DepthToSpace": {"blocksize": "INT", "mode": "STRING"},
+    "SpaceToDepth": {"blocksize": "INT"},
+    "Einsum": {"equation": "STRING"},
+    "QuantizeLinear": {"axis": "INT", "saturate": "INT", "block_size": "INT", "output_dtype": "INT",
+                       "precision": "INT"},
+    "DequantizeLinear": {"axis": "INT", "block_size": "INT", "output_dtype": "INT"},
+    "GroupNormalization": {"epsilon": "FLOAT", "num_groups": "INT", "stash_type": "INT"},
+    "LSTM": {**_RNN, "input_forget": "INT"},
+    "GRU": {**_RNN, "linear_before_reset": "INT"},
+    "RNN": dict(_RNN),
+    "Resize": {
+        "antialias": "INT",
+        "axes": "INTS",
+        "coordinate_transformation_mode": "STRING",
+        "cubic_coeff_a": "FLOAT",
+        "exclude_outside": "INT",
+        "extrapolation_value": "FLOAT",
+        "keep_aspect_ratio_policy": "STRING",
+        "mode": "STRING",
+        "nearest_mode": "STRING",
+    },
+    "Upsample": {"mode": "STRING", "scales": "FLOATS"},
     "LeakyRelu": {"alpha": "FLOAT"},
     "Elu": {"alpha": "FLOAT"},
     "Selu": {"alpha": "FLOAT", "gamma": "FLOAT"},
@@ -169,6 +232,10 @@ _ATTRS: dict[str, dict[str, str]] = {
     "ReduceMean": dict(_RED),
     "ReduceMax": dict(_RED),
     "ReduceMin": dict(_RED),
+    **{
+        op: dict(_RED)
+        for op in ("ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+    },
 }
 SUPPORTED_OPS = frozenset(_ATTRS)
 
@@ -300,10 +367,10 @@ def _copy_field(dst: Any, fd: Any, v: Any) -> None:
 def _upgrade(onnx: Any, proto: Any) -> tuple[Any, bool]:
     """Refuse opsets outside 6..21; convert 6..8 to MIN_OPSET (``onnx.version_converter``)."""
     v = _declared_opset(proto)
-    if v > MAX_OPSET or v < MIN_UPGRADE_OPSET:
+    if v > MAX_OPSET or v < MIN_UPGRADE_OPSET:  # (opset 0 does not exist)
         raise UnsupportedOpsetError(
             f"opset {v} is not supported: aioge imports opsets {MIN_OPSET}..{MAX_OPSET} and upgrades "
-            f"{MIN_UPGRADE_OPSET}..{MIN_OPSET - 1} with onnx.version_converter"
+            f"older ones with onnx.version_converter"
             + (" (re-export the model with an older opset)" if v > MAX_OPSET else "")
         )
     if v >= MIN_OPSET:
@@ -813,6 +880,98 @@ def _conv(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[s
     im.emit(op, ins, attrs, outs, name)
 
 
+def _named_outputs(im: _Importer, outs: list[str], name: str) -> list[str]:
+    """Scratch names for omitted outputs before the last used one (the IR names every output it lists)."""
+    return [o or im.tmp(f"{name}/unused{i}") for i, o in enumerate(outs)]
+
+
+def _topk(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if im.opset < 10:
+        k = attrs.pop("k", None)
+        if k is None:
+            raise MalformedModelError("TopK needs 'k' before opset 10", node=name, op_type=op)
+        ins = [ins[0], im.const(np.array([k], np.int64), f"{name}/k")]
+    elif "k" in attrs:
+        raise MalformedModelError("'k' is an input since opset 10", node=name, op_type=op)
+    outs = _named_outputs(im, outs, name)
+    if len(outs) == 1:
+        outs.append(im.tmp(f"{name}/indices"))
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _scatter(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    im.emit("ScatterElements", ins, attrs, outs, name)  # Scatter (opsets 9, 10) is ScatterElements
+
+
+def _cast_like(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    dt = im.dtypes.get(ins[1]) if len(ins) > 1 else None
+    if dt is None:
+        raise MalformedModelError("CastLike needs a typed target_type input", node=name, op_type=op)
+    im.emit("Cast", [ins[0]], {"to": dt.name}, outs, name)
+
+
+def _quantize(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    attrs.pop("saturate", None)  # float8 only
+    od = attrs.pop("output_dtype", 0)
+    if od and op == "QuantizeLinear":
+        attrs["output_dtype"] = im.dtype_of(int(od), f"output_dtype of node {name!r}").name
+    elif od:
+        raise _Unsupported("output_dtype")
+    if attrs.pop("precision", 0):
+        raise _Unsupported("precision")
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _mod(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    dt = im.dtypes.get(ins[0])
+    if not int(attrs.get("fmod", 0)) and dt is not None and dt.kind == "f":
+        raise MalformedModelError("Mod of floats needs fmod=1", node=name, op_type=op)
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _recurrent(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    from .reference_rnn import ACTIVATIONS
+
+    for a in attrs.get("activations") or []:
+        if a.lower() not in {x.lower() for x in ACTIVATIONS}:
+            raise MalformedModelError(f"unknown activation {a!r}", node=name, op_type=op)
+    if not any(outs):
+        raise MalformedModelError("has no outputs", node=name, op_type=op)
+    im.emit(op, ins, attrs, _named_outputs(im, outs, name), name)
+
+
+def _nearest_of_scales(im: _Importer, scales: str) -> str:
+    """Upsample/Resize-10 nearest: floor when upsampling, ceil when downsampling (as onnxruntime)."""
+    s = im.g.constants.get(scales) if scales else None
+    return "ceil" if s is not None and s.size and float(np.max(s)) <= 1.0 and float(np.min(s)) < 1.0 else "floor"
+
+
+def _resize(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    if im.opset < 11:  # Resize-10: (X, scales), Upsample's semantics
+        if len(ins) != 2:
+            raise MalformedModelError("Resize takes (X, scales) before opset 11", node=name, op_type=op)
+        _upsample(im, op, ins, outs, attrs, name)
+        return
+    if attrs.get("mode", "nearest") not in ("nearest", "linear", "cubic"):
+        raise MalformedModelError(f"unknown mode {attrs['mode']!r}", node=name, op_type=op)
+    while ins and not ins[-1]:
+        ins.pop()
+    im.emit(op, ins, attrs, outs, name)
+
+
+def _upsample(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    mode = attrs.pop("mode", "nearest")
+    mode = {"bilinear": "linear", "trilinear": "linear"}.get(mode, mode)
+    if mode not in ("nearest", "linear"):
+        raise MalformedModelError(f"unknown mode {mode!r}", node=name, op_type=op)
+    if len(ins) != 2 or not ins[1]:
+        raise MalformedModelError("takes (X, scales)", node=name, op_type=op)
+    res = {"mode": mode, "coordinate_transformation_mode": "asymmetric"}
+    if mode == "nearest":
+        res["nearest_mode"] = _nearest_of_scales(im, ins[1])
+    im.emit("Resize", [ins[0], "", ins[1]], res, outs, name)
+
+
 _CONVERTERS: dict[str, Converter] = {
     "Constant": _constant,
     "Squeeze": _axes_attr_to_input(13),
@@ -836,4 +995,19 @@ _CONVERTERS: dict[str, Converter] = {
     "Cast": _cast,
     "LayerNormalization": _layernorm,
     "Gelu": _gelu,
+    **{
+        op: _axes_attr_to_input(18)
+        for op in ("ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+    },
+    "TopK": _topk,
+    "Scatter": _scatter,
+    "CastLike": _cast_like,
+    "QuantizeLinear": _quantize,
+    "DequantizeLinear": _quantize,
+    "Mod": _mod,
+    "LSTM": _recurrent,
+    "GRU": _recurrent,
+    "RNN": _recurrent,
+    "Resize": _resize,
+    "Upsample": _upsample,
 }

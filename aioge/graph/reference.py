@@ -585,6 +585,16 @@ def _reduce(node: Node, xs: list[Any]) -> list[Arr]:
         y = np.sum(x, axis=axes, keepdims=keep, dtype=x.dtype)
     elif op == "ReduceMean":
         y = np.mean(x, axis=axes, keepdims=keep, dtype=x.dtype)
+    elif x.size == 0:  # the identity of max/min: the lowest/highest value of the dtype
+        info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype) if x.dtype.kind in "iu" else None
+        if info is None:
+            fill: Any = op == "ReduceMin"
+        elif x.dtype.kind == "f":
+            fill = -np.inf if op == "ReduceMax" else np.inf
+        else:
+            fill = info.min if op == "ReduceMax" else info.max
+        shape = np.sum(np.zeros(x.shape, np.int8), axis=axes, keepdims=keep).shape
+        y = np.full(shape, fill, x.dtype)
     elif op == "ReduceMax":
         y = np.max(x, axis=axes, keepdims=keep)
     else:
@@ -697,3 +707,7 @@ def run_reference(
         arr = env[name]
         result[name] = arr.copy() if name in graph.constants or name in graph.inputs else arr
     return result
+
+
+# the kernels of the newer op families register themselves into KERNELS
+from . import reference_ops, reference_resize, reference_rnn  # noqa: E402,F401

@@ -197,6 +197,66 @@ def _layernorm_rule(node: Node, dts: list[DT]) -> list[DT]:
     return [t, stash, stash][: max(1, len(node.outputs))]
 
 
+def _to_bool(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], FLOAT_TYPES)
+    return [BOOL]
+
+
+def _to_int64(node: Node, dts: list[DT]) -> list[DT]:
+    return [I64] * max(1, len(node.outputs))
+
+
+def _topk_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], NUM_TYPES)
+    _check_in(node, 1, dts[1], frozenset({I64}))
+    return [dts[0], I64]
+
+
+def _onehot_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], NUM_TYPES)
+    _check_in(node, 1, dts[1], NUM_TYPES)
+    return [dts[2]]
+
+
+def _rnn_rule(node: Node, dts: list[DT]) -> list[DT]:
+    t = _same(node, dts, [0, 1, 2, 3, 5, 6, 7] if node.op_type == "LSTM" else [0, 1, 2, 3, 5])
+    for i in range(3):
+        _check_in(node, i, dts[i], FLOAT_TYPES)
+    if len(dts) > 4:
+        _check_in(node, 4, dts[4], frozenset({_D("int32")}))
+    return [t] * max(1, len(node.outputs))
+
+
+_INT8: frozenset[np.dtype] = frozenset({_D("int8"), _D("uint8")})
+
+
+def _matmul_integer_rule(node: Node, dts: list[DT]) -> list[DT]:
+    for i in range(len(dts)):
+        _check_in(node, i, dts[i], _INT8)
+    _same(node, dts, [0, 2])
+    _same(node, dts, [1, 3])
+    return [_D("int32")]
+
+
+def _quantize_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], FLOAT_TYPES | {_D("int32")})
+    _check_in(node, 1, dts[1], FLOAT_TYPES)
+    out = dts[2] if len(dts) > 2 and dts[2] is not None else None
+    to = node.attrs.get("output_dtype", 0)  # the IR: a dtype name (the importer converts ONNX's enum), 0 = unset
+    if out is None:
+        out = normalize_dtype(to) if to else _D("uint8")
+    if out not in _INT8 | {_D("int16"), _D("uint16"), _D("int32")}:
+        raise _err(node, f"quantizes to {out}, expected an integer type")
+    return [out]
+
+
+def _dequantize_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], INT_TYPES)
+    _check_in(node, 1, dts[1], FLOAT_TYPES)
+    _same(node, dts, [0, 2])
+    return [dts[1]]
+
+
 def _fused_ew_rule(node: Node, dts: list[DT]) -> list[DT]:
     return [same(FLOAT_TYPES)(node, dts)[0]]
 
@@ -221,6 +281,26 @@ _POOL_ATTRS = {
     "strides": None,
 }
 _ACT_ATTRS = {"activation": "none", "alpha": 0.01, "min": 0.0, "max": 6.0}
+_RESIZE_ATTRS = {
+    "antialias": 0,
+    "axes": None,
+    "coordinate_transformation_mode": "half_pixel",
+    "cubic_coeff_a": -0.75,
+    "exclude_outside": 0,
+    "extrapolation_value": 0.0,
+    "keep_aspect_ratio_policy": "stretch",
+    "mode": "nearest",
+    "nearest_mode": "round_prefer_floor",
+}
+_RNN_ATTRS = {
+    "activation_alpha": None,
+    "activation_beta": None,
+    "activations": None,
+    "clip": None,
+    "direction": "forward",
+    "hidden_size": None,
+    "layout": 0,
+}
 _REDUCE = {"keepdims": 1, "noop_with_empty_axes": 0}
 
 
@@ -252,6 +332,10 @@ SCHEMAS: dict[str, OpSchema] = {
         _s("Gelu", 1, 1, same(_F), {"approximate": "none"}),
         _s("Shrink", 1, 1, same(_N), {"bias": 0.0, "lambd": 0.5}),
         _s("Not", 1, 1, same(frozenset({BOOL}))),
+        *(_s(op, 1, 1, same(_F)) for op in ("Floor", "Ceil", "Round", "HardSwish", "Mish", "Sin", "Cos")),
+        _s("HardSigmoid", 1, 1, same(_F), {"alpha": 0.2, "beta": 0.5}),
+        _s("IsNaN", 1, 1, _to_bool),
+        _s("IsInf", 1, 1, _to_bool, {"detect_negative": 1, "detect_positive": 1}),
         _s("Identity", 1, 1, same(_A)),
         _s("Dropout", 1, 3, _dropout_rule, {"seed": 0}, 1, 2),
         _s("Cast", 1, 1, _cast_rule, {"to": None, "saturate": 1}),
@@ -262,15 +346,25 @@ SCHEMAS: dict[str, OpSchema] = {
         _s("PRelu", 2, 2, same(_F)),
         *(_s(op, 1, None, same(_N)) for op in ("Max", "Min", "Sum", "Mean")),
         _s("Equal", 2, 2, same(_A, out="bool")),
-        *(_s(op, 2, 2, same(_N, out="bool")) for op in ("Less", "Greater")),
+        *(_s(op, 2, 2, same(_N, out="bool")) for op in ("Less", "Greater", "LessOrEqual", "GreaterOrEqual")),
+        *(_s(op, 2, 2, same(frozenset({BOOL}), out="bool")) for op in ("And", "Or", "Xor")),
+        _s("Mod", 2, 2, same(_N), {"fmod": 0}),
         _s("Where", 3, 3, _where_rule),
         # linear algebra / nn
         _s("MatMul", 2, 2, same(_N)),
+        _s("MatMulInteger", 2, 4, _matmul_integer_rule),
+        _s("QuantizeLinear", 2, 3, _quantize_rule, {"axis": 1, "saturate": 1, "block_size": 0, "output_dtype": 0}),
+        _s("DequantizeLinear", 2, 3, _dequantize_rule, {"axis": 1, "block_size": 0}),
+        _s("Einsum", 1, None, same(_N), {"equation": None}),
         _s("Gemm", 2, 3, same(_N), {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}),
         _s("Conv", 2, 3, same(_F), dict(_CONV_ATTRS)),
         _s("ConvTranspose", 2, 3, same(_F), {**_CONV_ATTRS, "output_padding": None, "output_shape": None}),
         _s("BatchNormalization", 5, 5, same(_F), {"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0}),
         _s("InstanceNormalization", 3, 3, same(_F), {"epsilon": 1e-5}),
+        _s("GroupNormalization", 3, 3, same(_F), {"epsilon": 1e-5, "num_groups": None, "stash_type": 1}),
+        _s("LSTM", 3, 8, _rnn_rule, {**_RNN_ATTRS, "input_forget": 0}, 1, 3),
+        _s("GRU", 3, 6, _rnn_rule, {**_RNN_ATTRS, "linear_before_reset": 0}, 1, 2),
+        _s("RNN", 3, 6, _rnn_rule, dict(_RNN_ATTRS), 1, 2),
         _s("LayerNormalization", 2, 3, _layernorm_rule, {"axis": -1, "epsilon": 1e-5, "stash_type": 1}, 1, 3),
         _s("MaxPool", 1, 1, same(_N), {**_POOL_ATTRS, "storage_order": 0}),
         _s("AveragePool", 1, 1, same(_F), {**_POOL_ATTRS, "count_include_pad": 0}),
@@ -292,11 +386,33 @@ SCHEMAS: dict[str, OpSchema] = {
         _s("Expand", 2, 2, same(_A, tied=[0], extra={1: _I64})),
         _s("Tile", 2, 2, same(_A, tied=[0], extra={1: _I64})),
         _s("Pad", 2, 4, same(_A, tied=[0, 2], extra={1: _I64, 3: IDX_TYPES}), {"mode": "constant"}),
+        _s("Resize", 1, 4, same(_A, tied=[0], extra={1: _F, 2: frozenset({_D("float32")}), 3: _I64}),
+           dict(_RESIZE_ATTRS)),
+        _s("DepthToSpace", 1, 1, same(_A), {"blocksize": None, "mode": "DCR"}),
+        _s("SpaceToDepth", 1, 1, same(_A), {"blocksize": None}),
+        _s("Trilu", 1, 2, same(_A, tied=[0], extra={1: _I64}), {"upper": 1}),
+        _s("Range", 3, 3, same(_N)),
+        _s("CumSum", 2, 2, same(_N, tied=[0], extra={1: IDX_TYPES}), {"exclusive": 0, "reverse": 0}),
+        _s("GatherElements", 2, 2, same(_A, tied=[0], extra={1: IDX_TYPES}), {"axis": 0}),
+        _s("GatherND", 2, 2, same(_A, tied=[0], extra={1: _I64}), {"batch_dims": 0}),
+        _s("ScatterElements", 3, 3, same(_A, tied=[0, 2], extra={1: IDX_TYPES}), {"axis": 0, "reduction": "none"}),
+        _s("ScatterND", 3, 3, same(_A, tied=[0, 2], extra={1: _I64}), {"reduction": "none"}),
+        _s("OneHot", 3, 3, _onehot_rule, {"axis": -1}),
+        _s("NonZero", 1, 1, _to_int64),
+        _s("TopK", 2, 2, _topk_rule, {"axis": -1, "largest": 1, "sorted": 1}, 2, 2),
+        *(_s(op, 1, 1, _to_int64, {"axis": 0, "keepdims": 1, "select_last_index": 0}) for op in ("ArgMax", "ArgMin")),
+        _s("Size", 1, 1, _to_int64),
         _s("Shape", 1, 1, _shape_rule, {"start": 0, "end": None}),
         _s("ConstantOfShape", 1, 1, _cos_rule, {"value": None}),
         *(
-            _s(op, 1, 2, same(_N, tied=[0], extra={1: _I64}), dict(_REDUCE))
-            for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+            _s(op, 1, 2, same(_A if op in ("ReduceMax", "ReduceMin") else _N, tied=[0], extra={1: _I64}),
+               dict(_REDUCE))
+            for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd")
+        ),
+        *(
+            _s(op, 1, 2, same(_N if op in ("ReduceL1", "ReduceSumSquare") else _F, tied=[0], extra={1: _I64}),
+               dict(_REDUCE))
+            for op in ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
         ),
         # host-only fused ops (see passes/fuse.py)
         _s("_FusedConv", 2, 3, same(_F), {**_CONV_ATTRS, **_ACT_ATTRS}),

@@ -97,7 +97,16 @@ def _ints_attr(v: Any) -> list[int] | None:
     return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
 
 
-@_shape_fn(*(ELEMENTWISE_UNARY - {"Clip"}), "Not", "Identity", "Cast", "Softmax", "LogSoftmax", "LRN")
+@_shape_fn(
+    *(ELEMENTWISE_UNARY - {"Clip"}),
+    "Not",
+    "Identity",
+    "Cast",
+    "Softmax",
+    "LogSoftmax",
+    "LRN",
+    *("Floor", "Ceil", "Round", "HardSigmoid", "HardSwish", "Mish", "Sin", "Cos", "IsNaN", "IsInf"),
+)
 def _same_shape(c: _Ctx) -> list[Shape]:
     s = c.shape(0)
     if c.node.op_type in ("Softmax", "LogSoftmax"):
@@ -136,6 +145,12 @@ def _dropout(c: _Ctx) -> list[Shape]:
     "Equal",
     "Less",
     "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "And",
+    "Or",
+    "Xor",
+    "Mod",
     "Where",
     "_FusedElementwise",
 )
@@ -487,7 +502,10 @@ def _cos(c: _Ctx) -> list[Shape]:
     return [tuple(dims)]
 
 
-@_shape_fn("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
+@_shape_fn(
+    *("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"),
+    *("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"),
+)
 def _reduce(c: _Ctx) -> list[Shape]:
     x = c.shape(0)
     xs: list[Any] = [None, c.value(1, "axes") if c.has(1) else None]
@@ -500,6 +518,9 @@ def _reduce(c: _Ctx) -> list[Shape]:
     if int(c.attr("keepdims")):
         return [tuple(1 if i in axes else d for i, d in enumerate(x))]
     return [tuple(d for i, d in enumerate(x) if i not in axes)]
+
+
+from . import infer_ops as _infer_ops  # noqa: E402,F401  (registers the shape functions of the newer ops)
 
 
 def _infer_node(node: Node, shapes: list[Shape | None], values: list[np.ndarray | None]) -> list[Shape]:
