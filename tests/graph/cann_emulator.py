@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import cann_emulator_ops as NEWER
+import ml_dtypes
 import numpy as np
 
 from aioge.graph.ewprogram import erf
@@ -34,6 +36,7 @@ ACL_TO_NP = {
     10: np.uint64,
     11: np.float64,
     12: np.bool_,
+    27: ml_dtypes.bfloat16,
 }
 
 _POOL = {"ksize", "strides", "padding_mode", "pads", "data_format", "global_pooling", "ceil_mode"}
@@ -153,6 +156,12 @@ def run_op(op: str, ins: list[Any], a: dict[str, Any], n_out: int) -> list[np.nd
         from aioge.graph.ir import Node
 
         return KERNELS[op](Node(op, ["x"] * len(ins), ["y"], a), ins)
+    if op in NEWER.OPS:
+        lo, hi, allowed = NEWER.SPEC[op]
+        assert lo <= len(ins) <= hi, (op, len(ins))
+        assert set(a) <= allowed, (op, set(a) - allowed)
+        assert NEWER.REQUIRED[op] <= set(a), (op, NEWER.REQUIRED[op] - set(a))
+        return NEWER.OPS[op](ins, a, n_out)
     lo, hi, allowed = SPEC[op]
     assert lo <= len(ins) <= hi, (op, len(ins))
     assert set(a) <= allowed, (op, set(a) - allowed)
@@ -316,7 +325,7 @@ def _run(graph: Graph, feeds: Mapping[str, np.ndarray], direct_outputs: bool) ->
                 ]
                 outs = run_op(op.op_type, ins, dict(op.attrs), len(op.outputs))
                 for name, arr in zip(op.outputs, outs, strict=False):
-                    own = ln.temps.get(name, (None, None))[0] or graph.values[name].shape
+                    own = ln.temps[name][0] if name in ln.temps else graph.values[name].shape
                     want = op.shapes.get(name, own)
                     assert tuple(arr.shape) == tuple(want), (op.op_type, name, arr.shape, want)
                     # a real op never leaves a view of a graph value behind

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from cann_emulator import SPEC, run_lowered
 
-from aioge.graph import ConstInput, Graph, LoweringError, lower, lower_node, optimize
+from aioge.graph import ASCEND, ConstInput, Graph, LoweringError, lower, lower_node, optimize
 from aioge.graph.lower import acl_dtype
 from aioge.graph.passes import infer_shapes
 
@@ -171,8 +171,15 @@ def test_elementwise_ops() -> None:
     assert [o.op_type for o in ln.ops] == ["Mul", "Erf", "Add", "Mul", "Mul"]
     _, ln = lowered("Sum", [(3,), (3,), (3,)])
     assert [o.op_type for o in ln.ops] == ["Add", "Add"]
-    _, ln = lowered("Not", [(3,)], dtype="bool")
-    assert ln.ops[0].op_type == "Equal" and isinstance(ln.ops[0].inputs[1], ConstInput)
+    assert single("Not", [(3,)], dtype="bool").op_type == "LogicalNot"
+    assert single("LeakyRelu", [(3,)], {"alpha": 0.2}).attrs == {"negative_slope": 0.2}
+    _, ln = lowered("PRelu", [(2, 3, 4)], {}, {"s": np.ones((3, 1), np.float32)})
+    assert [o.op_type for o in ln.ops] == ["Reshape", "PRelu"] and ln.ops[0].alias
+    _, ln = lowered("PRelu", [(2, 3, 4)], {}, {"s": np.ones((4,), np.float32)})  # not per channel: decomposed
+    assert "PRelu" not in [o.op_type for o in ln.ops]
+    assert single("Mod", [(3,), (3,)], {"fmod": 1}).op_type == "Mod"
+    assert single("Mod", [(3,), (3,)], dtype="int32").op_type == "FloorMod"
+    assert single("Xor", [(3,), (3,)], dtype="bool").op_type == "NotEqual"
 
 
 def test_matmul_gemm_variants() -> None:
@@ -229,10 +236,10 @@ def test_every_emitted_op_type_is_known() -> None:
 def test_lowering_errors_name_the_node() -> None:
     with pytest.raises(LoweringError, match=r"'n' \(Conv\).*3-D"):
         lowered("Conv", [(1, 1, 4, 4, 4)], {}, {"w": np.ones((1, 1, 2, 2, 2), np.float32)})
-    with pytest.raises(LoweringError, match="dilated pooling"):
-        lowered("MaxPool", [(1, 1, 6, 6)], {"kernel_shape": [2, 2], "dilations": [2, 2]})
-    with pytest.raises(LoweringError, match="wrap"):
-        lowered("Pad", [(3, 3)], {"mode": "wrap"}, {"p": np.array([1, 1, 1, 1], np.int64)})
+    with pytest.raises(LoweringError, match=r"'n' \(Resize\).*antialias.*'ascend' target"):
+        g, _ = lowered("Resize", [(1, 1, 4, 4)], {"mode": "linear", "antialias": 1},
+                       {"roi": None, "s": np.array([1, 1, 0.5, 0.5], np.float32)})  # fmt: skip
+        lower_node(g, g.node("n"), target=ASCEND)
 
 
 def test_decompositions_match_reference() -> None:

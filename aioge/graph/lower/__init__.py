@@ -4,10 +4,12 @@
 ``lower(graph, target=HOST) -> list[LoweredNode]`` (topological order) for a
 shape-inferred graph; every emitted op type is one the :class:`~aioge.graph.target.Target`
 runs (a :class:`~aioge.graph.errors.LoweringError` otherwise).  One module per op family:
-:mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`, :mod:`.host` (fused ops and the
-host rewrites); :mod:`._base` has the records and the per-node builder.  Each :class:`LoweredOp`
-names its CANN op type and attrs exactly as the GE op prototypes
-(``research/acl-spec.md`` §7); inputs are in IR order and are
+:mod:`.elementwise`, :mod:`.nn`, :mod:`.shape`, :mod:`.index`, :mod:`.linalg`,
+:mod:`.resize`, :mod:`.rnn`, :mod:`.host` (fused ops and the host rewrites);
+:mod:`._base` has the records and the per-node builder.  Each :class:`LoweredOp`
+names its CANN op type and attrs exactly as the GE op prototypes (the ``REG_OP``
+declarations of CANN's op_proto headers, e.g. hicann/ops-nn ``*_proto.h``); inputs
+are in IR order and are
 
 * a value name (a graph value, or a node-local temporary in ``LoweredNode.temps``),
 * a :class:`ConstInput` — a small host array passed as a *const* input
@@ -108,7 +110,7 @@ from ..errors import LoweringError
 from ..ir import Graph, Node
 from ..schema import get_schema
 from ..target import HOST, Target
-from . import elementwise, host, nn, shape  # noqa: F401  (register their rules)
+from . import elementwise, host, index, linalg, nn, resize, rnn, shape  # noqa: F401  (register their rules)
 from ._base import RULES, Builder, ConstInput, InputRef, LoweredNode, LoweredOp, acl_dtype
 from .host import expand_host_ops, host_attrs
 

@@ -8,6 +8,7 @@ appends CANN ops with ``L.op`` / ``L.to`` (see :mod:`aioge.graph.lower`).
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ from ..schema import get_attr
 if TYPE_CHECKING:
     from ..target import Target
 
-__all__ = ("ConstInput", "InputRef", "LoweredOp", "LoweredNode", "Builder", "RULES", "rule", "acl_dtype")
+__all__ = ("ConstInput", "InputRef", "LoweredOp", "LoweredNode", "Builder", "RULES", "Rule", "rule", "acl_dtype")
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,6 +192,28 @@ def ints(v: Any) -> list[int] | None:
 
 
 def const(L: Builder, i: int) -> np.ndarray | None:
-    """The constant value of the node's input ``i``, if it is a constant."""
+    """The compile-time value of the node's input ``i``: a constant, or a small value computed from
+    constants and static shapes (``Shape`` -> ``Gather`` -> ``Concat`` ...) that was not folded."""
     name = L.node.input(i)
-    return L.g.constants.get(name) if name else None
+    if not name:
+        return None
+    c = L.g.constants.get(name)
+    return c if c is not None else _known(L.g).get(name)
+
+
+_KNOWN: weakref.WeakKeyDictionary[Graph, tuple[tuple[int, int, int], dict[str, np.ndarray]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _known(g: Graph) -> dict[str, np.ndarray]:
+    """``known_values(g)``, computed once per graph (and again if its nodes or constants change)."""
+    key = (id(g.nodes), len(g.nodes), len(g.constants))
+    hit = _KNOWN.get(g)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    from ..passes.infer_shapes import known_values
+
+    vals = known_values(g)
+    _KNOWN[g] = (key, vals)
+    return vals

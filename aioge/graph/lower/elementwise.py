@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _shapes as S
-from ._base import RULES, Builder, ConstInput, InputRef, acl_dtype
+from ._base import RULES, Builder, ConstInput, InputRef, Rule, acl_dtype
 
 
 def _same(L: Builder) -> None:
@@ -44,12 +44,21 @@ def _relu_plus_neg(L: Builder, x: str, slope: InputRef, out: str) -> None:
 
 
 def _leaky(L: Builder) -> None:
-    x = L.node.inputs[0]
-    _relu_plus_neg(L, x, L.scalar(float(L.attr("alpha")), L.dtype(x)), L.node.outputs[0])
+    L.op("LeakyRelu", L.node.inputs, L.node.outputs, negative_slope=float(L.attr("alpha")))
 
 
 def _prelu(L: Builder) -> None:
-    _relu_plus_neg(L, L.node.inputs[0], L.node.inputs[1], L.node.outputs[0])
+    """CANN PRelu takes one slope per channel (axis 1) or a single one; other broadcasts decompose."""
+    x, slope = L.node.inputs
+    sx, ss = L.shape(x), L.shape(slope)
+    full = (1,) * (len(sx) - len(ss)) + tuple(ss)
+    c = sx[1] if len(sx) > 1 else 1
+    per_channel = len(sx) >= 2 and full[1] == c and all(d == 1 for i, d in enumerate(full) if i != 1)
+    if math.prod(ss) == 1 or per_channel:
+        w = L.reshape(slope, (math.prod(ss),)) if ss != (math.prod(ss),) else slope
+        L.op("PRelu", [x, w], L.node.outputs)
+        return
+    _relu_plus_neg(L, x, slope, L.node.outputs[0])
 
 
 def _elu_like(L: Builder) -> None:
@@ -135,7 +144,38 @@ def _cast(L: Builder) -> None:
 
 
 def _not(L: Builder) -> None:
-    L.op("Equal", [L.node.inputs[0], ConstInput(np.array(False))], L.node.outputs)
+    L.op("LogicalNot", L.node.inputs, L.node.outputs)
+
+
+def _renamed(cann: str) -> Rule:
+    def rule(L: Builder) -> None:
+        L.op(cann, L.node.inputs, L.node.outputs)
+
+    return rule
+
+
+def _isinf(L: Builder) -> None:
+    x, out = L.node.inputs[0], L.node.outputs[0]
+    neg, pos = int(L.attr("detect_negative")), int(L.attr("detect_positive"))
+    s, dt = L.shape(x), L.dtype(x)
+    if neg and pos:
+        L.op("IsInf", [x], [out])
+        return
+    if not neg and not pos:
+        L.op("Fill", [ConstInput(np.array(s, np.int64)), ConstInput(np.array(False))], [out])
+        return
+    inf = L.to("IsInf", [x], s, np.bool_)
+    side = L.to("Greater" if pos else "Less", [x, L.scalar(0, dt)], s, np.bool_)
+    L.op("LogicalAnd", [inf, side], [out])
+
+
+def _mod(L: Builder) -> None:
+    # ONNX fmod=1 is C's fmod (the sign of the dividend): CANN Mod; fmod=0 is the floor modulus: FloorMod
+    L.op("Mod" if int(L.attr("fmod")) else "FloorMod", L.node.inputs, L.node.outputs)
+
+
+def _hard_sigmoid(L: Builder) -> None:
+    L.op("HardSigmoid", L.node.inputs, L.node.outputs, alpha=float(L.attr("alpha")), beta=float(L.attr("beta")))
 
 
 def _where(L: Builder) -> None:
@@ -172,5 +212,15 @@ RULES.update(
         "Cast": _cast,
         "Not": _not,
         "Where": _where,
+        "And": _renamed("LogicalAnd"),
+        "Or": _renamed("LogicalOr"),
+        "Xor": _renamed("NotEqual"),  # on bools; CANN has no LogicalXor
+        "GreaterOrEqual": _renamed("GreaterEqual"),
+        "LessOrEqual": _renamed("LessEqual"),
+        "IsNaN": _renamed("IsNan"),
+        "IsInf": _isinf,
+        "Mod": _mod,
+        "HardSigmoid": _hard_sigmoid,
+        **{op: _same for op in ("Floor", "Ceil", "Round", "Sin", "Cos", "HardSwish", "Mish")},
     }
 )

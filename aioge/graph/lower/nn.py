@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -10,6 +11,7 @@ import numpy as np
 
 from .. import _shapes as S
 from ._base import RULES, Builder, ConstInput, InputRef, ints
+from .shape import _strided_slice
 
 
 def _matmul(L: Builder) -> None:
@@ -172,22 +174,48 @@ def _batchnorm(L: Builder) -> None:
         L.reshape(target, s, out=out)
 
 
+def _as_nchw(L: Builder, x: str) -> str:
+    """A rank-3+ NC... tensor as 4-D NCHW (spatial dims merged into H, W = 1)."""
+    s = L.shape(x)
+    return x if len(s) == 4 else L.reshape(x, (s[0], s[1], math.prod(s[2:]), 1))
+
+
 def _instnorm(L: Builder) -> None:
     x, scale, b = L.node.inputs
     out = L.node.outputs[0]
     s, dt = L.shape(x), L.dtype(x)
-    axes = list(range(2, len(s)))
-    red = (*s[:2], *([1] * len(axes)))
-    mean = L.to("ReduceMeanD", [x], red, dt, axes=axes, keep_dims=True, noop_with_empty_axes=False)
-    d = L.to("Sub", [x, mean], s, dt)
-    sq = L.to("Mul", [d, d], s, dt)
-    var = L.to("ReduceMeanD", [sq], red, dt, axes=axes, keep_dims=True, noop_with_empty_axes=False)
-    ve = L.to("Add", [var, L.scalar(float(L.attr("epsilon")), dt)], red, dt)
-    inv = L.to("Rsqrt", [ve], red, dt)
-    nx = L.to("Mul", [d, inv], s, dt)
-    chan = (1, s[1], *([1] * len(axes)))
-    sc = L.to("Mul", [nx, L.reshape(scale, chan)], s, dt)
-    L.op("Add", [sc, L.reshape(b, chan)], [out])
+    x4 = _as_nchw(L, x)
+    target = out if len(s) == 4 else L.tmp(L.shape(x4), dt)
+    stats = [L.tmp((s[0], s[1], 1, 1), dt) for _ in range(2)]
+    L.op("InstanceNorm", [x4, scale, b], [target, *stats], data_format="NCHW", epsilon=float(L.attr("epsilon")))
+    if target != out:
+        L.reshape(target, s, out=out)
+
+
+def _groupnorm(L: Builder) -> None:
+    x, scale, b = L.node.inputs
+    out = L.node.outputs[0]
+    s, dt = L.shape(x), L.dtype(x)
+    g = int(L.attr("num_groups"))
+    c = s[1]
+    gb: list[InputRef] = []
+    for v in (scale, b):  # opset 18: one scale/bias per group; CANN takes one per channel
+        if L.shape(v) == (c,):
+            gb.append(v)
+            continue
+        cv = L.g.constants.get(v)
+        if cv is not None:
+            gb.append(ConstInput(np.repeat(cv, c // g).astype(cv.dtype)))
+        else:
+            e = L.to("BroadcastToD", [L.reshape(v, (g, 1))], (g, c // g), L.dtype(v), shape=[g, c // g])
+            gb.append(L.reshape(e, (c,)))
+    x4 = _as_nchw(L, x)
+    target = out if len(s) == 4 else L.tmp(L.shape(x4), dt)
+    stats = [L.tmp((s[0], g), dt) for _ in range(2)]
+    L.op("GroupNorm", [x4, *gb], [target, *stats], num_groups=g, data_format="NCHW", eps=float(L.attr("epsilon")),
+         is_training=False)  # fmt: skip
+    if target != out:
+        L.reshape(target, s, out=out)
 
 
 def _layernorm(L: Builder) -> None:
@@ -265,16 +293,15 @@ def _pool(L: Builder) -> None:
     x, out = L.node.inputs[0], L.node.outputs[0]
     sx = L.shape(x)
     n_sp = len(sx) - 2
-    if n_sp not in (1, 2):
-        raise L.fail(f"{n_sp}-D pooling has no CANN lowering here")
     kernel = ints(L.attr("kernel_shape")) or []
     strides = ints(L.attr("strides")) or [1] * n_sp
     dil = ints(L.attr("dilations")) or [1] * n_sp
-    if any(d != 1 for d in dil):
-        raise L.fail("dilated pooling has no CANN lowering (MaxPoolV3/AvgPoolV2 take no dilations)")
-    pb, pe, _ = S.pool_geometry(
+    pb, pe, out_sp = S.pool_geometry(
         sx[2:], kernel, strides, dil, ints(L.attr("pads")), str(L.attr("auto_pad")), int(L.attr("ceil_mode"))
     )
+    if any(d != 1 for d in dil) or n_sp not in (1, 2):
+        _dilated_pool(L, kernel, strides, dil, pb, pe, out_sp)  # MaxPoolV3/AvgPoolV2: 2-D, no dilations
+        return
     x4 = _to4d(L, x)
     so = L.shape(out)
     target = out if n_sp == 2 else L.tmp((*so[:2], 1, so[2]), L.dtype(out))
@@ -300,6 +327,52 @@ def _pool(L: Builder) -> None:
         )
     if target != out:
         L.reshape(target, so, out=out)
+
+
+def _dilated_pool(
+    L: Builder, kernel: list[int], strides: list[int], dil: list[int], pb: list[int], pe: list[int],
+    out_sp: tuple[int, ...],
+) -> None:  # fmt: skip
+    """Pools MaxPoolV3/AvgPoolV2 cannot express (dilated, 3-D and up): pad once, one strided slice
+    per kernel tap, ``Maximum``/``Add`` over the taps, ``Div`` by the window counts."""
+    x, out = L.node.inputs[0], L.node.outputs[0]
+    sx, dt = L.shape(x), L.dtype(x)
+    n_sp = len(sx) - 2
+    is_max = L.node.op_type == "MaxPool"
+    need = [(out_sp[i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(n_sp)]
+    extra = [max(0, need[i] - (sx[2 + i] + pb[i] + pe[i])) for i in range(n_sp)]
+    pairs = [(0, 0), (0, 0), *((pb[i], pe[i] + extra[i]) for i in range(n_sp))]
+    padded = tuple(d + b + e for d, (b, e) in zip(sx, pairs, strict=True))
+    fill = (-np.inf if dt.kind == "f" else np.iinfo(dt).min) if is_max else 0
+    xp = x
+    if any(b or e for b, e in pairs):
+        xp = L.to("PadV3", [x, ConstInput(np.array(pairs, np.int64)), L.scalar(fill, dt)], padded, dt,
+                  mode="constant", paddings_contiguous=True)  # fmt: skip
+    acc: str | None = None
+    for taps in itertools.product(*(range(k) for k in kernel)):
+        ranges = [(0, sx[0], 1), (0, sx[1], 1)] + [
+            (taps[i] * dil[i], taps[i] * dil[i] + (out_sp[i] - 1) * strides[i] + 1, strides[i]) for i in range(n_sp)
+        ]
+        sl = L.tmp((*sx[:2], *out_sp), dt)
+        _strided_slice(L, xp, ranges, sl)
+        if acc is None:
+            acc = sl
+        else:
+            acc = L.to("Maximum" if is_max else "Add", [acc, sl], (*sx[:2], *out_sp), dt)
+    assert acc is not None
+    if is_max:
+        L.op("Identity", [acc], [out])
+        return
+    # window counts: positions inside the input (count_include_pad: inside the padded input)
+    ones = np.ones(sx[2:], np.float64)
+    inc = int(L.attr("count_include_pad"))
+    base = np.pad(ones, [(b, e) for b, e in zip(pb, pe, strict=True)], constant_values=float(inc))
+    mask = np.pad(base, [(0, e) for e in extra])
+    cnt = np.zeros(out_sp)
+    for taps in itertools.product(*(range(k) for k in kernel)):
+        cnt += mask[tuple(slice(taps[i] * dil[i], taps[i] * dil[i] + (out_sp[i] - 1) * strides[i] + 1, strides[i])
+                          for i in range(n_sp))]  # fmt: skip
+    L.op("Div", [acc, ConstInput(cnt.reshape(1, 1, *out_sp).astype(dt))], [out])
 
 
 def _global_pool(L: Builder) -> None:
@@ -336,6 +409,7 @@ RULES.update(
         "ConvTranspose": _conv_transpose,
         "BatchNormalization": _batchnorm,
         "InstanceNormalization": _instnorm,
+        "GroupNormalization": _groupnorm,
         "LayerNormalization": _layernorm,
         "LRN": _lrn,
         "Softmax": _softmax,
