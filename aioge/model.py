@@ -41,7 +41,7 @@ from ._native import ffi, lib
 from ._resources import Resource
 from ._scheduler import Completion, wait_all
 from .errors import AclError, BusyResourceError, error_class
-from .graph import ConstInput, LoweredNode
+from .graph import LoweredNode
 from .graph.lower.host import expand_host_ops, host_attrs
 from .graph.target import NCHW_OPS, Target, target_for
 from .tensor import DeviceMemory, Tensor
@@ -222,6 +222,7 @@ class _Build:
 
             for k, op in enumerate(ln.ops):
                 name = f"{st.node.name}" if len(ln.ops) == 1 else f"{st.node.name}/{k}:{op.op_type}"
+                as_kind: dict[str, Any] = {}
                 if op.alias:
                     src, dst = op.inputs[0], op.outputs[0]
                     assert isinstance(src, str), "an alias views a value"
@@ -230,12 +231,12 @@ class _Build:
                         continue
                     if loc(src) == loc(dst):
                         continue
-                    # the view must land in a separately placed value: copy (Reshape when the shape changes)
+                    # the view must land in a separately placed value: copy the bytes, the source described
+                    # with the destination's shape (a Reshape to a scalar would need an empty const, which ACL refuses)
                     op_type, attrs = "Identity", {}
                     ins: list[Any] = [src]
                     if kind(src)[1] != kind(dst)[1]:
-                        op_type = "Reshape"
-                        ins.append(ConstInput(np.asarray(kind(dst)[1], np.int64)))
+                        as_kind[src] = kind(dst)
                 else:
                     op_type, ins, attrs = op.op_type, list(op.inputs), host_attrs(op.op_type, op.attrs)
                 r_ins: list[tuple[Any, int, int]] = []
@@ -243,7 +244,7 @@ class _Build:
                     if x is None:
                         r_ins.append((None, ABSENT, 0))
                     elif isinstance(x, str):
-                        r_ins.append((kind(x), *loc(x)))
+                        r_ins.append((as_kind.get(x) or kind(x), *loc(x)))
                     else:  # ConstInput
                         r_ins.append((_native.contiguous(x.value), CONST, 0))
                 r_outs = [(kind(o), *loc(o)) for o in op.outputs]

@@ -273,8 +273,9 @@ def load_onnx(
     """
     onnx = _import_onnx()
     proto, base = _read(onnx, model, base_dir)
+    source_opset = _declared_opset(proto)
     proto, upgraded = _upgrade(onnx, proto)
-    g = _Importer(onnx, proto, base, dict(input_shapes or {})).run()
+    g = _Importer(onnx, proto, base, dict(input_shapes or {}), source_opset).run()
     from .passes.infer_shapes import infer_shapes
 
     try:
@@ -387,7 +388,12 @@ def _upgrade(onnx: Any, proto: Any) -> tuple[Any, bool]:
 
 class _Importer:
     def __init__(
-        self, onnx: Any, proto: Any, base: str | None, input_shapes: dict[str, Sequence[int]]
+        self,
+        onnx: Any,
+        proto: Any,
+        base: str | None,
+        input_shapes: dict[str, Sequence[int]],
+        source_opset: int | None = None,
     ) -> None:
         self.onnx = onnx
         self.proto = proto
@@ -395,6 +401,8 @@ class _Importer:
         self.input_shapes = input_shapes
         self.g = Graph(proto.graph.name or "onnx_graph")
         self.opset = self._opset()
+        #: the opset the model was written for (before an upgrade by onnx.version_converter)
+        self.source_opset = source_opset if source_opset is not None else self.opset
         self.unsupported: list[tuple[str, str, str]] = []
         self.dtypes: dict[str, np.dtype] = {}
         self.onnx_names: set[str] = set()
@@ -929,6 +937,19 @@ def _mod(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[st
     im.emit(op, ins, attrs, outs, name)
 
 
+def _prelu(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    """PRelu before opset 7 (which the version converter keeps as it is) takes a 1-D slope per channel."""
+    x = im.g.values.get(ins[0])
+    s = im.g.values.get(ins[1])
+    if im.source_opset < 7 and x is not None and s is not None and x.shape and s.shape and len(s.shape) == 1:
+        if len(x.shape) > 2 and s.shape[0] == x.shape[1] and s.shape[0] != x.shape[-1]:
+            shape = im.const(np.array([s.shape[0], *([1] * (len(x.shape) - 2))], np.int64), f"{name}/slope_shape")
+            slope = im.tmp(f"{name}/slope")
+            im.emit("Reshape", [ins[1], shape], {}, [slope], im.tmp(f"{name}/Reshape"))
+            ins = [ins[0], slope]
+    im.emit(op, ins, attrs, outs, name)
+
+
 def _recurrent(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
     from .reference_rnn import ACTIVATIONS
 
@@ -1005,6 +1026,7 @@ _CONVERTERS: dict[str, Converter] = {
     "QuantizeLinear": _quantize,
     "DequantizeLinear": _quantize,
     "Mod": _mod,
+    "PRelu": _prelu,
     "LSTM": _recurrent,
     "GRU": _recurrent,
     "RNN": _recurrent,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from cann_emulator import SPEC, run_lowered
 
-from aioge.graph import ASCEND, ConstInput, Graph, LoweringError, lower, lower_node, optimize
+from aioge.graph import ASCEND, Graph, LoweringError, lower, lower_node, optimize
 from aioge.graph.lower import acl_dtype
 from aioge.graph.passes import infer_shapes
 

@@ -144,6 +144,11 @@ def lower_node(
     if rule is None:
         raise LoweringError("no CANN lowering", node=node.name, op_type=node.op_type)
     L = Builder(graph, node, target)
+    outs = [graph.values[o] for o in node.outputs if o]
+    if outs and all(v.shape is not None and v.dtype is not None and 0 in v.shape for v in outs):
+        for v in outs:  # nothing to compute: a Fill that writes no element (no empty const to describe)
+            L.fill(v.shape or (), 0, v.dtype, out=v.name)
+        return LoweredNode(node, tuple(L.ops), L.temps)
     try:
         rule(L)
     except LoweringError:

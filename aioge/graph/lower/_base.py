@@ -163,6 +163,18 @@ class Builder:
         self.op("Reshape", [x, ConstInput(np.array(list(shape), np.int64))], [out], alias=True)
         return out
 
+    def fill(self, shape: Sequence[int], value: Any, dtype: Any, out: str | None = None) -> str:
+        """``Fill(dims, value)`` into ``out`` (or a new temporary); a scalar (whose dims would be an
+        empty const, which ACL refuses) or a tiny result is an ``Identity`` of a const instead."""
+        dt = normalize_dtype(dtype)
+        shape = tuple(int(d) for d in shape)
+        out = out or self.tmp(shape, dt)
+        if not shape or 0 < math.prod(shape) <= 16:
+            self.op("Identity", [ConstInput(np.full(shape, value, dt))], [out])
+        else:
+            self.op("Fill", [ConstInput(np.array(shape, np.int64)), ConstInput(np.array(value, dt))], [out])
+        return out
+
     def scalar(self, v: Any, dtype: Any) -> ConstInput:
         return ConstInput(np.array(v, dtype=normalize_dtype(dtype)))
 

@@ -105,7 +105,7 @@ def _shrink(L: Builder) -> None:
     hi = L.to("Greater", [x, L.scalar(lam, dt)], s, np.bool_)
     plus = L.to("Add", [x, L.scalar(bias, dt)], s, dt)
     minus = L.to("Sub", [x, L.scalar(bias, dt)], s, dt)
-    zero = L.to("Fill", [ConstInput(np.array(s, np.int64)), L.scalar(0, dt)], s, dt)
+    zero = L.fill(s, 0, dt)
     upper = L.to("Select", [hi, minus, zero], s, dt)
     L.op("Select", [lo, plus, upper], [out])
 
@@ -143,6 +143,26 @@ def _cast(L: Builder) -> None:
     L.op("Cast", [L.node.inputs[0]], L.node.outputs, dst_type=acl_dtype(L.attr("to")))
 
 
+def _pow(L: Builder) -> None:
+    """CANN Pow takes one dtype; ONNX lets the exponent differ (cast it, or compute in float64 for an
+    integer base with a float exponent, truncating back as onnxruntime does)."""
+    x, y = L.node.inputs
+    out = L.node.outputs[0]
+    dx, dy = L.dtype(x), L.dtype(y)
+    if dx == dy:
+        L.op("Pow", [x, y], [out])
+        return
+    if dx.kind == "f" or dy.kind != "f":
+        yc = L.to("Cast", [y], L.shape(y), dx, dst_type=acl_dtype(dx))
+        L.op("Pow", [x, yc], [out])
+        return
+    f64 = np.dtype(np.float64)
+    xf = L.to("Cast", [x], L.shape(x), f64, dst_type=acl_dtype(f64))
+    yf = L.to("Cast", [y], L.shape(y), f64, dst_type=acl_dtype(f64)) if dy != f64 else y
+    p = L.to("Pow", [xf, yf], L.shape(out), f64)
+    L.op("Cast", [p], [out], dst_type=acl_dtype(dx))
+
+
 def _not(L: Builder) -> None:
     L.op("LogicalNot", L.node.inputs, L.node.outputs)
 
@@ -162,7 +182,7 @@ def _isinf(L: Builder) -> None:
         L.op("IsInf", [x], [out])
         return
     if not neg and not pos:
-        L.op("Fill", [ConstInput(np.array(s, np.int64)), ConstInput(np.array(False))], [out])
+        L.fill(s, False, np.bool_, out=out)
         return
     inf = L.to("IsInf", [x], s, np.bool_)
     side = L.to("Greater" if pos else "Less", [x, L.scalar(0, dt)], s, np.bool_)
@@ -189,7 +209,7 @@ def _where(L: Builder) -> None:
     L.op("Select", ins, [out])
 
 
-for _op in ("Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Abs", "Neg", "Erf", "Reciprocal", "Relu", "Sigmoid", "Tanh",
+for _op in ("Add", "Sub", "Mul", "Div", "Sqrt", "Abs", "Neg", "Erf", "Reciprocal", "Relu", "Sigmoid", "Tanh",
             "Equal", "Less", "Greater"):  # fmt: skip
     RULES[_op] = _same
 RULES.update(
@@ -211,6 +231,7 @@ RULES.update(
         "Clip": _clip,
         "Cast": _cast,
         "Not": _not,
+        "Pow": _pow,
         "Where": _where,
         "And": _renamed("LogicalAnd"),
         "Or": _renamed("LogicalOr"),

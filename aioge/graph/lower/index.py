@@ -66,6 +66,9 @@ def _trilu(L: Builder) -> None:
         kv = const(L, 1)
         if kv is None:  # Tril/Triu take the diagonal as an attr: a run-time k masks instead
             s, dt = L.shape(x), L.dtype(x)
+            if 0 in s:
+                L.op("Identity", [x], [out])
+                return
             rows, cols = s[-2], s[-1]
             diff = np.arange(cols, dtype=np.int64).reshape(1, -1) - np.arange(rows, dtype=np.int64).reshape(-1, 1)
             kk = L.reshape(L.node.inputs[1], ())

@@ -18,7 +18,7 @@ def _identity(L: Builder) -> None:
     L.op("Identity", [L.node.inputs[0]], [L.node.outputs[0]], alias=not with_mask)
     if with_mask:
         mask = L.node.outputs[1]
-        L.op("Fill", [ConstInput(np.array(L.shape(mask), np.int64)), ConstInput(np.array(True))], [mask])
+        L.fill(L.shape(mask), True, np.bool_, out=mask)
 
 
 def _reshape_like(L: Builder) -> None:
@@ -192,11 +192,7 @@ def _cos(L: Builder) -> None:
     out = L.node.outputs[0]
     v = L.attr("value")
     v = np.zeros(1, np.float32) if v is None else np.asarray(v)
-    L.op(
-        "Fill",
-        [ConstInput(np.array(L.shape(out), np.int64)), ConstInput(v.reshape(-1)[:1].reshape(()))],
-        [out],
-    )
+    L.fill(L.shape(out), v.reshape(-1)[0], v.dtype, out=out)
 
 
 _REDUCE_D = {"ReduceSum": "ReduceSumD", "ReduceMean": "ReduceMeanD", "ReduceMax": "ReduceMaxD",
@@ -225,7 +221,7 @@ def _reduce(L: Builder) -> None:
     keep = bool(int(L.attr("keepdims")))
     so = L.shape(out)
     if any(sx[a] == 0 for a in axes):  # an empty reduction: its identity (the shape is static)
-        L.op("Fill", [ConstInput(np.array(so, np.int64)), ConstInput(_empty_identity(op, dt))], [out])
+        L.fill(so, _empty_identity(op, dt), dt, out=out)
         return
     ax = list(axes)
     if dt == np.bool_ and op in ("ReduceMax", "ReduceMin"):
