@@ -19,3 +19,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 @pytest.fixture(autouse=True)
 def no_leaked_handles():
     yield
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` here run only when asked: ``-m slow`` or ``AIOGE_RUN_SLOW=1``."""
+    if "slow" in (config.getoption("-m") or "") or os.environ.get("AIOGE_RUN_SLOW") == "1":
+        return
+    here = os.path.dirname(__file__)
+    skip = pytest.mark.skip(reason="slow: run with -m slow or AIOGE_RUN_SLOW=1")
+    for item in items:
+        if item.get_closest_marker("slow") and str(item.fspath).startswith(here):
+            item.add_marker(skip)

@@ -43,7 +43,6 @@ REFUSED = {
     "test_training_dropout_zero_ratio_mask": "training mode",
     "test_maxpool_with_argmax_2d_precomputed_pads": "MaxPool's Indices output",
     "test_maxpool_with_argmax_2d_precomputed_strides": "MaxPool's Indices output",
-    "test_convtranspose_3d": "3-D ConvTranspose (CANN Conv3DTranspose is not implemented)",
 }
 
 LIGHT_FAST = ("light_squeezenet", "light_shufflenet", "light_inception_v1")

@@ -85,6 +85,9 @@ def _conv(L: Builder) -> None:
     out = L.node.outputs[0]
     sx, sw = L.shape(x), L.shape(w)
     n_sp = len(sx) - 2
+    if n_sp == 3:
+        _conv3d(L)
+        return
     if n_sp not in (1, 2):
         raise L.fail(f"{n_sp}-D convolution has no CANN lowering here (Conv2D only)")
     kernel = ints(L.attr("kernel_shape")) or list(sw[2:])
@@ -114,6 +117,9 @@ def _conv_transpose(L: Builder) -> None:
     out = L.node.outputs[0]
     sx, sw, so = L.shape(x), L.shape(w), L.shape(out)
     n_sp = len(sx) - 2
+    if n_sp == 3:
+        _conv_transpose3d(L)
+        return
     if n_sp not in (1, 2):
         raise L.fail(f"{n_sp}-D ConvTranspose has no CANN lowering here (Conv2DTranspose only)")
     kernel = ints(L.attr("kernel_shape")) or list(sw[2:])
@@ -151,6 +157,122 @@ def _conv_transpose(L: Builder) -> None:
     )
     if target != out:
         L.reshape(target, so, out=out)
+
+
+# ----------------------------------------------------------------------- 3-D convolutions through Conv2D
+def _depth_tap_weight(L: Builder, w: str, t: int) -> InputRef:
+    """w[:, :, t] of a 3-D filter (O, I, kd, kh, kw) as a 2-D filter (O, I, kh, kw)."""
+    sw = L.shape(w)
+    c = L.g.constants.get(w)
+    if c is not None:
+        return ConstInput(np.ascontiguousarray(c[:, :, t]))
+    part = L.tmp((sw[0], sw[1], 1, sw[3], sw[4]), L.dtype(w))
+    _strided_slice(L, w, [(0, sw[0], 1), (0, sw[1], 1), (t, t + 1, 1), (0, sw[3], 1), (0, sw[4], 1)], part)
+    return L.reshape(part, (sw[0], sw[1], sw[3], sw[4]))
+
+
+def _conv3d(L: Builder) -> None:
+    """A 3-D Conv as Conv2D over (N * D_out) depth slices: the depth padding by PadV3, one strided
+    depth slice per depth tap, their sum (or, with one group, one Conv2D over the taps stacked as channels)."""
+    x, w = L.node.inputs[:2]
+    bias = L.node.input(2) or None
+    out = L.node.outputs[0]
+    sx, sw, so = L.shape(x), L.shape(w), L.shape(out)
+    dt = L.dtype(x)
+    kernel = ints(L.attr("kernel_shape")) or list(sw[2:])
+    strides = ints(L.attr("strides")) or [1, 1, 1]
+    dil = ints(L.attr("dilations")) or [1, 1, 1]
+    pb, pe, osp = S.conv_geometry(sx[2:], kernel, strides, dil, ints(L.attr("pads")), str(L.attr("auto_pad")))
+    g = int(L.attr("group") or 1)
+    n, c, d, h, wd = sx
+    m, kd = sw[0], kernel[0]
+    do = osp[0]
+    xp = x
+    if pb[0] or pe[0]:
+        pads = np.array([[0, 0], [0, 0], [pb[0], pe[0]], [0, 0], [0, 0]], np.int64)
+        xp = L.to("PadV3", [x, ConstInput(pads), L.scalar(0, dt)], (n, c, d + pb[0] + pe[0], h, wd), dt,
+                  mode="constant", paddings_contiguous=True)  # fmt: skip
+    conv2d = dict(strides=[1, 1, strides[1], strides[2]], pads=[pb[1], pe[1], pb[2], pe[2]],
+                  dilations=[1, 1, dil[1], dil[2]], groups=g, data_format="NCHW", offset_x=0)  # fmt: skip
+    taps = []
+    for t in range(kd):
+        s0 = t * dil[0]
+        sl = L.tmp((n, c, do, h, wd), dt)
+        _strided_slice(L, xp, [(0, n, 1), (0, c, 1), (s0, s0 + (do - 1) * strides[0] + 1, strides[0]),
+                               (0, h, 1), (0, wd, 1)], sl)  # fmt: skip
+        tr = L.to("TransposeD", [sl], (n, do, c, h, wd), dt, perm=[0, 2, 1, 3, 4])
+        taps.append(L.reshape(tr, (n * do, c, h, wd)))
+    y2 = (n * do, m, so[3], so[4])
+    if g == 1 and kd > 1 and L.g.constants.get(w) is not None:
+        stacked = L.to("ConcatD", taps, (n * do, kd * c, h, wd), dt, concat_dim=1, N=kd)
+        wc = np.asarray(L.g.constants[w])
+        w2 = ConstInput(np.ascontiguousarray(wc.transpose(0, 2, 1, 3, 4).reshape(m, kd * sw[1], sw[3], sw[4])))
+        acc = L.to("Conv2D", [stacked, w2, bias, None], y2, dt, **conv2d)
+    else:
+        acc = ""
+        for t, tap in enumerate(taps):
+            yt = L.to("Conv2D", [tap, _depth_tap_weight(L, w, t), bias if t == 0 else None, None], y2, dt, **conv2d)
+            acc = yt if not acc else L.to("Add", [acc, yt], y2, dt)
+    five = L.reshape(acc, (n, do, m, so[3], so[4]))
+    L.op("TransposeD", [five], [out], perm=[0, 2, 1, 3, 4])
+
+
+def _conv_transpose3d(L: Builder) -> None:
+    """A 3-D ConvTranspose as Conv2DTranspose over (N * D_in) depth slices, one per depth tap, each
+    placed at depth i * stride + tap * dilation (zeros between: PadV3 on a split axis), summed, cropped."""
+    x, w = L.node.inputs[:2]
+    bias = L.node.input(2) or None
+    out = L.node.outputs[0]
+    sx, sw, so = L.shape(x), L.shape(w), L.shape(out)
+    dt = L.dtype(x)
+    n, c, d, h, wd = sx
+    kernel = ints(L.attr("kernel_shape")) or list(sw[2:])
+    strides = ints(L.attr("strides")) or [1, 1, 1]
+    dil = ints(L.attr("dilations")) or [1, 1, 1]
+    adj = ints(L.attr("output_padding")) or [0, 0, 0]
+    pb, pe, osp = S.conv_transpose_geometry(sx[2:], kernel, strides, dil, ints(L.attr("pads")),
+                                            str(L.attr("auto_pad")), adj, ints(L.attr("output_shape")))  # fmt: skip
+    g = int(L.attr("group") or 1)
+    m = so[1]
+    ho, wo = osp[1], osp[2]
+    sd, kd = strides[0], kernel[0]
+    full = max((d - 1) * sd + (kd - 1) * dil[0] + 1 + adj[0], pb[0] + osp[0])
+    x_tr = L.to("TransposeD", [x], (n, d, c, h, wd), dt, perm=[0, 2, 1, 3, 4])
+    x4 = L.reshape(x_tr, (n * d, c, h, wd))
+    hw_adj = [osp[1 + i] - ((sx[3 + i] - 1) * strides[1 + i] + (kernel[1 + i] - 1) * dil[1 + i] + 1 - pb[1 + i]
+                            - pe[1 + i]) for i in range(2)]  # fmt: skip
+    attrs = dict(strides=[1, 1, strides[1], strides[2]], pads=[pb[1], pe[1], pb[2], pe[2]],
+                 dilations=[1, 1, dil[1], dil[2]], groups=g, data_format="NCHW", output_padding=[0, 0, *hw_adj],
+                 offset_x=0)  # fmt: skip
+    mhw = m * ho * wo
+    acc = ""
+    for t in range(kd):
+        zt = L.to("Conv2DTranspose", [ConstInput(np.array((n * d, m, ho, wo), np.int32)), x4,
+                                      _depth_tap_weight(L, w, t), None, None], (n * d, m, ho, wo), dt, **attrs)
+        z3 = L.reshape(zt, (n, d, 1, mhw))
+        if sd > 1:  # zeros between the input depths: (n, d, sd, mhw) -> (n, d * sd, mhw), cut after the last
+            z3 = L.to("PadV3", [z3, ConstInput(np.array([[0, 0], [0, 0], [0, sd - 1], [0, 0]], np.int64)),
+                                L.scalar(0, dt)], (n, d, sd, mhw), dt, mode="constant", paddings_contiguous=True)
+            z3 = L.reshape(z3, (n, d * sd, mhw))
+            span = (d - 1) * sd + 1
+            cut = L.tmp((n, span, mhw), dt)
+            _strided_slice(L, z3, [(0, n, 1), (0, span, 1), (0, mhw, 1)], cut)
+            z3 = cut
+        else:
+            z3 = L.reshape(z3, (n, d, mhw))
+        span = (d - 1) * sd + 1
+        before = t * dil[0]
+        placed = L.to("PadV3", [z3, ConstInput(np.array([[0, 0], [before, full - before - span], [0, 0]], np.int64)),
+                                L.scalar(0, dt)], (n, full, mhw), dt, mode="constant", paddings_contiguous=True)
+        acc = placed if not acc else L.to("Add", [acc, placed], (n, full, mhw), dt)
+    cropped = L.tmp((n, osp[0], mhw), dt)
+    _strided_slice(L, acc, [(0, n, 1), (pb[0], pb[0] + osp[0], 1), (0, mhw, 1)], cropped)
+    five = L.reshape(cropped, (n, osp[0], m, ho, wo))
+    if bias is None:
+        L.op("TransposeD", [five], [out], perm=[0, 2, 1, 3, 4])
+        return
+    y = L.to("TransposeD", [five], so, dt, perm=[0, 2, 1, 3, 4])
+    L.op("Add", [y, L.reshape(bias, (1, m, 1, 1, 1))], [out])
 
 
 # ----------------------------------------------------------------------- normalization
