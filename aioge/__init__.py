@@ -45,6 +45,7 @@ from .errors import (
 from .event import Event
 from .graph import Graph, load_onnx
 from .model import CompiledGraph
+from .profiler import Profiler, profile
 from .session import Session, SessionError
 from .stream import Stream
 from .tensor import Tensor, TensorSpec
@@ -78,6 +79,7 @@ __all__ = (
     "OpNotFoundError",
     "OpOutputMismatchError",
     "OutOfDeviceMemoryError",
+    "Profiler",
     "Session",
     "SessionError",
     "Stream",
@@ -96,6 +98,7 @@ __all__ = (
     "op_cache_info",
     "open_device",
     "ops",
+    "profile",
 )
 
 for _name in __all__:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from . import _native, dtypes
+from . import _native, _trace, dtypes
 from ._launch import Attr as _Attr
 from ._launch import Const, launch
 from ._native import ffi, lib
@@ -611,6 +611,7 @@ class CompiledGraph(Resource):
     ) -> tuple[dict[str, Tensor], list[Completion]]:
         """Enqueue a checked execution; ``ticket`` goes to its completions."""
         self._check_open()
+        observed = _trace.hub.execution_begins(self, s0) if _trace.hub is not None else None
         if self.mode == "per_op":
             outs, comps = self._run_per_op(s0, list(inputs))
             if outputs is not None:  # copy into the caller's tensors, in stream order
@@ -622,8 +623,13 @@ class CompiledGraph(Resource):
                 s0._enter()
                 done = s0._record(ticket, f"{self.graph.name}:done")
             self._flight.track(done)
+            if observed is not None and _trace.hub is not None:
+                _trace.hub.execution_ends(observed, done)
             return outs, comps
-        return self._run_sunk(s0, list(inputs), outputs, ticket)
+        result = self._run_sunk(s0, list(inputs), outputs, ticket)
+        if observed is not None and _trace.hub is not None:
+            _trace.hub.execution_ends(observed, result[1][-1])
+        return result
 
     async def _admit(self) -> _Ticket:
         """Wait for room among the executions in flight; a ticket that holds the slot."""
@@ -700,11 +706,18 @@ class CompiledGraph(Resource):
                 for w in seg.waits:
                     s._wait_for(comps.get(w))
                 start = s._start_mark()
-                rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out, out_ptrs,
-                                                s._handle)  # fmt: skip
+                times = _trace.hub.node_times(self, seg.index) if _trace.hub is not None else None
+                if times is None:
+                    rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out,
+                                                    out_ptrs, s._handle)  # fmt: skip
+                else:  # profiling: the runtime also times every node
+                    rc = lib.aiogeGraphExecuteTimedAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out,
+                                                         out_ptrs, s._handle, times, len(times))  # fmt: skip
                 if rc:
                     raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
                 comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start)
+                if times is not None and _trace.hub is not None:
+                    _trace.hub.segment(comps[seg.index], self, seg.index, times)
         # the outputs are written by the graph as a whole: their writer is the join of all segments
         others = [c for c in comps.values() if c.lane is not s0._lane]
         with s0._lock:
