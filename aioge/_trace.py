@@ -27,10 +27,12 @@ held: observers must not block, launch work or take a stream's lock.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,7 +40,20 @@ if TYPE_CHECKING:
     from .model import CompiledGraph
     from .stream import Stream
 
-__all__ = ("Hub", "Observer", "attach", "detach", "hub", "lane_totals", "live_streams", "stream_opened")
+__all__ = (
+    "CompileSteps",
+    "Hub",
+    "Observer",
+    "attach",
+    "compile_progress",
+    "detach",
+    "hub",
+    "lane_totals",
+    "live_streams",
+    "stream_opened",
+)
+
+log = logging.getLogger("aioge")
 
 
 class Observer:
@@ -210,3 +225,46 @@ def lane_totals() -> dict[str, int]:
     out["in_flight"] = in_flight
     out["max_queue_depth"] = depth
     return out
+
+
+# ---- compile steps: DEBUG lines with timings, and progress for the CLI --------------------------
+#: while set (by the ``aioge`` command), called as ``compile_progress(step, done, total)`` as a
+#: compile advances; ``total`` is an estimate (the pass pipeline repeats until nothing changes)
+compile_progress: Callable[[str, int, int], None] | None = None
+
+
+class CompileSteps:
+    """Times the steps of one compile: a DEBUG line for each (passes included), one summary."""
+
+    def __init__(self, name: str, optimize_level: int) -> None:
+        self.name = name
+        self.t0 = time.perf_counter()
+        self.steps: list[tuple[str, float]] = []
+        # infer_shapes twice, 4 passes x ~2 rounds at level 1+, fuse + dce at 2; plan, lower, load
+        self.total = 2 + (8 if optimize_level >= 1 else 0) + (2 if optimize_level >= 2 else 0) + 3
+
+    def note(self, what: str, seconds: float) -> None:
+        """Record a finished step (``optimize``'s ``on_pass`` callback)."""
+        self.steps.append((what, seconds))
+        log.debug("compile %s: %s %.1f ms", self.name, what, seconds * 1e3)
+        progress = compile_progress
+        if progress is not None:
+            self.total = max(self.total, len(self.steps) + 1)
+            progress(what, len(self.steps), self.total)
+
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        t = time.perf_counter()
+        yield
+        self.note(what, time.perf_counter() - t)
+
+    def finish(self, summary: str) -> None:
+        total = time.perf_counter() - self.t0
+        by_step: dict[str, float] = {}
+        for what, sec in self.steps:
+            by_step[what] = by_step.get(what, 0.0) + sec
+        slowest = ", ".join(f"{w} {s * 1e3:.1f}" for w, s in sorted(by_step.items(), key=lambda x: -x[1])[:4])
+        log.debug("compile %s: %.1f ms in all (slowest, ms: %s); %s", self.name, total * 1e3, slowest, summary)
+        progress = compile_progress
+        if progress is not None:
+            progress("done", self.total, self.total)

@@ -883,11 +883,14 @@ def compile_graph(
         mode = "sunk" if _native.has_graph_api else "per_op"
     if mode == "sunk" and not _native.has_graph_api:
         raise ValueError("sunk execution needs the aiogeGraph API (the host runtime, or a GE shim implementing it)")
-    g = run_passes(graph, level=optimize)
+    steps = _trace.CompileSteps(graph.name, optimize)
+    g = run_passes(graph, level=optimize, on_pass=steps.note)
     if max_streams is None:
         max_streams = default_max_streams()
-    p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
-    lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node)) for st in p.steps if not st.alias}
+    with steps.step("plan"):
+        p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
+    with steps.step("lower"):
+        lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node)) for st in p.steps if not st.alias}
     used = {x for ln in lowered.values() for op in ln.ops for x in op.inputs if isinstance(x, str)}
     used |= {st.node.inputs[0] for st in p.steps if st.alias}
     used |= set(g.outputs)
@@ -895,9 +898,12 @@ def compile_graph(
     build = _Build(g, p, lowered, weights)
     model = CompiledGraph(device, g, p, build, mode, lowered, max_inflight)
     try:
-        model._load()
+        with steps.step("load"):
+            model._load()
     except BaseException:
         model.close()
         raise
     device._models.add(model)
+    steps.finish(f"{mode}, {len(build.ops)} nodes in {len(build.segments)} segments on {p.num_streams} streams, "
+                 f"arena {build.total_arena} B (max live {p.max_live_bytes} B), {len(weights)} weights")  # fmt: skip
     return model
