@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from . import dtypes, errors, ops
+from . import dtypes, errors, metrics, ops
 from ._launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
 from ._native import backend
 from ._scheduler import Completion
@@ -94,6 +94,7 @@ __all__ = (
     "dtypes",
     "errors",
     "load_onnx",
+    "metrics",
     "op",
     "op_cache_info",
     "open_device",

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = (
+    "COPIES",
     "CompileSteps",
     "Hub",
     "Observer",
@@ -48,8 +49,10 @@ __all__ = (
     "compile_progress",
     "detach",
     "hub",
+    "kind_of",
     "lane_totals",
     "live_streams",
+    "moved_bytes",
     "stream_opened",
 )
 
@@ -168,6 +171,34 @@ def detach(observer: Observer, *, record: bool = True, finish: bool = True) -> N
         if finish:
             _hub.finishers = tuple(o for o in _hub.finishers if o is not observer)
         hub = _hub if (_hub.recorders or _hub.finishers) else None
+
+
+# ---- what a completion is (shared by the observers) ----------------------------------------------
+#: copies by their ``Completion.what``, and their direction
+COPIES = {"upload": "H2D", "download": "D2H", "copy": "D2D"}
+_MARKERS = ("synchronize", "event")
+
+
+def kind_of(what: str) -> str:
+    """``kernel``, ``graph`` (a sunk segment, ``model[i]``), ``memcpy``, ``memset`` or ``marker``
+    (event records, joins) for a ``Completion.what``."""
+    if what.endswith("]"):
+        return "graph"
+    if what in COPIES:
+        return "memcpy"
+    if what == "zeros":
+        return "memset"
+    if what in _MARKERS or what.endswith((":join", ":done")):
+        return "marker"
+    return "kernel"
+
+
+def moved_bytes(what: str, keep: Any) -> int:
+    """Bytes a copy or memset moves, from what its completion keeps (memory, then host array or staging)."""
+    if (what not in COPIES and what != "zeros") or not isinstance(keep, tuple) or not keep:
+        return 0
+    n = getattr(keep[0] if what == "zeros" else keep[-1], "nbytes", 0)
+    return int(n) if isinstance(n, int) else 0
 
 
 # ---- the stream registry (always on: one entry per stream opened) -------------------------

@@ -49,8 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = ("Execution", "KeyAverage", "KeyAverages", "Launch", "Node", "Profiler", "profile")
 
-_MARKERS = ("synchronize", "event")
-_COPIES = {"upload": "H2D", "download": "D2H", "copy": "D2D"}
+_COPIES = _trace.COPIES
 #: the runtime can time the nodes of sunk graph segments (aiogeGraphExecuteTimedAsync)
 has_node_times = hasattr(lib, "aiogeGraphExecuteTimedAsync")
 #: events carry absolute timestamps (aclrtEventGetTimestamp, CANN 8 and the host runtime)
@@ -292,14 +291,7 @@ class Profiler(_trace.Observer):
         if where is None:
             return
         what = comp.what
-        if what in _COPIES:
-            kind = "memcpy"
-        elif what == "zeros":
-            kind = "memset"
-        elif what in _MARKERS or what.endswith((":join", ":done")):
-            kind = "marker"
-        else:
-            kind = "kernel"
+        kind = _trace.kind_of(what)
         dev, sid = where
         clock = self._clocks[dev]
         with self._lock:
@@ -310,7 +302,7 @@ class Profiler(_trace.Observer):
             self._pending[comp] = rec
             self._by_comp[comp] = rec
             waits = self._waits.pop(comp.lane, None)
-        rec.nbytes = _bytes_of(what, comp.keep)
+        rec.nbytes = _trace.moved_bytes(what, comp.keep)
         if waits:
             rec.waits_for = [src.index for src in (self._by_comp.get(c) for c in waits) if src is not None]
         ex = getattr(self._open_exec, "current", None)
@@ -568,14 +560,6 @@ def _operand(x: Any) -> tuple[tuple[int, ...], str]:
 
 def _nbytes(x: Any) -> int:
     n = getattr(x, "nbytes", None)
-    return int(n) if isinstance(n, int) else 0
-
-
-def _bytes_of(what: str, keep: Any) -> int:
-    """Bytes moved by a copy or memset (its kept objects: memory, then the host array or staging)."""
-    if what not in _COPIES and what != "zeros" or not isinstance(keep, tuple) or not keep:
-        return 0
-    n = getattr(keep[-1] if what != "zeros" else keep[0], "nbytes", 0)
     return int(n) if isinstance(n, int) else 0
 
 
