@@ -52,15 +52,14 @@ async def _trace(args: argparse.Namespace, loaded: Any) -> tuple[Any, dict[str, 
             try:
                 for i in range(args.warmup):
                     await model.execute(feeds, stream=streams[i % len(streams)])
-                left = [args.iterations]
+                c = len(streams)
 
-                async def client(stream: Any) -> None:
-                    while left[0] > 0:
-                        left[0] -= 1
-                        await model.execute(feeds, stream=stream)
+                async def client(i: int) -> None:  # a fixed share each, so every client's stream shows
+                    for _ in range(args.iterations // c + (1 if i < args.iterations % c else 0)):
+                        await model.execute(feeds, stream=streams[i])
 
                 async with aioge.profile(node_times=not args.no_node_times) as prof:
-                    await asyncio.gather(*(client(s) for s in streams))
+                    await asyncio.gather(*(client(i) for i in range(c)))
             finally:
                 for s in streams:
                     await s.aclose()
