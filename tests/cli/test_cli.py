@@ -188,7 +188,8 @@ def test_bad_arguments_one_line(model_files, tmp_path, capsys, argv, code, text)
 
 def test_plot_without_matplotlib(model_files, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now raises ImportError
-    assert main(["trace", str(model_files["mlp"]), "-o", str(tmp_path / "t.json"), "--plot", str(tmp_path / "p.png")]) == 1
+    argv = ["trace", str(model_files["mlp"]), "-o", str(tmp_path / "t.json"), "--plot", str(tmp_path / "p.png")]
+    assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--plot needs matplotlib" in err
     assert not (tmp_path / "t.json").exists()  # refused before any work
