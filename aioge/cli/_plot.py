@@ -75,8 +75,8 @@ def plot_timeline(trace: dict[str, Any], path: str, *, title: str = "") -> None:
     handles = [Patch(color=c, label=k) for k, c in _KIND_COLOURS.items() if any(e["cat"] == k for e in slices)]
     handles += [Patch(color=op_colour[op], label=op) for op in top]
     if handles:
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(lanes) < 3 else -0.15),
-                  ncol=min(len(handles), 7), fontsize=7, frameon=False)  # fmt: skip
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.5 if len(lanes) < 3 else -0.25),
+                  ncol=min(len(handles), 8), fontsize=7, frameon=False)  # fmt: skip
     if title:
         ax.set_title(title, fontsize=9)
     fig.tight_layout()
