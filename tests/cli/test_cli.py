@@ -91,6 +91,7 @@ def test_bench_iterations_concurrency_compare_ort_and_trace(model_files, tmp_pat
     r = aioge_cmd("bench", model_files["mlp"], "--iterations", 37, "--warmup", 2, "--concurrency", 3, "--compare-ort",
                   "--blocks", 2, "--trace", trace, "--trace-iterations", 4, "--json")  # fmt: skip
     assert r.code == 0, r.err
+    assert r.err == ""  # stdout is a pipe: no progress bar, nothing else either
     rep = r.json()
     assert rep["aioge"]["iterations"] == 37 and rep["onnxruntime"]["iterations"] == 37
     assert rep["concurrency"] == 3 and rep["warmup"] == 2 and rep["blocks"] == 2 and rep["batch_size"] == 4
@@ -108,13 +109,16 @@ def test_bench_iterations_concurrency_compare_ort_and_trace(model_files, tmp_pat
     assert len(parts["threads"]) == 3  # the three clients' streams
 
 
-def test_bench_duration_and_batch_size(model_files):
-    r = aioge_cmd("bench", model_files["mlp"], "--duration", 0.4, "--batch-size", 3, "--warmup", 0, "--json")
+def test_bench_duration_batch_size_and_progress(model_files):
+    # --progress forces the bar on although stderr is a pipe; it shows once the work has taken a second
+    r = aioge_cmd("bench", model_files["mlp"], "--duration", 1.3, "--batch-size", 3, "--warmup", 0, "--json",
+                  "--progress")  # fmt: skip
     assert r.code == 0, r.err
+    assert "bench" in r.err and "%" in r.err  # tqdm's bar, on stderr only: stdout stays one JSON object
     rep = r.json()
-    assert rep["batch_size"] == 3 and rep["requested"] == {"iterations": None, "duration_s": 0.4}
+    assert rep["batch_size"] == 3 and rep["requested"] == {"iterations": None, "duration_s": 1.3}
     f = rep["aioge"]
-    assert f["iterations"] >= 1 and f["seconds"] >= 0.4  # runs until the deadline, then the last one finishes
+    assert f["iterations"] >= 1 and f["seconds"] >= 1.3  # runs until the deadline, then the last one finishes
     _ordered(f["latency_ms"])
     assert "onnxruntime" not in rep
 
