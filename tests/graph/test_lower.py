@@ -234,8 +234,8 @@ def test_every_emitted_op_type_is_known() -> None:
 
 
 def test_lowering_errors_name_the_node() -> None:
-    with pytest.raises(LoweringError, match=r"'n' \(Conv\).*3-D"):
-        lowered("Conv", [(1, 1, 4, 4, 4)], {}, {"w": np.ones((1, 1, 2, 2, 2), np.float32)})
+    with pytest.raises(LoweringError, match=r"'n' \(Conv\).*4-D"):
+        lowered("Conv", [(1, 1, 4, 4, 4, 4)], {}, {"w": np.ones((1, 1, 2, 2, 2, 2), np.float32)})
     with pytest.raises(LoweringError, match=r"'n' \(Resize\).*antialias.*'ascend' target"):
         g, _ = lowered("Resize", [(1, 1, 4, 4)], {"mode": "linear", "antialias": 1},
                        {"roi": None, "s": np.array([1, 1, 0.5, 0.5], np.float32)})  # fmt: skip
