@@ -20,10 +20,10 @@ def mlp(batch: int = 4, d_in: int = 8, hidden: int = 16, d_out: int = 4, seed: i
     rng = np.random.default_rng(seed)
     g = Graph("mlp")
     x = g.input("x", (batch, d_in), "float32")
-    w1 = g.constant(rng.standard_normal((d_in, hidden)).astype(np.float32), "w1")
-    b1 = g.constant(rng.standard_normal((hidden,)).astype(np.float32), "b1")
+    w1 = g.constant("w1", rng.standard_normal((d_in, hidden)).astype(np.float32))
+    b1 = g.constant("b1", rng.standard_normal((hidden,)).astype(np.float32))
     h = g.add_node("Relu", [g.add_node("Add", [g.add_node("MatMul", [x, w1]), b1])])
-    w2 = g.constant(rng.standard_normal((hidden, d_out)).astype(np.float32), "w2")
+    w2 = g.constant("w2", rng.standard_normal((hidden, d_out)).astype(np.float32))
     g.output(g.add_node("MatMul", [h, w2]))
     return g
 
@@ -37,7 +37,7 @@ def branches(n: int = 64) -> Graph:
     for k in range(2):
         h = x
         for i in range(3):
-            w = g.constant(rng.standard_normal((n, n)).astype(np.float32) / n, f"w{k}{i}")
+            w = g.constant(f"w{k}{i}", rng.standard_normal((n, n)).astype(np.float32) / n)
             h = g.add_node("Tanh" if i % 2 else "Relu", [g.add_node("MatMul", [h, w])])
         outs.append(h)
     g.output(g.add_node("Add", outs))
@@ -49,9 +49,9 @@ def ew_chain() -> Graph:
     x = g.input("x", (3, 5), "float32")
     y = g.input("y", (5,), "float32")
     t = g.add_node("Mul", [x, y])
-    t = g.add_node("Add", [t, g.constant(np.float32(0.5), "half")])
+    t = g.add_node("Add", [t, g.constant("half", np.float32(0.5))])
     t = g.add_node("Sigmoid", [g.add_node("Tanh", [t])])
-    g.output(g.add_node("Max", [t, g.constant(np.full((5,), 0.55, np.float32), "floor")]))
+    g.output(g.add_node("Max", [t, g.constant("floor", np.full((5,), 0.55, np.float32))]))
     return g
 
 
@@ -292,7 +292,7 @@ async def test_device_tensors_in_and_out(dev, compiled):
 def lookup() -> Graph:
     g = Graph("lookup")
     ids = g.input("ids", (3,), "int64")
-    emb = g.constant(np.arange(15, dtype=np.float32).reshape(5, 3), "emb")
+    emb = g.constant("emb", np.arange(15, dtype=np.float32).reshape(5, 3))
     g.output(g.add_node("Relu", [g.add_node("Gather", [emb, ids], {"axis": 0}, name="embed")], name="act"))
     return g
 

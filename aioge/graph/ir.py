@@ -15,13 +15,33 @@ always *inputs*, as in the newest opsets.  Op types starting with ``_`` are
 aioge's fused host ops (``_FusedConv``, ``_FusedMatMul``,
 ``_FusedElementwise``; see :mod:`aioge.graph.passes.fuse`).
 
-Example:
+The builder
+-----------
+Every builder call names first: ``g.input(name, shape, dtype)``,
+``g.constant(name, array)`` (``g.constant(array)`` picks a fresh name; the
+older ``g.constant(array, name)`` order still works and warns),
+``g.add_node(op_type, inputs, attrs, name=...)`` and ``g.output(*values)``.
+
+Chaining: ``input``/``constant`` return a :class:`Value` and ``add_node``
+returns the :class:`Node`; either can be passed wherever a value is expected
+(a value name as a str works too).  A Node stands for its *single* output; for
+a node with several outputs pick one with ``node.outputs[i]`` (or
+``node.out(i)``), e.g. ``q, k, v = (split.out(i) for i in range(3))``.  Inputs
+may be ``None`` for an absent optional input.  Shapes and dtypes of node
+outputs are left to :func:`aioge.graph.passes.infer_shapes`
+(``optimize``/``dev.compile`` run it); :meth:`Graph.validate` checks
+structure, dtypes and -- when every input has a static shape -- shapes, naming
+the offending node.
+
+Example -- a two-layer MLP with a residual and a softmax head::
+
     >>> g = Graph("mlp")
     >>> x = g.input("x", (8, 16), "float32")
-    >>> w = g.constant(np.ones((16, 4), np.float32), name="w")
-    >>> y = g.add_node("MatMul", [x, w])
-    >>> r = g.add_node("Relu", [y])
-    >>> g.output(r)
+    >>> w1 = g.constant("w1", np.ones((16, 16), np.float32))
+    >>> h = g.add_node("Relu", [g.add_node("MatMul", [x, w1])])      # chained: a Node is its output
+    >>> y = g.add_node("Add", [h, x], name="residual")
+    >>> parts = g.add_node("Split", [y, g.constant("sizes", np.array([8, 8]))], {"axis": 1}, num_outputs=2)
+    >>> g.output(g.add_node("Softmax", [parts.out(0)], {"axis": -1}), parts.out(1))
     >>> g.validate()
     >>> print(g)            # a readable listing
 """
@@ -30,6 +50,7 @@ from __future__ import annotations
 
 import copy as _copy
 import heapq
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,6 +148,12 @@ class Node:
     name: str = ""
     domain: str = ""
 
+    def out(self, i: int = 0) -> str:
+        """The name of output ``i`` (for chaining a node with several outputs)."""
+        if not 0 <= i < len(self.outputs) or not self.outputs[i]:
+            raise GraphError(f"has no output {i}", node=self.name, op_type=self.op_type)
+        return self.outputs[i]
+
     @property
     def output(self) -> str:
         """The single output name (error if the node has several)."""
@@ -203,8 +230,32 @@ class Graph:
         self.inputs.append(name)
         return v
 
-    def constant(self, array: Any, name: str | None = None) -> Value:
-        """Add a constant (initializer); ``array`` is copied into a read-only ndarray."""
+    def constant(self, first: Any = None, array: Any = None, *, name: str | None = None) -> Value:
+        """Add a constant (initializer) holding a read-only copy of an array.
+
+        ``constant(name, array)``; ``constant(array)`` or ``constant(array, name=...)``
+        (the keyword form of the older order) also work, a fresh name is picked
+        when none is given.  The older positional order ``constant(array, name)``
+        still works but warns (:class:`DeprecationWarning`).
+        """
+        if isinstance(first, str):
+            if name is not None:
+                raise GraphError(f"constant {first!r} named twice (name={name!r})")
+            name = first
+        elif first is not None:
+            if isinstance(array, str):  # constant(array, name): the older order
+                warnings.warn(
+                    "Graph.constant(array, name) is deprecated: use Graph.constant(name, array)",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                name, array = array, first
+            elif array is None:
+                array = first
+            else:
+                raise GraphError(f"constant name must be a str, not {type(first).__name__}")
+        if array is None:
+            raise GraphError("constant needs an array")
         arr = np.array(array, copy=True)
         arr.setflags(write=False)
         name = name or self.fresh_name("const")
@@ -374,12 +425,14 @@ class Graph:
         return [*cyc, cyc[0]]
 
     # ------------------------------------------------------------- validation
-    def validate(self) -> None:
-        """Check structure and dtypes; raise a :class:`GraphError` subclass naming the node.
+    def validate(self, *, shapes: bool = True) -> None:
+        """Check structure, dtypes and shapes; raise a :class:`GraphError` subclass naming the node.
 
         Checks: unique definitions, no dangling inputs/outputs, known op types
-        with valid input/output counts and attrs, no cycles, and dtype
-        consistency wherever dtypes are known.
+        with valid input/output counts and attrs, no cycles, dtype consistency
+        wherever dtypes are known, and -- with ``shapes`` and every graph input
+        static -- the shapes each op accepts (a 2x2 @ 3x3 MatMul), as
+        ``dev.compile`` would find them (shape inference on a copy).
         """
         from .schema import check_node_dtypes, check_node_signature
 
@@ -438,6 +491,10 @@ class Graph:
                     )
                 if dt is not None:
                     dtypes[o] = dt
+        if shapes and all(self.values[i].known for i in self.inputs):
+            from .passes.infer_shapes import infer_shapes
+
+            infer_shapes(self)  # raises naming the node; the result (a copy) is not needed
 
     # ---------------------------------------------------------------- editing
     def copy(self) -> Graph:

@@ -279,7 +279,7 @@ def load_onnx(
     from .passes.infer_shapes import infer_shapes
 
     try:
-        g.validate()
+        g.validate(shapes=False)  # shapes: inferred next
         g = infer_shapes(g)
     except (DynamicShapeError, OnnxImportError):
         raise
@@ -458,6 +458,8 @@ class _Importer:
         loc = info.get("location")
         if not loc:
             raise ExternalDataError(f"{what}: external data without a location")
+        if "\0" in loc:
+            raise ExternalDataError(f"{what}: external data location {loc!r} contains a NUL byte; refused")
         if self.base is None:
             raise ExternalDataError(
                 f"{what}: external data {loc!r} needs the model's directory "

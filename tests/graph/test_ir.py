@@ -208,3 +208,45 @@ def test_graph_helpers() -> None:
     assert "act" not in g.values
     g.validate()
     assert g.fresh_name("mm") not in g.values
+
+
+def test_builder_orders_are_name_first_and_the_old_constant_order_warns() -> None:
+    g = Graph()
+    a = g.constant("a", np.ones(2, np.float32))
+    b = g.constant(np.zeros(2, np.float32), name="b")  # keyword form of the older order: no warning
+    c = g.constant(np.ones(3, np.float32))  # a fresh name
+    assert (a.name, b.name) == ("a", "b") and c.name.startswith("const") and c.shape == (3,)
+    with pytest.warns(DeprecationWarning, match=r"constant\(name, array\)"):
+        d = g.constant(np.ones(1, np.int64), "d")
+    assert d.name == "d" and g.constants["d"].dtype == np.int64
+    with pytest.raises(GraphError, match="named twice"):
+        g.constant("e", np.ones(1), name="f")
+    with pytest.raises(GraphError, match="needs an array"):
+        g.constant("e")
+
+
+def test_chaining_single_and_multi_output_nodes() -> None:
+    g = Graph()
+    x = g.input("x", (4, 6))
+    h = g.add_node("Relu", [g.add_node("Neg", [x])])  # a Node stands for its output
+    parts = g.add_node("Split", [h, g.constant("sizes", np.array([2, 4]))], {"axis": 1}, num_outputs=2)
+    with pytest.raises(GraphError, match="has 2 outputs"):
+        g.add_node("Relu", [parts])
+    g.output(g.add_node("Exp", [parts.out(1)]), parts.out(0))
+    with pytest.raises(GraphError, match="no output 2"):
+        parts.out(2)
+    xv = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+    out = run_reference(infer_shapes(g), {"x": xv})
+    np.testing.assert_allclose(out[g.outputs[0]], np.exp(np.maximum(-xv, 0)[:, 2:]), rtol=1e-6)
+    assert out[g.outputs[1]].shape == (4, 2)
+
+
+def test_validate_checks_shapes_when_the_inputs_are_static() -> None:
+    from aioge.graph import ShapeInferenceError
+
+    g = Graph()
+    a = g.input("a", (2, 2))
+    g.output(g.add_node("MatMul", [a, g.constant("b", np.ones((3, 3), np.float32))], name="mm"))
+    with pytest.raises(ShapeInferenceError, match=r"'mm' \(MatMul\).*inner dimensions"):
+        g.validate()
+    g.validate(shapes=False)  # structure and dtypes only

@@ -297,3 +297,42 @@ def test_external_data_missing_and_size_mismatch(tmp_path: os.PathLike) -> None:
     m = _external_model(tmp, "w4.bin", offset=8, write=b"\0" * 44)
     with pytest.raises(ExternalDataError, match=r"at offset 8"):
         load_onnx(_save(m, os.path.join(tmp, "d.onnx")))
+
+
+# ---------------------------------------------------------------- hostile sizes (issue 9, items 7 and 8)
+def _expand_model(target: list[int]) -> onnx.ModelProto:
+    node = helper.make_node("Expand", ["x", "s"], ["y"], name="expand_it")
+    return make_model([node], {"x": rand(1, 1)}, ["y"], {"s": np.array(target, np.int64)})
+
+
+@pytest.mark.parametrize(
+    ("build", "node", "what"),
+    [
+        (lambda: _expand_model([-7, 3]), "expand_it", "negative dimension"),
+        (lambda: _expand_model([2**62, 2**62]), "expand_it", "more than 2\\^62"),
+        (lambda: make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="cos_big")], {}, ["y"],
+                            {"s": np.array([2**62, 2**62], np.int64)}), "cos_big", "more than 2\\^62"),
+        (lambda: make_model([helper.make_node("Tile", ["x", "r"], ["y"], name="tile_big")], {"x": rand(2, 3)}, ["y"],
+                            {"r": np.array([2**62, 1], np.int64)}), "tile_big", "more than 2\\^62"),
+        (lambda: make_model([helper.make_node("ConstantOfShape", ["s"], ["y"], name="cos_2d")], {}, ["y"],
+                            {"s": np.array([[2, 3]], np.int64)}), "cos_2d", "1-D"),
+    ],
+    ids=["expand-negative", "expand-huge", "constantofshape-huge", "tile-huge", "constantofshape-2d"],
+)
+def test_hostile_sizes_are_malformed_at_load_naming_the_node(build, node: str, what: str) -> None:
+    with pytest.raises(MalformedModelError, match=rf"'{node}'.*{what}"):
+        load_onnx(build())
+
+
+def test_a_huge_graph_input_is_malformed_at_load() -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    m = make_model(nodes, {"x": rand(2, 2)}, ["y"], input_dims={"x": [2**40, 2**40]})
+    with pytest.raises(MalformedModelError, match=r"graph input 'x'.*more than 2\^62"):
+        load_onnx(m)
+
+
+def test_a_nul_byte_in_an_external_data_location(tmp_path: os.PathLike) -> None:
+    m = _external_model(str(tmp_path), "w.bin")
+    m.graph.initializer[0].external_data[0].value = "w\x00.bin"
+    with pytest.raises(ExternalDataError, match=r"NUL byte"):
+        load_onnx(m.SerializeToString(), base_dir=str(tmp_path))

@@ -28,7 +28,7 @@ from ..ir import Graph, Node, normalize_dtype
 from ..reference import evaluate_node, reduce_axes, shape_slice
 from ..schema import ELEMENTWISE_UNARY, check_node_dtypes, check_node_signature, get_attr
 
-__all__ = ("infer_shapes", "known_values", "MAX_PROPAGATED_ELEMENTS")
+__all__ = ("infer_shapes", "known_values", "MAX_PROPAGATED_ELEMENTS", "MAX_TENSOR_BYTES")
 
 #: values up to this many elements are evaluated during inference (shape arithmetic)
 MAX_PROPAGATED_ELEMENTS = 1 << 16
@@ -449,8 +449,11 @@ def _gather(c: _Ctx) -> list[Shape]:
 
 @_shape_fn("Expand")
 def _expand(c: _Ctx) -> list[Shape]:
+    target = c.ints(1, "shape")
+    if any(d < 0 for d in target):
+        raise c.error(f"shape {target} has a negative dimension")
     try:
-        return [S.broadcast_shapes(c.shape(0), c.ints(1, "shape"))]
+        return [S.broadcast_shapes(c.shape(0), target)]
     except ValueError as e:
         raise _wrap(c, e) from None
 
@@ -493,6 +496,8 @@ def _shape(c: _Ctx) -> list[Shape]:
 
 @_shape_fn("ConstantOfShape")
 def _cos(c: _Ctx) -> list[Shape]:
+    if len(c.shape(0)) != 1:
+        raise c.error(f"shape must be a 1-D tensor, got one of shape {c.shape(0)}")
     dims = c.ints(0, "shape")
     if any(d < 0 for d in dims):
         raise c.error(f"negative dimension in {dims}")
@@ -575,6 +580,20 @@ def _propagate(graph: Graph, node: Node, known: dict[str, np.ndarray]) -> None:
             known[name] = arr
 
 
+#: the largest tensor aioge describes: 2^62 bytes (every size stays an int64 / size_t with room to spare)
+MAX_TENSOR_BYTES = 1 << 62
+
+
+def _check_size(shape: Shape, dtype: np.dtype, what: str, node: Node | None) -> None:
+    """Negative dims and sizes past :data:`MAX_TENSOR_BYTES` (hostile models) are shape errors, not overflows."""
+    where = {"node": node.name, "op_type": node.op_type} if node is not None else {}
+    if any(d < 0 for d in shape):
+        raise ShapeInferenceError(f"{what} has a negative dimension in {shape}", **where)
+    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: exact
+    if nbytes > MAX_TENSOR_BYTES:
+        raise ShapeInferenceError(f"{what} of shape {shape} would need {nbytes} bytes (more than 2^62)", **where)
+
+
 def infer_shapes(graph: Graph) -> Graph:
     """Return a copy of ``graph`` with every Value's shape and dtype inferred.
 
@@ -586,6 +605,10 @@ def infer_shapes(graph: Graph) -> Graph:
         v = g.values[name]
         if v.shape is None or v.dtype is None:
             raise DynamicShapeError(f"graph input {name!r} needs a static shape and dtype")
+    for name in g.inputs:
+        v = g.values[name]
+        assert v.shape is not None and v.dtype is not None
+        _check_size(v.shape, v.dtype, f"graph input {name!r}", None)
     order = g.topological_order()
     known: dict[str, np.ndarray] = dict(g.constants)
     for node in order:
@@ -614,7 +637,9 @@ def infer_shapes(graph: Graph) -> Graph:
                 raise ShapeInferenceError(
                     f"cannot infer the dtype of {o!r}", node=node.name, op_type=node.op_type
                 )
-            v.shape, v.dtype = s, normalize_dtype(dt)
+            dt = normalize_dtype(dt)
+            _check_size(s, dt, f"output {o!r}", node)
+            v.shape, v.dtype = s, dt
         _propagate(g, node, known)
     g.nodes = order
     for o in g.outputs:
