@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 from . import dtypes, errors, metrics, ops
+from ._dynamic import DynamicCompiledGraph
 from ._launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
 from ._native import backend
 from ._scheduler import Completion
@@ -65,6 +66,7 @@ __all__ = (
     "BusyResourceError",
     "ClosedResourceError",
     "CompiledGraph",
+    "DynamicCompiledGraph",
     "Completion",
     "Const",
     "DataType",

@@ -17,6 +17,7 @@ from .errors import BusyResourceError, error_class
 from .stream import Stream
 
 if TYPE_CHECKING:
+    from ._dynamic import DynamicCompiledGraph
     from ._launch import LaunchCache
     from .graph import Graph
     from .model import CompiledGraph
@@ -153,8 +154,11 @@ class Device(Resource):
         max_streams: int | None = None,
         mode: str = "auto",
         max_inflight: int | None = None,
-    ) -> CompiledGraph:
+    ) -> CompiledGraph | DynamicCompiledGraph:
         """Compile and load a graph (GE ``CompileGraph`` + ``LoadGraph``), off the event loop.
+
+        A graph with symbolic input dims gives a :class:`aioge.DynamicCompiledGraph`
+        (compiled per concrete input shape on first use, see :mod:`aioge._dynamic`).
 
         Args:
             graph: an :class:`aioge.graph.Graph` (e.g. from :func:`aioge.load_onnx`).
@@ -182,6 +186,11 @@ class Device(Resource):
 
         self._check_open()
         limit = MAX_INFLIGHT if max_inflight is None else max_inflight
+        if graph.is_dynamic:  # symbolic dims: a plan per concrete shape, compiled on first use
+            from ._dynamic import DynamicCompiledGraph
+
+            opts = {"optimize": optimize, "max_streams": max_streams, "mode": mode, "max_inflight": limit}
+            return await DynamicCompiledGraph.create(self, graph, opts)
         key = (id(graph), optimize, max_streams, mode, limit)
         job = self._compiling.get(key)
         if job is None or not job.join():

@@ -31,6 +31,7 @@ from .errors import AioGeError
 from .tensor import Tensor
 
 if TYPE_CHECKING:
+    from ._dynamic import DynamicCompiledGraph
     from .device import Device
     from .graph import Graph
     from .model import CompiledGraph
@@ -52,7 +53,7 @@ class _Entry:
         self.graph = graph
         self.options = dict(options)
         self.compile_args = _compile_args(self.options)
-        self.model: CompiledGraph | None = None
+        self.model: CompiledGraph | DynamicCompiledGraph | None = None
         self.loaded_on: Stream | None = None
         self.host_inputs: frozenset[int] = frozenset()
         self.frozen: frozenset[int] = frozenset()

@@ -263,6 +263,9 @@ def make_feeds(inputs: Mapping[str, tuple[tuple[int, ...], np.dtype]], given: Se
     rng = np.random.default_rng(seed)
     for name, (shape, dt) in inputs.items():
         if name not in feeds:
+            if not all(isinstance(d, int) for d in shape):  # a dynamic model (aioge.DynamicCompiledGraph)
+                shown = ",".join("?" if d is None else str(d) for d in shape)
+                raise UsageError(f"input {name!r} has symbolic dims {shown}: pin them with --shape {name}=...")
             feeds[name] = random_array(rng, shape, dt)
     return {n: feeds[n] for n in inputs}
 

@@ -33,6 +33,17 @@ outputs are left to :func:`aioge.graph.passes.infer_shapes`
 structure, dtypes and -- when every input has a static shape -- shapes, naming
 the offending node.
 
+Dynamic shapes
+--------------
+A graph input may have *symbolic* dims: ``g.input("x", ("batch", 16))`` (a str
+names a dim, ``None`` is an anonymous one).  Its Value has ``shape=None``
+and the dims live in ``graph.symbolic``; ``graph.is_dynamic`` is then true.
+``graph.specialize({"x": (4, 16)})`` returns the static graph for one
+concrete shape (a dim name binds one size across every input);
+``dev.compile`` of a dynamic graph returns an
+:class:`aioge.DynamicCompiledGraph`, which specialises and compiles per
+concrete input shape on first use.
+
 Example -- a two-layer MLP with a residual and a softmax head::
 
     >>> g = Graph("mlp")
@@ -65,7 +76,10 @@ from .errors import (
     GraphError,
 )
 
-__all__ = ("Value", "Node", "Graph", "ValueLike", "normalize_dtype", "normalize_shape")
+__all__ = ("Value", "Node", "Graph", "ValueLike", "Dim", "normalize_dtype", "normalize_shape")
+
+#: a dimension of a graph input: a size, a symbol name, or None (an anonymous symbolic dim)
+Dim = int | str | None
 
 
 def normalize_dtype(dtype: Any) -> np.dtype:
@@ -93,7 +107,7 @@ def normalize_shape(shape: Iterable[Any], *, what: str = "value") -> tuple[int, 
         if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or int(d) < 0:
             raise DynamicShapeError(
                 f"{what} has a non-static dimension {d!r} in shape {tuple(shape)!r}; "
-                "aioge graphs have static shapes (pass input_shapes=...)"
+                "values have static shapes (only a graph input's dims may be symbolic: a str dim name)"
             )
         out.append(int(d))
     return tuple(out)
@@ -191,6 +205,10 @@ class Node:
         return f"{outs} = {dom}{self.op_type}({ins}{'; ' + attrs if attrs else ''})  # {self.name}"
 
 
+def _fmt_dims(dims: Sequence[Dim]) -> str:
+    return "x".join("?" if d is None else str(d) for d in dims) or "scalar"
+
+
 def _fmt_attr(v: Any) -> str:
     if isinstance(v, np.ndarray):
         if v.size <= 8:
@@ -206,7 +224,7 @@ ValueLike = str | Value | Node
 
 
 class Graph:
-    """A static-shape dataflow graph (see the module docstring)."""
+    """A dataflow graph of static-shape values; graph inputs may have symbolic dims (see the module docstring)."""
 
     def __init__(self, name: str = "graph") -> None:
         self.name = name
@@ -220,15 +238,84 @@ class Graph:
         self._names: set[str] = set()
         self._names_key: tuple[int, int] = (0, -1)
         self._issued: set[str] = set()
+        #: symbolic dims of the graph inputs that have any (their Values have ``shape=None``)
+        self.symbolic: dict[str, tuple[Dim, ...]] = {}
 
     # ---------------------------------------------------------------- builder
-    def input(self, name: str, shape: Sequence[int], dtype: Any = "float32") -> Value:
-        """Declare a graph input with a static shape."""
+    def input(self, name: str, shape: Sequence[Dim], dtype: Any = "float32") -> Value:
+        """Declare a graph input; a str (a dim name) or None in ``shape`` makes a dim symbolic."""
         self._check_new_value(name)
-        v = Value(name, normalize_shape(shape, what=f"input {name!r}"), normalize_dtype(dtype))
+        dims = tuple(shape)
+        if any(d is None or isinstance(d, str) for d in dims):
+            bad = [d for d in dims if isinstance(d, str) and not d]
+            static = [d for d in dims if d is not None and not isinstance(d, str)]
+            if bad:
+                raise DynamicShapeError(f"input {name!r}: an empty dim name in shape {dims!r}")
+            normalize_shape(static, what=f"input {name!r}")
+            v = Value(name, None, normalize_dtype(dtype))
+            self.symbolic[name] = tuple(d if d is None or isinstance(d, str) else int(d) for d in dims)
+        else:
+            v = Value(name, normalize_shape(dims, what=f"input {name!r}"), normalize_dtype(dtype))
         self.values[name] = v
         self.inputs.append(name)
         return v
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether some graph input has symbolic dims (see :meth:`specialize`)."""
+        return any(n in self.symbolic for n in self.inputs)
+
+    def input_dims(self, name: str) -> tuple[Dim, ...]:
+        """A graph input's dims: its static shape, or its symbolic dims."""
+        if name in self.symbolic:
+            return self.symbolic[name]
+        shape = self.values[name].shape
+        if shape is None:
+            raise DynamicShapeError(f"graph input {name!r} has no shape")
+        return shape
+
+    def bind_dims(self, shapes: Mapping[str, Sequence[int]]) -> dict[str, int]:
+        """Check concrete input shapes against the declared dims; the size of each dim name.
+
+        Raises:
+            ShapeInferenceError: an unknown input, a missing symbolic input, a
+                rank or static dim that differs, or one dim name given two sizes.
+        """
+        from .errors import ShapeInferenceError
+
+        unknown = [n for n in shapes if n not in self.inputs]
+        if unknown:
+            raise ShapeInferenceError(f"{unknown} are not inputs of graph {self.name!r}; its inputs are {self.inputs}")
+        missing = [n for n in self.inputs if n in self.symbolic and n not in shapes]
+        if missing:
+            raise ShapeInferenceError(f"graph {self.name!r}: no concrete shape for the symbolic inputs {missing}")
+        sizes: dict[str, int] = {}
+        for name, given in shapes.items():
+            dims = self.input_dims(name)
+            want = normalize_shape(given, what=f"input {name!r}")
+            if len(want) != len(dims):
+                raise ShapeInferenceError(f"input {name!r} has shape {want}; the graph takes {_fmt_dims(dims)}")
+            for d, w in zip(dims, want, strict=True):
+                if isinstance(d, str):
+                    if sizes.setdefault(d, w) != w:
+                        raise ShapeInferenceError(
+                            f"input {name!r} has shape {want}: dim {d!r} is {w} here but {sizes[d]} in another input"
+                        )
+                elif d is not None and d != w:
+                    raise ShapeInferenceError(f"input {name!r} has shape {want}; the graph takes {_fmt_dims(dims)}")
+        return sizes
+
+    def specialize(self, shapes: Mapping[str, Sequence[int]]) -> Graph:
+        """A static copy of a dynamic graph for concrete input shapes (checked by :meth:`bind_dims`).
+
+        Shapes inside are left to ``infer_shapes`` (``optimize``/``dev.compile`` run it).
+        """
+        self.bind_dims(shapes)
+        g = self.copy()
+        for name in list(g.symbolic):
+            g.values[name].shape = normalize_shape(shapes[name])
+        g.symbolic = {}
+        return g
 
     def constant(self, first: Any = None, array: Any = None, *, name: str | None = None) -> Value:
         """Add a constant (initializer) holding a read-only copy of an array.
@@ -507,6 +594,7 @@ class Graph:
         g.outputs = list(self.outputs)
         g._counter = self._counter
         g._issued = set(self._issued)
+        g.symbolic = dict(self.symbolic)
         return g
 
     def replace_uses(self, old: str, new: str) -> None:
@@ -561,7 +649,9 @@ class Graph:
     def __str__(self) -> str:
         lines = [f"graph {self.name} ("]
         for i in self.inputs:
-            lines.append(f"  input  {self.values[i]}")
+            v = self.values[i]
+            shown = f"%{i}: {v.dtype}[{_fmt_dims(self.symbolic[i])}]" if i in self.symbolic else str(v)
+            lines.append(f"  input  {shown}")
         lines.append(") {")
         for k, arr in self.constants.items():
             v = self.values.get(k) or Value(k, arr.shape, arr.dtype)

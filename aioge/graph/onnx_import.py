@@ -33,8 +33,14 @@ Errors (all :class:`~aioge.graph.errors.OnnxImportError`):
 name; :class:`MalformedModelError` covers undecodable bytes, bad
 attribute types, missing initializers, cycles, type and shape mismatches;
 :class:`ExternalDataError` covers external data outside the model directory,
-missing files and size mismatches.  A dimension that stays symbolic raises
+missing files and size mismatches.  An input without any shape raises
 :class:`~aioge.graph.errors.DynamicShapeError`.
+
+Symbolic dims (``dim_param``, or a dim with neither value nor name) that
+``input_shapes`` does not pin make a *dynamic* graph (``graph.is_dynamic``,
+the dims in ``graph.symbolic``): it is validated but not shape-inferred here;
+``dev.compile`` returns an :class:`aioge.DynamicCompiledGraph` that
+specialises it per concrete input shape on first use.
 """
 
 from __future__ import annotations
@@ -263,7 +269,8 @@ def load_onnx(
     Args:
         model: a file path, the serialized model, or an ``onnx.ModelProto``.
         input_shapes: static shapes for inputs whose ONNX shape has symbolic
-            or missing dims, e.g. ``{"x": (1, 3, 224, 224)}``.
+            or missing dims, e.g. ``{"x": (1, 3, 224, 224)}``; symbolic dims
+            left unpinned make a dynamic graph (see the module docstring).
         base_dir: directory that external tensor data is read from when
             ``model`` is bytes or a ModelProto (default for a path: its directory).
 
@@ -280,7 +287,8 @@ def load_onnx(
 
     try:
         g.validate(shapes=False)  # shapes: inferred next
-        g = infer_shapes(g)
+        if not g.is_dynamic:  # a dynamic graph is inferred per concrete shape (Graph.specialize)
+            g = infer_shapes(g)
     except (DynamicShapeError, OnnxImportError):
         raise
     except GraphError as e:
@@ -574,12 +582,7 @@ class _Importer:
                         f"input_shapes[{vi.name!r}] = {want} contradicts the model's {dims}"
                     )
             dims = list(want)
-        bad = [d for d in dims if not isinstance(d, int)]
-        if bad:
-            raise DynamicShapeError(
-                f"graph input {vi.name!r} has symbolic dims {dims}; pass input_shapes={{{vi.name!r}: (...)}}"
-            )
-        self.g.input(vi.name, dims, dt)
+        self.g.input(vi.name, dims, dt)  # symbolic dims (str/None) make the graph dynamic
         self.dtypes[vi.name] = dt
 
     # ------------------------------------------------------------------ nodes

@@ -603,6 +603,11 @@ def infer_shapes(graph: Graph) -> Graph:
     g = graph.copy()
     for name in g.inputs:
         v = g.values[name]
+        if name in g.symbolic:
+            raise DynamicShapeError(
+                f"graph input {name!r} has symbolic dims {g.symbolic[name]}: graph.specialize(shapes) makes a "
+                "static graph (dev.compile of a dynamic graph specialises per concrete shape)"
+            )
         if v.shape is None or v.dtype is None:
             raise DynamicShapeError(f"graph input {name!r} needs a static shape and dtype")
     for name in g.inputs:
