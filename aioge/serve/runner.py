@@ -226,6 +226,12 @@ class BucketedModel:
             raise ModelLoadError(f"{self.name}: the model compiled for batch size {b} has other row shapes "
                                  f"than batch size {self.batch_sizes[0]}")  # fmt: skip
 
+    async def __aenter__(self) -> BucketedModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def aclose(self) -> None:
         """Close the models this runner compiled and its stream."""
         owned, self._owned = self._owned, []

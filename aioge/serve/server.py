@@ -213,7 +213,8 @@ class InferenceServer:
         try:
             dev = self._device
             if dev is None:
-                dev = await stack.enter_async_context(open_device(self._device_id))
+                dev = open_device(self._device_id)
+                await stack.enter_async_context(dev)
                 self._device = dev
             for name, spec in self.specs.items():
                 runner = await load_model(dev, spec.source, name=name, max_batch_size=spec.max_batch_size,
