@@ -66,6 +66,8 @@ DATATYPES: dict[str, np.dtype[Any]] = {
 _NAMES: dict[np.dtype[Any], str] = {v: k for k, v in DATATYPES.items()}
 # what a JSON array may decode to for each kind of datatype (numpy's inferred kind)
 _JSON_KINDS = {"b": "b", "u": "biu", "i": "biu", "f": "biuf", "V": "biuf"}  # bfloat16's kind is 'V'
+_KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-integer numbers", "U": "strings",
+               "O": "nulls, objects or numbers too large"}  # fmt: skip
 
 
 def datatype_of(dt: Any) -> str:
@@ -271,7 +273,8 @@ def _from_json(data: Any, dt: np.dtype[Any], shape: list[int], name: str) -> np.
     except (ValueError, TypeError, OverflowError, RecursionError):
         raise _bad(f"input {name!r}: 'data' is not a regular array of numbers") from None
     if a.dtype.kind not in _JSON_KINDS.get(dt.kind, ""):
-        raise _bad(f"input {name!r}: 'data' holds {a.dtype.kind!r}-kind values, not {datatype_of(dt)} values")
+        what = _KIND_NAMES.get(a.dtype.kind, "values of another kind")
+        raise _bad(f"input {name!r}: 'data' holds {what}, not {datatype_of(dt)} values")
     if a.size != count:
         raise _bad(f"input {name!r}: 'data' has {a.size} elements, shape {shape} needs {count}")
     if dt.kind in "iu" and a.dtype.kind in "iu" and a.size:

@@ -331,12 +331,15 @@ def _onnx_runner(device: Device, source: Any, name: str | None, max_batch_size: 
         path = Path(source)
         try:
             proto = onnx.load(str(path), load_external_data=False)
-        except (OSError, ValueError) as e:
-            raise ModelLoadError(f"cannot read ONNX model {str(path)!r}: {e}") from e
+        except Exception as e:  # OSError, protobuf's DecodeError ...
+            raise ModelLoadError(f"cannot read ONNX model {str(path)!r}: {type(e).__name__}: {e}") from e
         base_dir = str(path.parent)
         name = name or path.stem
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        proto = onnx.load_from_string(bytes(source))
+        try:
+            proto = onnx.load_from_string(bytes(source))
+        except Exception as e:
+            raise ModelLoadError(f"cannot parse the ONNX model: {type(e).__name__}: {e}") from e
     elif isinstance(source, onnx.ModelProto):
         proto = source
     else:

@@ -309,6 +309,8 @@ class InferenceServer:
             raise InvalidInputError(f"the body is not valid {encoding}: {e}") from None
         if len(out) > self.max_body_bytes:
             raise PayloadTooLargeError(f"the decompressed body exceeds {self.max_body_bytes} bytes")
+        if not d.eof:
+            raise InvalidInputError(f"the {encoding} body is truncated")
         return out
 
     async def infer(self, name: str, body: bytes, headers: Mapping[str, str], version: str | None = None) -> Reply:

@@ -72,6 +72,9 @@ class ServerProcess:
         self.terminate()
         code = self.wait()
         self._err.join(5)
+        for f in (self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                f.close()
         return code
 
 
@@ -89,12 +92,14 @@ def write_repo(path: Path, configs: dict[str, dict] | None = None) -> Path:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """One server for the module: the repository plus ``held`` (a 10 s batch window, 2 queued at most)."""
+    """One server for the module: the repository plus two identity models that wait 10 s for 8 rows,
+    ``held`` and ``narrow`` (which queues 2 requests at most)."""
     configs = {"mlp": {"batch_sizes": [1, 4, 8]}, "cnn": {"batch_sizes": [1, 2]}}
     repo = write_repo(tmp_path_factory.mktemp("repo"), configs)
-    M.save(M.identity(4), repo / "held.onnx")
-    (repo / "held.json").write_text(json.dumps({"max_queue_delay_us": 10e6, "max_queue_size": 2,
-                                                "batch_sizes": [8]}))  # fmt: skip
+    for name, queue in (("held", 64), ("narrow", 2)):
+        M.save(M.identity(4), repo / f"{name}.onnx")
+        (repo / f"{name}.json").write_text(json.dumps({"max_queue_delay_us": 10e6, "max_queue_size": queue,
+                                                       "batch_sizes": [8]}))  # fmt: skip
     s = ServerProcess(str(repo), "--max-batch-size", "8", "--max-queue-delay-us", "2000")
     yield s
     code = s.stop()
