@@ -103,7 +103,8 @@ def build_app(server: InferenceServer, *, own_lifespan: bool = True) -> Starlett
         body = json.dumps({"error": f"{detail}: {request.method} {request.url.path}"})
         return Response(body, code, media_type="application/json")
 
-    routes = [
+    routes = [  # the infer routes first: Starlette tries routes in order
+        Route("/v2/models/{name}/infer", infer, methods=["POST"]),
         Route("/v2/health/live", live, methods=["GET"]),
         Route("/v2/health/ready", ready, methods=["GET"]),
         Route("/v2", meta, methods=["GET"]),
@@ -114,8 +115,8 @@ def build_app(server: InferenceServer, *, own_lifespan: bool = True) -> Starlett
         routes += [
             Route(base, model_meta, methods=["GET"]),
             Route(base + "/ready", model_ready, methods=["GET"]),
-            Route(base + "/infer", infer, methods=["POST"]),
         ]
+    routes.append(Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]))
 
     lifespan = None
     if own_lifespan:

@@ -142,6 +142,7 @@ class Batcher:
         self._wake: anyio.Event | None = None
         self._wake_when_full = False
         self._tg: TaskGroup | None = None
+        self._form = anyio.Lock()
         self._closing = False
         self._closed = False
         self._batch_sizes: collections.Counter[int] = collections.Counter()
@@ -162,7 +163,8 @@ class Batcher:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
-        tg.start_soon(self._dispatch_loop, name=f"aioge-batcher-{self.name}")
+        for i in range(self.max_inflight):
+            tg.start_soon(self._worker, name=f"aioge-batcher-{self.name}-{i}")
         return self
 
     async def __aexit__(
@@ -370,26 +372,19 @@ class Batcher:
         self._queued = self._queued_rows = self._dead = 0
 
     # ---- dispatch ----
-    async def _dispatch_loop(self) -> None:
-        slots = anyio.Semaphore(self.max_inflight)
-        tg = self._tg
-        assert tg is not None
+    async def _worker(self) -> None:
+        """One of ``max_inflight`` workers: form a batch (one worker at a time), run it, repeat.
+
+        While some workers run their batches, the next one forms: the queue
+        grows while the device is busy, so batches grow with the load.
+        """
         try:
             while True:
-                await slots.acquire()
-                try:
+                async with self._form:
                     batch = await self._next_batch()
-                except BaseException:
-                    slots.release()
-                    raise
                 if batch is None:
-                    slots.release()
                     return
-                self._running += 1
-                self._stats["peak_inflight"] = max(self._stats["peak_inflight"], self._running)
-                if self._observer is not None:
-                    self._observer.inflight(self.name, self._running)
-                tg.start_soon(self._run_batch, batch, slots)
+                await self._run_batch(batch)
         finally:
             if not self._closing:  # cancelled from outside: nobody will run what is queued
                 self._fail_queued(ClosedResourceError(f"{self.name}: the batcher was cancelled"))
@@ -444,13 +439,17 @@ class Batcher:
             self._observer.queue_depth(self.name, self._queued)
         return batch
 
-    async def _run_batch(self, batch: list[_Request], slots: anyio.Semaphore) -> None:
+    async def _run_batch(self, batch: list[_Request]) -> None:
+        if not batch:
+            return
         t0 = anyio.current_time()
         rows = sum(r.rows for r in batch)
         bucket = rows
+        self._running += 1
+        self._stats["peak_inflight"] = max(self._stats["peak_inflight"], self._running)
+        if self._observer is not None:
+            self._observer.inflight(self.name, self._running)
         try:
-            if not batch:
-                return
             feeds, bucket = self._assemble(batch, rows)
             outs = await self.model.execute(feeds)
             self._split(batch, outs, rows)
@@ -465,15 +464,12 @@ class Batcher:
                 raise
         finally:
             self._running -= 1
-            slots.release()
-            if batch:
-                self._batch_sizes[rows] += 1
-                self._stats["batches"] += 1
-                self._stats["rows"] += rows
-                self._stats["padding_rows"] += bucket - rows
-                if self._observer is not None:
-                    self._observer.batch(self.name, rows, bucket, anyio.current_time() - t0)
+            self._batch_sizes[rows] += 1
+            self._stats["batches"] += 1
+            self._stats["rows"] += rows
+            self._stats["padding_rows"] += bucket - rows
             if self._observer is not None:
+                self._observer.batch(self.name, rows, bucket, anyio.current_time() - t0)
                 self._observer.inflight(self.name, self._running)
 
     def _assemble(self, batch: list[_Request], rows: int) -> tuple[dict[str, np.ndarray], int]:

@@ -83,7 +83,10 @@ class ModelSpec:
                 raise ModelLoadError(f"{side}: {e}") from e
             if not isinstance(cfg, dict):
                 raise ModelLoadError(f"{side}: expected a JSON object")
-            opts.update(_spec_fields(cfg, str(side)))
+            own = _spec_fields(cfg, str(side))
+            if own.get("batch_sizes") and "max_batch_size" not in own:  # the buckets name the largest batch
+                own["max_batch_size"] = max(own["batch_sizes"])
+            opts.update(own)
         return cls(str(p), **opts)
 
 
