@@ -299,12 +299,17 @@ def _from_json(data: Any, dt: np.dtype[Any], shape: list[int], name: str) -> np.
         a = np.asarray(data)  # inferred first: strings, nulls and objects are refused, not coerced
     except (ValueError, TypeError, OverflowError, RecursionError):
         raise _bad(f"input {name!r}: 'data' is not a regular array of numbers") from None
-    if a.dtype.kind not in _JSON_KINDS.get(dt.kind, ""):
+    big_ints = False
+    if dt.kind in "iu" and a.dtype.kind == "f":  # numpy reads [0, 2**63] as float64: are they all integers?
+        exact = np.array(data, dtype=object)
+        if exact.shape == a.shape and all(type(v) is int for v in exact.flat):
+            a, big_ints = exact, True
+    if a.dtype.kind not in _JSON_KINDS.get(dt.kind, "") and not big_ints:
         what = _KIND_NAMES.get(a.dtype.kind, "values of another kind")
         raise _bad(f"input {name!r}: 'data' holds {what}, not {datatype_of(dt)} values")
     if a.size != count:
         raise _bad(f"input {name!r}: 'data' has {a.size} elements, shape {shape} needs {count}")
-    if dt.kind in "iu" and a.dtype.kind in "iu" and a.size:
+    if dt.kind in "iu" and (a.dtype.kind in "iu" or big_ints) and a.size:
         info = np.iinfo(dt)
         lo, hi = int(a.min()), int(a.max())
         if lo < info.min or hi > info.max:
