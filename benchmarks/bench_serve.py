@@ -65,12 +65,14 @@ class Run:
         self.lat: list[float] = []
         self.wall = 0.0
         self.errors = 0
+        self.first_error = ""
         self.batches: dict[int, int] = {}
 
     def add(self, other: Run) -> None:
         self.lat += other.lat
         self.wall += other.wall
         self.errors += other.errors
+        self.first_error = self.first_error or other.first_error
         for k, v in other.batches.items():
             self.batches[k] = self.batches.get(k, 0) + v
 
@@ -89,7 +91,7 @@ class Run:
             mean = sum(k * v for k, v in self.batches.items()) / max(total, 1)
             dist = " ".join(f"{k}:{v}" for k, v in sorted(self.batches.items()))
             b = f" | batches {total}, mean {mean:.1f} rows ({dist})"
-        err = f" | {self.errors} errors" if self.errors else ""
+        err = f" | {self.errors} errors, e.g. {self.first_error}" if self.errors else ""
         return (f"  {self.label:34s} {self.rps:8.1f} req/s  p50 {self.pct(0.5):8.2f} ms  p99 {self.pct(0.99):8.2f} ms"
                 f"  ({len(self.lat)} requests){err}{b}")  # fmt: skip
 
@@ -106,8 +108,9 @@ async def drive(label: str, clients: int, per_client: int, cap: float, call: Cal
             t0 = time.perf_counter()
             try:
                 await call(i)
-            except Exception:
+            except Exception as e:
                 run.errors += 1
+                run.first_error = run.first_error or f"{type(e).__name__}: {str(e)[:160]}"
                 continue
             run.lat.append(time.perf_counter() - t0)
 
@@ -183,6 +186,13 @@ class Http:
         self.conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
 
     async def __call__(self) -> bytes:
+        try:
+            return await self._once()
+        except (asyncio.IncompleteReadError, ConnectionError):  # uvicorn closes connections idle 5 s
+            await self.close()
+            return await self._once()
+
+    async def _once(self) -> bytes:
         if self.conn is None:
             self.conn = await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 22)
         reader, writer = self.conn
@@ -294,6 +304,21 @@ async def overhead(aioge_port: int, ort_port: int, clients: int, per_client: int
     return totals
 
 
+async def identity_round_trip(n: int) -> float:
+    """p50 ms of ``model.execute`` of the 1x16 identity model, awaited one at a time (the device's share)."""
+    async with aioge.open_device(0) as dev:
+        model = await dev.compile(aioge.load_onnx(M.identity(16).SerializeToString(), input_shapes={"x": (1, 16)}))
+        x = np.ones((1, 16), np.float32)
+        lat = []
+        for i in range(n + 50):
+            t0 = time.perf_counter()
+            await model.execute({"x": x})
+            if i >= 50:
+                lat.append(time.perf_counter() - t0)
+        await model.aclose()
+    return sorted(lat)[len(lat) // 2] * 1e3
+
+
 # ------------------------------------------------------------------ the onnxruntime server (subprocess)
 def ort_server(repo: str) -> None:
     """The baseline: Starlette, the same v2 codec, onnxruntime in the default thread pool; plus echo routes."""
@@ -400,14 +425,23 @@ async def main() -> None:
                     thr, p99 = report(f"[over HTTP, {kind}] {name}", rows, "ort", "aioge")
                     summary.append((f"HTTP {kind} {name}", thr, p99, 3.0 if name == "mlp" else None))
                     print()
+            device_ms = await identity_round_trip(per_client * 20)
             for n in (1, 16):
-                rows = await overhead(aioge_srv.port, ort_srv.port, n, 40 if n == 1 else 25, cap, rounds)
+                rows = await overhead(aioge_srv.port, ort_srv.port, n, 200 if n == 1 else 50, cap, rounds)
                 print(f"[server overhead, identity model, {n} client(s)]")
                 for r in rows.values():
                     print(r.line())
                 a, e, j = rows["aioge"], rows["echo"], rows["echo_json"]
-                print(f"  => per request (1/throughput): aioge / echo {e.rps / a.rps:.2f}x, aioge / JSON echo "
-                      f"{j.rps / a.rps:.2f}x [<= 1.5x]; p50 aioge / echo {a.pct(0.5) / e.pct(0.5):.2f}x\n")  # fmt: skip
+                print(f"  => cost per request (1/throughput): aioge / echo {e.rps / a.rps:.2f}x, aioge / JSON echo "
+                      f"{j.rps / a.rps:.2f}x [<= 1.5x]; p50 aioge / echo {a.pct(0.5) / e.pct(0.5):.2f}x")  # fmt: skip
+                if n == 1:  # what of the 1-client latency is the device round trip, measured in this process
+                    rest = a.pct(0.5) - device_ms
+                    print(f"  => of aioge's p50 {a.pct(0.5):.3f} ms, {device_ms:.3f} ms is the identity model's "
+                          f"model.execute round trip (in process); the rest, HTTP + JSON + batcher, {rest:.3f} ms = "
+                          f"{rest / e.pct(0.5):.2f}x the echo's p50")  # fmt: skip
+                    summary.append(("overhead 1 client, p50 less the device round trip", rest / e.pct(0.5), None,
+                                    None))  # fmt: skip
+                print()
                 summary.append((f"overhead {n} client(s) vs echo (cost ratio)", e.rps / a.rps, None, None))
         finally:
             aioge_srv.stop()
