@@ -1,13 +1,14 @@
 """Dynamic batching: many ``await batcher.infer(feeds)`` become few ``model.execute`` calls.
 
 A request (batch-1 or batch-n feeds) is checked on its own, then queued.
-A dispatcher task forms batches FIFO, Triton's way: a batch leaves as soon
-as it holds ``max_batch_size`` rows, or when its oldest request has waited
+Batches form FIFO, Triton's way: a batch leaves as soon as it holds
+``max_batch_size`` rows, or when its oldest request has waited
 ``max_queue_delay`` seconds; requests are never split.  It is padded up to
 the runner's bucket (copies of its last row, outputs dropped), executed
-once, and its outputs are split back by rows.  Up to ``max_inflight``
-batches run at once, and the next batch forms while they run: under load
+once, and its outputs are split back by rows.  ``max_inflight`` worker
+tasks each run one batch at a time while the next one forms: under load
 the queue grows while the device is busy, so batches grow with the load.
+A batcher serves the event loop it was entered on.
 
 Deadlines: a request whose deadline passes is failed with
 :class:`DeadlineExceededError` at once; one still queued then is dropped

@@ -220,9 +220,14 @@ class InferenceServer:
                 await stack.enter_async_context(dev)
                 self._device = dev
             for name, spec in self.specs.items():
-                runner = await load_model(dev, spec.source, name=name, max_batch_size=spec.max_batch_size,
-                                          batch_sizes=spec.batch_sizes, lazy=spec.lazy,
-                                          max_inflight=spec.max_inflight)  # fmt: skip
+                try:
+                    runner = await load_model(dev, spec.source, name=name, max_batch_size=spec.max_batch_size,
+                                              batch_sizes=spec.batch_sizes, lazy=spec.lazy,
+                                              max_inflight=spec.max_inflight)  # fmt: skip
+                except ModelLoadError:
+                    raise
+                except Exception as e:  # an unsupported op, a bad option ...: say which model
+                    raise ModelLoadError(f"model {name!r}: {type(e).__name__}: {e}") from e
                 stack.push_async_callback(runner.aclose)
                 batcher = Batcher(runner, max_queue_delay=spec.max_queue_delay, max_queue_size=spec.max_queue_size,
                                   max_inflight=spec.max_inflight, timeout=spec.timeout, observer=self.metrics,
