@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "a NAME.json beside NAME.onnx overrides its options")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    p.add_argument("--max-batch-size", type=int, default=32, help="rows per batch (default 32; 0: no batching)")
+    p.add_argument("--max-batch-size", type=int, default=None,
+                   help="rows per batch (default 32, or the largest --batch-sizes; 0: no batching)")  # fmt: skip
     p.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
                    help="batch sizes to compile (default: powers of two up to --max-batch-size)")  # fmt: skip
     p.add_argument("--max-queue-delay-us", type=float, default=500.0,
@@ -60,7 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add the ``serve`` sub-command (``set_defaults(func=run)``)."""
     p = subparsers.add_parser("serve", help="serve ONNX models over HTTP (Open Inference Protocol / KServe v2)",
-                              description=__doc__.split("\n\n")[0] if __doc__ else None)  # fmt: skip
+                              description="Serve ONNX models over HTTP with the Open Inference Protocol (KServe v2) "
+                                          "and dynamic batching, under uvicorn.")  # fmt: skip
     add_arguments(p)
     p.set_defaults(func=run)
 
@@ -77,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
     for m in args.models:
         if not Path(m).exists():
             return _usage(f"{m}: no such file or directory")
+    if args.max_batch_size is None:
+        args.max_batch_size = max(args.batch_sizes) if args.batch_sizes else 32
+    elif args.batch_sizes and args.max_batch_size and max(args.batch_sizes) > args.max_batch_size:
+        return _usage(f"--batch-sizes {list(args.batch_sizes)} exceed --max-batch-size {args.max_batch_size}")
     if args.max_batch_size < 0 or args.max_queue_size < 1 or args.max_inflight < 1 or args.max_queue_delay_us < 0:
         return _usage("--max-batch-size must be >= 0, --max-queue-size and --max-inflight >= 1, "
                       "--max-queue-delay-us >= 0")  # fmt: skip

@@ -69,6 +69,8 @@ def test_usage_and_runtime_errors_have_their_exit_codes(tmp_path):
     assert r.returncode == 2 and "no such file" in r.stderr
     r = run("--max-batch-size", "x", str(tmp_path))
     assert r.returncode == 2
+    r = run("--max-batch-size", "4", "--batch-sizes", "1,8", str(tmp_path))
+    assert r.returncode == 2 and "exceed --max-batch-size 4" in r.stderr
     (tmp_path / "empty").mkdir()
     r = run(str(tmp_path / "empty"))
     assert r.returncode == 2 and "no .onnx files" in r.stderr
