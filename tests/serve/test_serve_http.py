@@ -150,13 +150,13 @@ async def test_concurrent_http_requests_form_one_batch(server):
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_full_queue_is_503_with_retry_after_and_deadline_504(server):
-    """``narrow`` queues at most 2 requests: two wait (deadline 2 s, never filled), a third is refused."""
+    """``narrow`` queues at most 2 requests: two wait (deadline 4 s, never filled), a third is refused."""
     async with httpx.AsyncClient(base_url=server.url, timeout=60) as c:
         codes: list[int] = []
 
         async def waiting() -> None:
             r = await c.post("/v2/models/narrow/infer", json={"inputs": [tensor("x", np.ones((1, 4), np.float32))],
-                                                             "parameters": {"timeout": 2_000_000}})  # fmt: skip
+                                                             "parameters": {"timeout": 4_000_000}})  # fmt: skip
             codes.append(r.status_code)
             assert "deadline" in r.json()["error"]
 
