@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from . import dtypes, errors, ops
+from . import dtypes, errors, metrics, ops
 from ._launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
 from ._native import backend
 from ._scheduler import Completion
@@ -45,6 +45,7 @@ from .errors import (
 from .event import Event
 from .graph import Graph, load_onnx
 from .model import CompiledGraph
+from .profiler import Profiler, profile
 from .session import Session, SessionError
 from .stream import Stream
 from .tensor import Tensor, TensorSpec
@@ -78,6 +79,7 @@ __all__ = (
     "OpNotFoundError",
     "OpOutputMismatchError",
     "OutOfDeviceMemoryError",
+    "Profiler",
     "Session",
     "SessionError",
     "Stream",
@@ -92,10 +94,12 @@ __all__ = (
     "dtypes",
     "errors",
     "load_onnx",
+    "metrics",
     "op",
     "op_cache_info",
     "open_device",
     "ops",
+    "profile",
 )
 
 for _name in __all__:
