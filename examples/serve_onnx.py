@@ -2,8 +2,7 @@
 
     python examples/serve_onnx.py [model.onnx]
 
-Starts ``python -m aioge serve MODEL --port 0`` (here ``python -m aioge.serve``,
-the same command) as a user would in a terminal, waits for its "listening
+Starts ``python -m aioge serve MODEL --port 0`` as a user would in a terminal, waits for its "listening
 on" line, then calls it with ``tritonclient.http`` (JSON, then binary
 tensors), with ``httpx`` and with ``curl``; every answer is checked against
 onnxruntime (or, without it, against each other).  SIGTERM then stops the
@@ -46,7 +45,7 @@ def build_model(path: Path) -> Path:
 
 
 def start_server(model: Path) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "aioge.serve", str(model), "--port", "0", "--max-batch-size", "16",
+    cmd = [sys.executable, "-m", "aioge", "serve", str(model), "--port", "0", "--max-batch-size", "16",
            "--max-queue-delay-us", "500"]  # fmt: skip
     print("$ python", " ".join(cmd[1:]))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)

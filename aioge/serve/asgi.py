@@ -138,6 +138,7 @@ def app(
     device: Device | None = None,
     device_id: int = 0,
     registry: CollectorRegistry | None = None,
+    runtime_metrics: bool = False,
     max_body_bytes: int = MAX_BODY_BYTES,
     **defaults: Any,
 ) -> Starlette:
@@ -151,6 +152,8 @@ def app(
             at shutdown).
         registry: the ``prometheus_client`` registry of ``/metrics`` (default: one of its own),
             to expose other collectors on the same endpoint.
+        runtime_metrics: also expose the runtime's :mod:`aioge.metrics` (launches, streams,
+            copies, executions; enabling them costs a Python call per launch).
         max_body_bytes: request bodies above this are refused (413).
         defaults: :class:`~aioge.serve.ModelSpec` fields for models given without one
             (``max_batch_size=32``, ``max_queue_delay=500e-6``, ...).
@@ -162,6 +165,11 @@ def app(
         >>> import uvicorn, aioge.serve
         >>> uvicorn.run(aioge.serve.app(["models/"]), host="127.0.0.1", port=8000)
     """
-    server = InferenceServer(models, device=device, device_id=device_id, metrics=ServeMetrics(registry),
+    metrics = ServeMetrics(registry)
+    if runtime_metrics:
+        from .. import metrics as runtime
+
+        runtime.register(metrics.registry)
+    server = InferenceServer(models, device=device, device_id=device_id, metrics=metrics,
                              max_body_bytes=max_body_bytes, **defaults)  # fmt: skip
     return build_app(server)

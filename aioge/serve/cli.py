@@ -55,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-body-mb", type=float, default=64.0, help="largest request body in MiB (default 64)")
     p.add_argument("--graceful-timeout", type=float, default=None,
                    help="seconds to finish accepted requests at shutdown (default: as long as they take)")  # fmt: skip
+    p.add_argument("--runtime-metrics", action="store_true", help="also expose the runtime's counters at /metrics (aioge.metrics; costs a little per launch)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
 
 
@@ -108,8 +109,15 @@ def run(args: argparse.Namespace) -> int:
         "lazy": args.lazy,
     }
     try:
+        from .metrics import ServeMetrics
+
+        metrics = ServeMetrics()
+        if args.runtime_metrics:
+            from .. import metrics as runtime
+
+            runtime.register(metrics.registry)
         server = InferenceServer(args.models, device_id=args.device, max_body_bytes=int(args.max_body_mb * 2**20),
-                                 **defaults)  # fmt: skip
+                                 metrics=metrics, **defaults)  # fmt: skip
     except (ModelLoadError, ValueError) as e:
         return _usage(str(e))
     return _serve(server, args)

@@ -3,8 +3,10 @@
 :class:`ServeMetrics` registers its collectors in a registry of its own
 unless given one, so a process can expose several servers, and the
 runtime's own collectors (``aioge.metrics``) can be added to the same
-``/metrics``: pass one ``prometheus_client.CollectorRegistry`` to
-``aioge.serve.app(..., registry=...)`` and register them in it too.
+``/metrics``: ``aioge.serve.app(..., runtime_metrics=True)`` (``aioge serve
+--runtime-metrics``) registers them in the server's registry, or pass one
+``prometheus_client.CollectorRegistry`` to ``aioge.serve.app(..., registry=...)``
+and register anything else in it too.
 
 Metrics (every one labelled by ``model``):
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import aioge
+import aioge.metrics
 import aioge.serve
 
 prometheus_client = pytest.importorskip("prometheus_client")
@@ -44,7 +45,7 @@ async def test_models_in_code_behind_uvicorn(dev, compiled):
         {"scale": aioge.serve.ModelSpec(scale, max_batch_size=4, batch_sizes=(2, 4), max_queue_delay=0.001),
          "negate": aioge.serve.ModelSpec(fixed(), max_batch_size=0),
          "square": square},
-        device=dev, registry=registry)  # fmt: skip
+        device=dev, registry=registry, runtime_metrics=True)  # fmt: skip
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -75,8 +76,10 @@ async def test_models_in_code_behind_uvicorn(dev, compiled):
             np.testing.assert_allclose(r.json()["outputs"][0]["data"], W.sum(0), rtol=1e-6)
             text = (await c.get("/metrics")).text
             assert "runtime_thing 7.0" in text  # one /metrics for the server's and other collectors
+            assert "aioge_launches_total" in text and 'aioge_executions_total{model=' in text  # the runtime's
             assert 'aioge_serve_requests_total{model="scale",status="ok"} 1.0' in text
             assert 'aioge_serve_padding_rows_total{model="scale"} 1.0' in text  # 3 rows ran at batch size 4
         server.should_exit = True
     assert not square.closed  # borrowed: the app closed only what it compiled
     assert not dev.closed
+    aioge.metrics.disable()  # the runtime's per-launch hooks are process-wide
