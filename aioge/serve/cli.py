@@ -55,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-body-mb", type=float, default=64.0, help="largest request body in MiB (default 64)")
     p.add_argument("--graceful-timeout", type=float, default=None,
                    help="seconds to finish accepted requests at shutdown (default: as long as they take)")  # fmt: skip
-    p.add_argument("--runtime-metrics", action="store_true", help="also expose the runtime's counters at /metrics (aioge.metrics; costs a little per launch)")
+    p.add_argument("--runtime-metrics", action="store_true",
+                   help="also expose the runtime's counters at /metrics (aioge.metrics; costs a little per launch)")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
 
 
