@@ -205,7 +205,11 @@ class BucketedModel:
                 return m
             assert self._graph_for is not None
             graph = await anyio.to_thread.run_sync(self._graph_for, b)  # ONNX import parses the weights
-            m = await self.device.compile(graph, max_inflight=max(self.max_inflight, 1), **self._options)
+            compiled = await self.device.compile(graph, max_inflight=max(self.max_inflight, 1), **self._options)
+            if not isinstance(compiled, CompiledGraph):  # a bucket's graph must pin every dim
+                await compiled.aclose()
+                raise ModelLoadError(f"{self.name}: the graph of batch size {b} has symbolic dims {graph.symbolic}")
+            m = compiled
             self._owned.append(m)
             try:
                 self._describe(m, b)
