@@ -26,7 +26,8 @@ Opset differences handled here:
   removed later by the simplifier);
 * Dropout (<12) ``ratio`` attr dropped (inference); (>=12) ``training_mode``
   must not be true;
-* BatchNormalization: only inference (one output, ``training_mode=0``).
+* BatchNormalization: inference, or (>=14) ``training_mode=1`` decomposed into
+  batch statistics and the updated running mean/variance outputs.
 
 Errors (all :class:`~aioge.graph.errors.OnnxImportError`):
 :class:`UnsupportedOpError` lists every unsupported op/feature with its node
@@ -845,18 +846,55 @@ def _dropout(
 def _batchnorm(
     im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
 ) -> None:
-    if int(attrs.get("training_mode", 0)) or any(outs[1:]):
-        raise _Unsupported("training mode (only inference BatchNormalization is supported)")
+    training = int(attrs.get("training_mode", 0))
+    if training and im.opset >= 14:
+        _batchnorm_training(im, ins, outs, attrs, name)
+        return
+    if training or any(outs[1:]):
+        raise _Unsupported("training mode before opset 14 (only inference BatchNormalization is supported)")
     im.emit(op, ins, attrs, outs[:1], name)
+
+
+def _batchnorm_training(im: _Importer, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    """Training-mode BatchNormalization (opset 14+): normalise with the batch's own mean and
+    (population) variance over every axis but 1, and output the updated running statistics
+    ``running = input * momentum + batch * (1 - momentum)``.  Rank-agnostic: x is viewed as
+    (N, C, -1) (Reshape with 0 = keep that dim) and reshaped back."""
+    x, scale, bias, mean_in, var_in = ins[:5]
+    dt = im.dtypes.get(x, np.dtype(np.float32))
+    mom = float(attrs.get("momentum", 0.9))
+
+    def t(what: str) -> str:
+        return im.tmp(f"{name}/{what}")
+
+    def node(op: str, xs: list[str], out: str | None = None, **a: Any) -> str:
+        o = out or t(op)
+        im.emit(op, xs, a, [o], t(f"{op}_node"))
+        return o
+
+    def c(v: Any, what: str, dtype: Any = dt) -> str:
+        return im.const(np.array(v, dtype), f"{name}/{what}")
+
+    x3 = node("Reshape", [x, c([0, 0, -1], "nc_rest", np.int64)])
+    axes = c([0, 2], "axes", np.int64)
+    mean = node("ReduceMean", [x3, axes], keepdims=1)
+    d = node("Sub", [x3, mean])
+    var = node("ReduceMean", [node("Mul", [d, d]), axes], keepdims=1)
+    inv = node("Reciprocal", [node("Sqrt", [node("Add", [var, c(float(attrs.get("epsilon", 1e-5)), "eps")])])])
+    col = c([1, -1, 1], "col", np.int64)
+    y3 = node("Add", [node("Mul", [node("Mul", [d, inv]), node("Reshape", [scale, col])]),
+                      node("Reshape", [bias, col])])  # fmt: skip
+    node("Reshape", [y3, node("Shape", [x])], outs[0])
+    flat = c([-1], "flat", np.int64)
+    for out, running, batch in ((outs[1:2], mean_in, mean), (outs[2:3], var_in, var)):
+        if out and out[0]:
+            kept = node("Mul", [running, c(mom, "momentum")])
+            node("Add", [kept, node("Mul", [node("Reshape", [batch, flat]), c(1 - mom, "rest")])], out[0])
 
 
 def _maxpool(
     im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
 ) -> None:
-    if len(outs) > 1:
-        raise _Unsupported("the Indices output")
-    if int(attrs.get("storage_order", 0)):
-        raise _Unsupported("storage_order=1")
     im.emit(op, ins, attrs, outs, name)
 
 

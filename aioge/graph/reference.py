@@ -367,7 +367,7 @@ def pool_nd(x: Arr, attrs: Mapping[str, Any], kind: str) -> Arr:
     # extra end padding so the last (ceil-mode) window is addressable
     need = [(out_sp[i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 for i in range(n_sp)]
     extra = [max(0, need[i] - (x.shape[2 + i] + pb[i] + pe[i])) for i in range(n_sp)]
-    if kind == "max":
+    if kind in ("max", "argmax"):
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     else:
         fill = 0
@@ -389,6 +389,19 @@ def pool_nd(x: Arr, attrs: Mapping[str, Any], kind: str) -> Arr:
         )
 
     axes = tuple(range(2 + n_sp, 2 + 2 * n_sp))
+    if kind == "argmax":  # flat input index of the (first) max of each window, as MaxPool's Indices
+        win = windows(xp).reshape(*xp.shape[:2], *out_sp, -1)
+        tap = np.argmax(win, axis=-1)  # first max, as onnxruntime
+        taps = np.unravel_index(tap, kernel)
+        pos = [np.arange(out_sp[i]).reshape([-1 if j == i else 1 for j in range(n_sp)]) * strides[i]
+               + taps[i] * dil[i] - pb[i] for i in range(n_sp)]  # fmt: skip
+        sp = x.shape[2:]
+        order = range(n_sp - 1, -1, -1) if int(attrs.get("storage_order", 0)) else range(n_sp)
+        flat = np.zeros(tap.shape, np.int64)
+        for i in order:
+            flat = flat * sp[i] + pos[i]
+        nc = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[0], x.shape[1], *[1] * n_sp)
+        return np.ascontiguousarray(flat + nc * int(np.prod(sp)))
     if kind == "max":
         return np.ascontiguousarray(windows(xp).max(axis=axes))
     total = windows(xp).sum(axis=axes, dtype=x.dtype)
@@ -406,7 +419,8 @@ def pool_nd(x: Arr, attrs: Mapping[str, Any], kind: str) -> Arr:
 
 @_kernel("MaxPool")
 def _maxpool(node: Node, xs: list[Any]) -> list[Arr]:
-    return [pool_nd(xs[0], _attrs(node), "max")]
+    y = pool_nd(xs[0], _attrs(node), "max")
+    return [y, pool_nd(xs[0], _attrs(node), "argmax")] if len(node.outputs) > 1 else [y]
 
 
 @_kernel("AveragePool")

@@ -212,6 +212,11 @@ def _topk_rule(node: Node, dts: list[DT]) -> list[DT]:
     return [dts[0], I64]
 
 
+def _maxpool_rule(node: Node, dts: list[DT]) -> list[DT]:
+    _check_in(node, 0, dts[0], _N)
+    return [dts[0], I64][: max(1, len(node.outputs))]
+
+
 def _onehot_rule(node: Node, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], NUM_TYPES)
     _check_in(node, 1, dts[1], NUM_TYPES)
@@ -366,7 +371,7 @@ SCHEMAS: dict[str, OpSchema] = {
         _s("GRU", 3, 6, _rnn_rule, {**_RNN_ATTRS, "linear_before_reset": 0}, 1, 2),
         _s("RNN", 3, 6, _rnn_rule, dict(_RNN_ATTRS), 1, 2),
         _s("LayerNormalization", 2, 3, _layernorm_rule, {"axis": -1, "epsilon": 1e-5, "stash_type": 1}, 1, 3),
-        _s("MaxPool", 1, 1, same(_N), {**_POOL_ATTRS, "storage_order": 0}),
+        _s("MaxPool", 1, 1, _maxpool_rule, {**_POOL_ATTRS, "storage_order": 0}, 1, 2),
         _s("AveragePool", 1, 1, same(_F), {**_POOL_ATTRS, "count_include_pad": 0}),
         _s("GlobalAveragePool", 1, 1, same(_F)),
         _s("GlobalMaxPool", 1, 1, same(_N)),

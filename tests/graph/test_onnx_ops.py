@@ -380,6 +380,43 @@ def test_pool_1d_and_dilated_maxpool() -> None:
     check_against_ort(one_op("MaxPool", {"x": X}, {"kernel_shape": [2, 2], "dilations": [2, 1]}), {"x": X})
 
 
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+        {"kernel_shape": [2, 3], "strides": [1, 2], "dilations": [2, 1], "ceil_mode": 1},
+        {"kernel_shape": [2, 2], "strides": [2, 2], "storage_order": 1},
+        {"kernel_shape": [2, 2, 2], "strides": [1, 2, 2]},
+    ],
+)
+def test_maxpool_indices(attrs: dict[str, Any]) -> None:
+    """The Indices output: flat input positions (row- or column-major) of each window's first max."""
+    x = rand(2, 3, *(7, 8, 6)[: len(attrs["kernel_shape"])])
+    m = make_model([helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)], {"x": x}, {"y": F32, "i": np.int64})
+    check(m, {"x": x})
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 2, 2, 2)])
+def test_batchnorm_training_mode(shape: tuple[int, ...]) -> None:
+    """Batch statistics over every axis but 1 and the running mean/variance update (onnxruntime
+    CPU builds refuse training mode: against numpy, the ONNX reference's formula)."""
+    x, s, b = rand(*shape), rand(3, seed=1), rand(3, seed=2)
+    mean, var = rand(3, seed=3), rand(3, low=0.5, high=2.0, seed=4)
+    outs = {"y": F32, "rm": F32, "rv": F32}
+    bn = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], list(outs), training_mode=1,
+                          momentum=0.8, epsilon=1e-3)  # fmt: skip
+    m = make_model([bn], {"x": x}, outs, {"s": s, "b": b, "m": mean, "v": var}, opset=15)
+    axes = tuple(i for i in range(len(shape)) if i != 1)
+    col = (1, 3, *[1] * (len(shape) - 2))
+    bm, bv = x.mean(axis=axes), x.var(axis=axes)
+    want = {"y": (x - bm.reshape(col)) / np.sqrt(bv.reshape(col) + 1e-3) * s.reshape(col) + b.reshape(col),
+            "rm": mean * 0.8 + bm * 0.2, "rv": var * 0.8 + bv * 0.2}  # fmt: skip
+    want = {k: v.astype(np.float32) for k, v in want.items()}
+    g = load_onnx(m)
+    assert_close(run_reference(optimize(g), {"x": x}), want)
+    assert_close(run_on_device(g, {"x": x}, optimize_level=2, mode="sunk"), want)
+
+
 @pytest.mark.parametrize("opset", [12, 13])
 def test_dropout_inference(opset: int) -> None:
     m = make_model(

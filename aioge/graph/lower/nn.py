@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import _shapes as S
-from ._base import RULES, Builder, ConstInput, InputRef, ints
+from ._base import RULES, Builder, ConstInput, InputRef, acl_dtype, ints
 from .shape import _strided_slice
 
 
@@ -421,7 +421,8 @@ def _pool(L: Builder) -> None:
     pb, pe, out_sp = S.pool_geometry(
         sx[2:], kernel, strides, dil, ints(L.attr("pads")), str(L.attr("auto_pad")), int(L.attr("ceil_mode"))
     )
-    if any(d != 1 for d in dil) or n_sp not in (1, 2):
+    with_indices = len(L.node.outputs) > 1 and bool(L.node.outputs[1])  # MaxPool's Indices output
+    if any(d != 1 for d in dil) or n_sp not in (1, 2) or with_indices:
         _dilated_pool(L, kernel, strides, dil, pb, pe, out_sp)  # MaxPoolV3/AvgPoolV2: 2-D, no dilations
         return
     x4 = _to4d(L, x)
@@ -455,8 +456,12 @@ def _dilated_pool(
     L: Builder, kernel: list[int], strides: list[int], dil: list[int], pb: list[int], pe: list[int],
     out_sp: tuple[int, ...],
 ) -> None:  # fmt: skip
-    """Pools MaxPoolV3/AvgPoolV2 cannot express (dilated, 3-D and up): pad once, one strided slice
-    per kernel tap, ``Maximum``/``Add`` over the taps, ``Div`` by the window counts."""
+    """Pools MaxPoolV3/AvgPoolV2 cannot express (dilated, 3-D and up, MaxPool's Indices): pad once,
+    one strided slice per kernel tap, ``Maximum``/``Add`` over the taps, ``Div`` by the window counts.
+
+    Indices (the flat input index of each window's first max, row- or column-major by
+    ``storage_order``): a window's index is a per-position base (a const) plus the chosen tap's
+    offset (a scalar per tap), tracked over the taps as ``o += (slice > max) * (offset - o)``."""
     x, out = L.node.inputs[0], L.node.outputs[0]
     sx, dt = L.shape(x), L.dtype(x)
     n_sp = len(sx) - 2
@@ -470,20 +475,45 @@ def _dilated_pool(
     if any(b or e for b, e in pairs):
         xp = L.to("PadV3", [x, ConstInput(np.array(pairs, np.int64)), L.scalar(fill, dt)], padded, dt,
                   mode="constant", paddings_contiguous=True)  # fmt: skip
+    so = (*sx[:2], *out_sp)
+    indices = L.node.outputs[1] if is_max and len(L.node.outputs) > 1 and L.node.outputs[1] else None
+    sp = sx[2:]
+    if int(L.attr("storage_order") if is_max else 0):  # column-major: the first spatial dim varies fastest
+        mult = [math.prod(sp[:i]) for i in range(n_sp)]
+    else:
+        mult = [math.prod(sp[i + 1 :]) for i in range(n_sp)]
     acc: str | None = None
+    o: str | None = None  # the chosen tap's offset so far (tap 0's is 0)
     for taps in itertools.product(*(range(k) for k in kernel)):
         ranges = [(0, sx[0], 1), (0, sx[1], 1)] + [
             (taps[i] * dil[i], taps[i] * dil[i] + (out_sp[i] - 1) * strides[i] + 1, strides[i]) for i in range(n_sp)
         ]
-        sl = L.tmp((*sx[:2], *out_sp), dt)
+        sl = L.tmp(so, dt)
         _strided_slice(L, xp, ranges, sl)
         if acc is None:
             acc = sl
-        else:
-            acc = L.to("Maximum" if is_max else "Add", [acc, sl], (*sx[:2], *out_sp), dt)
+            continue
+        if indices is not None:
+            off = sum(taps[i] * dil[i] * mult[i] for i in range(n_sp))
+            gt = L.to("Cast", [L.to("Greater", [sl, acc], so, np.bool_)], so, np.int64, dst_type=acl_dtype(np.int64))
+            if o is None:
+                o = L.to("Mul", [gt, L.scalar(off, np.int64)], so, np.int64)
+            else:
+                step = L.to("Mul", [gt, L.to("Sub", [L.scalar(off, np.int64), o], so, np.int64)], so, np.int64)
+                o = L.to("Add", [o, step], so, np.int64)
+        acc = L.to("Maximum" if is_max else "Add", [acc, sl], so, dt)
     assert acc is not None
     if is_max:
         L.op("Identity", [acc], [out])
+        if indices is not None:
+            grids = np.meshgrid(*(np.arange(out_sp[i]) * strides[i] - pb[i] for i in range(n_sp)), indexing="ij")
+            base = np.zeros(out_sp, np.int64)
+            for g, m in zip(grids, mult, strict=True):
+                base += g * m
+            base = base.reshape(1, 1, *out_sp)
+            nc = (np.arange(sx[0] * sx[1], dtype=np.int64) * math.prod(sp)).reshape(sx[0], sx[1], *[1] * n_sp)
+            first: InputRef = ConstInput(base) if o is None else L.to("Add", [o, ConstInput(base)], so, np.int64)
+            L.op("Add", [first, ConstInput(nc)], [indices])
         return
     # window counts: positions inside the input (count_include_pad: inside the padded input)
     ones = np.ones(sx[2:], np.float64)

@@ -1,7 +1,8 @@
 """Dead-code elimination.
 
 Removes nodes none of whose outputs reach a graph output, blanks unused
-optional outputs (``Dropout`` mask, ``LayerNormalization`` mean/inv-std-dev)
+optional outputs (``Dropout`` mask, ``LayerNormalization`` mean/inv-std-dev,
+``MaxPool`` indices)
 and drops constants and values nothing refers to.  Graph inputs stay (they
 are the signature) even if unused.  Returns a new graph.
 """
@@ -13,7 +14,7 @@ from ..ir import Graph
 __all__ = ("eliminate_dead_code",)
 
 # ops whose trailing outputs are optional (safe to drop when unused)
-_OPTIONAL_OUTPUTS = {"Dropout": 1, "LayerNormalization": 1}
+_OPTIONAL_OUTPUTS = {"Dropout": 1, "LayerNormalization": 1, "MaxPool": 1}
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:

@@ -298,8 +298,6 @@ def _pool(c: _Ctx) -> list[Shape]:
     kernel = _ints_attr(c.attr("kernel_shape"))
     if len(x) < 3 or not kernel:
         raise c.error("pooling needs rank >= 3 and kernel_shape")
-    if c.node.op_type == "MaxPool" and int(c.attr("storage_order")):
-        raise c.error("storage_order=1 is not supported")
     try:
         _, _, out = S.pool_geometry(
             x[2:],
@@ -312,7 +310,7 @@ def _pool(c: _Ctx) -> list[Shape]:
         )
     except ValueError as e:
         raise _wrap(c, e) from None
-    return [(x[0], x[1], *out)]
+    return [(x[0], x[1], *out)] * max(1, len(c.node.outputs))  # MaxPool's Indices: the same shape
 
 
 @_shape_fn("GlobalAveragePool", "GlobalMaxPool")
