@@ -241,3 +241,25 @@ async def test_input_shapes_still_pin_a_static_model(dev) -> None:
         assert isinstance(model, aioge.CompiledGraph) and model.inputs["x"][0] == (2, 3, D)
         x = np.random.default_rng(2).standard_normal((2, 3, D)).astype(np.float32)
         assert_close(await model.execute({"x": x}), run_ort(m, {"x": x}))
+
+
+async def test_a_shape_the_graph_rejects_fails_alone(dev) -> None:
+    g = Graph("fixed_rows")
+    x = g.input("x", ("n", 3))
+    g.output(g.add_node("Reshape", [x, g.constant("to", np.array([2, -1], np.int64))], name="to_two_rows"))
+    async with await dev.compile(g) as model:
+        with pytest.raises(ShapeInferenceError, match="to_two_rows"):
+            await model.execute({"x": np.ones((3, 3), np.float32)})  # 9 elements do not make 2 rows
+        assert model.stats["compiling"] == 0 and model.stats["plans"] == 0
+        got = await model.execute({"x": np.ones((4, 3), np.float32)})
+        assert got[g.outputs[0]].shape == (2, 6)
+
+
+async def test_a_cancelled_first_run_leaves_nothing_behind(dev) -> None:
+    async with await dev.compile(mlp()) as model:
+        with anyio.move_on_after(0):  # cancelled at its first wait, the compile goes on on its thread
+            await model.execute({"x": np.ones((9, 8), np.float32)})
+        assert model.stats["compiling"] == 0
+        x = np.ones((9, 8), np.float32)
+        np.testing.assert_allclose((await model.execute({"x": x}))["y"], mlp_ref(x), rtol=1e-5)
+        assert model.stats["plans"] == 1
