@@ -92,6 +92,7 @@ class Device(Resource):
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
         self._default_stream: Stream | None = None
+        self._default_lock = threading.Lock()  # compiles on their threads upload weights through it
         # open compiled graphs, closed with the device (as GE graphs with their session); held
         # weakly: a model dropped open is collected, warns and releases itself (CompiledGraph)
         self._models: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
@@ -134,9 +135,10 @@ class Device(Resource):
     def default_stream(self) -> Stream:
         """A stream owned by the device, opened on first use (for convenience APIs)."""
         self._check_open()
-        if self._default_stream is None or self._default_stream.closed:
-            self._default_stream = self.open_stream()
-        return self._default_stream
+        with self._default_lock:
+            if self._default_stream is None or self._default_stream.closed:
+                self._default_stream = self.open_stream()
+            return self._default_stream
 
     def memory_info(self) -> tuple[int, int]:
         """``(free, total)`` device memory in bytes (``aclrtGetMemInfo``)."""
