@@ -43,6 +43,7 @@ from .errors import (
     WrongDeviceError,
 )
 from .event import Event
+from .frontends import from_torch
 from .graph import Graph, load_onnx
 from .model import CompiledGraph
 from .session import Session, SessionError
@@ -92,6 +93,7 @@ __all__ = (
     "dtypes",
     "errors",
     "load_onnx",
+    "from_torch",
     "op",
     "op_cache_info",
     "open_device",

@@ -277,6 +277,8 @@ class Cx:
 
     def ir(self, v: Any, dtype: Any = None) -> str:
         """The IR name of ``v`` (a Val, a constant tensor or a Python scalar), cast to ``dtype`` if given."""
+        if isinstance(v, str):  # an IR name already
+            v = Val(v)
         if isinstance(v, Val):
             if dtype is not None and self.info[v.name][1] != normalize_dtype(dtype):
                 return self.cast(v, dtype).name

@@ -12,13 +12,13 @@ from .errors import TorchFrontendError, TrainingGraphError
 __all__ = ("to_numpy", "from_numpy")
 
 
-def to_numpy(t: Any, what: str = "input") -> np.ndarray:
+def to_numpy(t: Any, what: str = "input", *, check_grad: bool = True) -> np.ndarray:
     """A numpy view of a CPU tensor (``Tensor.numpy()`` shares memory; bfloat16 via an int16 view)."""
     import torch
 
     if t.device.type != "cpu":
         raise TorchFrontendError(f"{what} is on {t.device}: aioge takes CPU tensors (its device memory is its own)")
-    if t.requires_grad and torch.is_grad_enabled():
+    if check_grad and t.requires_grad and torch.is_grad_enabled():
         raise TrainingGraphError(
             f"{what} requires grad: aioge runs inference only (use torch.no_grad() or torch.inference_mode())"
         )

@@ -26,9 +26,13 @@ __all__ = ("from_torch", "export_program", "convert_program", "output_names")
 def export_program(module: Any, example_args: Sequence[Any], *, dynamic_shapes: Any = None,
                    example_kwargs: Mapping[str, Any] | None = None) -> Any:  # fmt: skip
     """``torch.export.export`` then ``run_decompositions()`` (the core ATen op set), without grad."""
+    import warnings
+
     import torch
 
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # nn.LSTM/GRU re-assign their flat weight list in forward: torch warns, the weights are exported right
+        warnings.filterwarnings("ignore", message="The tensor attributes .* were assigned during export")
         ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
                                  dynamic_shapes=dynamic_shapes)  # fmt: skip
         return ep.run_decompositions()
