@@ -178,7 +178,7 @@ def _location(node: Any) -> str:
     return loc
 
 
-def _target_name(target: Any) -> str:
+def target_name(target: Any) -> str:
     s = str(target)
     return s[5:] if s.startswith("aten.") else s
 
@@ -406,7 +406,7 @@ def convert_fx(
             try:
                 env[n] = _convert_node(cx, n, args, kwargs, flat)
             except Unsupported as e:
-                problems.append((_target_name(n.target), n.name, e.reason, _location(n)))
+                problems.append((target_name(n.target), n.name, e.reason, _location(n)))
                 env[n] = POISON
     if problems:
         raise UnsupportedTorchOpError(problems)
@@ -430,7 +430,7 @@ def _convert_node(cx: Cx, n: Any, args: Any, kwargs: dict[str, Any], flat: list[
         if any(isinstance(x, Val) for x in flat):
             raise Unsupported(f"Python function {target!r} on run-time tensors")
         return target(*args, **kwargs)
-    key = _target_name(target)
+    key = target_name(target)
     if key in _IGNORED:
         return None
     if key in _TRAINING:

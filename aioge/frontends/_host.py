@@ -75,6 +75,16 @@ class HostRuntime:
         if portal is not None and not model.closed:
             portal.call(model.aclose)
 
+    def release_soon(self, model: Any, generation: int) -> None:
+        """Close a model without waiting (from a finalizer: never blocks, never raises)."""
+        with self._lock:
+            portal = self._portal if generation == self.generation else None
+        if portal is not None and not model.closed:
+            try:
+                portal.start_task_soon(model.aclose)
+            except Exception:
+                pass  # the loop is stopping: the device closes the model
+
     def close(self) -> None:
         """Close the device (and its models) and stop the loop thread."""
         with self._lock:

@@ -52,6 +52,15 @@ def aioge_backend(gm: Any, example_inputs: Sequence[Any], *, options: dict[str, 
     return _Compiled(gm, list(example_inputs), fallback, dict(compile_options))
 
 
+def _decompositions() -> dict[Any, Any]:
+    """Core ATen decompositions, except for ops the converter maps better whole (upsampling, group norm...)."""
+    from torch._decomp import core_aten_decompositions
+
+    from ._convert import HANDLERS, target_name
+
+    return {op: fn for op, fn in core_aten_decompositions().items() if target_name(op) not in HANDLERS}
+
+
 def _is_weight(node: Any, value: Any) -> bool:
     import torch
 
@@ -71,6 +80,11 @@ class _Entry:
         self.n_out = n_out
         self.model: Any = None
         self.generation = -1
+
+    def __del__(self) -> None:
+        # dropped with its captured graph (torch._dynamo.reset(), the LRU): close the model
+        if self.model is not None:
+            runtime().release_soon(self.model, self.generation)
 
 
 class _Compiled:
@@ -124,7 +138,6 @@ class _Compiled:
     def _build(self, args: Sequence[Any]) -> _Entry | None:
         import torch
         import torch.utils._pytree as pytree
-        from torch._decomp import core_aten_decompositions
         from torch.fx.experimental.proxy_tensor import make_fx
 
         from . import _aten  # noqa: F401  (registers the handlers)
@@ -159,7 +172,7 @@ class _Compiled:
             traced_fn = flat_gm
         with torch.no_grad():
             fx = make_fx(torch.func.functionalize(traced_fn, remove="mutations_and_views"),
-                         decomposition_table=core_aten_decompositions(), tracing_mode="real")(*tensors)  # fmt: skip
+                         decomposition_table=_decompositions(), tracing_mode="real")(*tensors)  # fmt: skip
         placeholders = [n for n in fx.graph.nodes if n.op == "placeholder"]
         inputs = {}
         for k, (ph, t) in enumerate(zip(placeholders, tensors)):
