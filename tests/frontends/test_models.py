@@ -31,8 +31,7 @@ ONNX_NEEDS: dict[str, str] = {
     "gru": "GRU",
     "unet": "Resize",
     "bert": "And",
-    "gpt2": "IsNaN/Trilu",
-    "t5_encoder": "Floor/GreaterOrEqual",
+    "vit_b_16": "Mod",
 }
 
 
@@ -91,12 +90,26 @@ def test_torch_compile(name):
         close_runtime()
 
 
+class _Flat(torch.nn.Module):
+    """Positional inputs, a tuple of tensors out: the legacy exporter fills every ``forward`` parameter
+    positionally, which transformers' keyword-injecting decorators refuse (``use_cache`` twice)."""
+
+    def __init__(self, m: torch.nn.Module) -> None:
+        super().__init__()
+        self.m = m
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        import torch.utils._pytree as pytree
+
+        return tuple(t for t in pytree.tree_leaves(self.m(*args)) if isinstance(t, torch.Tensor))
+
+
 def onnx_bytes(m: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> bytes:
     """The legacy (TorchScript) exporter: ONNX as most existing files were made (no onnxscript needed)."""
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecation and tracer warnings of the legacy exporter
-        torch.onnx.export(m, args, buf, dynamo=False, opset_version=17,
+        torch.onnx.export(_Flat(m).eval(), args, buf, dynamo=False, opset_version=17,
                           input_names=[f"in{i}" for i in range(len(args))])  # fmt: skip
     return buf.getvalue()
 
@@ -107,7 +120,11 @@ def onnx_bytes(m: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> bytes:
     [
         pytest.param(n, marks=pytest.mark.xfail(raises=aioge.graph.UnsupportedOpError, strict=True,
                                                 reason=f"needs {ONNX_NEEDS[n]} from the onnx lane"))
-        if n in ONNX_NEEDS else n
+        if n in ONNX_NEEDS else
+        pytest.param(n, marks=pytest.mark.xfail(raises=torch.onnx.errors.UnsupportedOperatorError, strict=True,
+                                                reason="torch's legacy ONNX exporter has no aten::diff, which "
+                                                       "transformers 5's GPT-2 mask code calls"))
+        if n == "gpt2" else n
         for n in MODELS
     ],
 )  # fmt: skip
