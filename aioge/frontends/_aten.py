@@ -20,6 +20,16 @@ from ._convert import Cx, Unsupported, Val, handler, np_to_torch_dtype, numel, t
 
 _I64_MAX = 2**63 - 1
 
+# ops kept out of the core-ATen decompositions: their decompositions (multi-index gathers,
+# batch-norm-with-batch-stats) have no IR mapping or a worse one than the op has whole
+KEEP_WHOLE = frozenset({
+    "upsample_nearest1d.vec", "upsample_nearest2d.vec", "upsample_nearest1d.default", "upsample_nearest2d.default",
+    "_upsample_nearest_exact1d.vec", "_upsample_nearest_exact2d.vec", "_upsample_nearest_exact1d.default",
+    "_upsample_nearest_exact2d.default", "upsample_linear1d.vec", "upsample_bilinear2d.vec",
+    "upsample_linear1d.default", "upsample_bilinear2d.default", "upsample_bicubic2d.vec",
+    "upsample_bicubic2d.default", "instance_norm.default",
+})  # fmt: skip
+
 
 def _i64(values: Sequence[int] | int) -> np.ndarray:
     return np.array(values, np.int64)
@@ -452,13 +462,48 @@ def _batch_norm(cx: Cx, n: Any, p: dict[str, Any]) -> tuple[Any, ...]:
     return (y, None, None)
 
 
-@handler("native_batch_norm.default", "_native_batch_norm_legit.no_stats")
+@handler("native_batch_norm.default")
 def _native_batch_norm(cx: Cx, n: Any, p: dict[str, Any]) -> tuple[Any, ...]:
-    if p.get("training", True) or p.get("running_mean") is None:
+    if p.get("training", True):
         from .errors import TrainingGraphError
 
         raise TrainingGraphError(f"FX node {n.name!r}: batch norm in training mode (call module.eval())")
     return _batch_norm(cx, n, p)
+
+
+@handler("_native_batch_norm_legit.no_stats")
+def _batch_stats_norm(cx: Cx, n: Any, p: dict[str, Any]) -> tuple[Any, ...]:
+    # normalisation by the batch's own statistics (no running stats to update): per channel over N and space
+    x = p["input"]
+    s, dt = cx.shape(x), cx.dtype(x)
+    axes = [0, *range(2, len(s))]
+    red = tuple(1 if i in axes else d for i, d in enumerate(s))
+    xv = cx.ir(x)
+    m = cx.emit("ReduceMean", [xv, cx.const(_i64(axes))], red, dt, keepdims=1)
+    d = cx.emit("Sub", [xv, m.name], s, dt)
+    sq = cx.emit("Mul", [d.name, d.name], s, dt)
+    v = cx.emit("ReduceMean", [sq.name, cx.const(_i64(axes))], red, dt, keepdims=1)
+    ve = cx.emit("Add", [v.name, cx.const(np.array(float(p["eps"]), dt))], red, dt)
+    r = cx.emit("Sqrt", [ve.name], red, dt)
+    y = cx.emit("Div", [d.name, r.name], s, dt)
+    chan = (s[1], *([1] * (len(s) - 2)))
+    if p["weight"] is not None:
+        y = cx.emit("Mul", [y.name, cx.reshape(cx.ir(p["weight"], dt), chan).name], s, dt)
+    if p["bias"] is not None:
+        y = cx.emit("Add", [y.name, cx.reshape(cx.ir(p["bias"], dt), chan).name], s, dt)
+    return (y, None, None)
+
+
+@handler("instance_norm.default")
+def _instance_norm(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
+    x = p["input"]
+    dt, c = cx.dtype(x), cx.shape(x)[1]
+    w, b = _ones_or(cx, p["weight"], c, 1.0, dt), _ones_or(cx, p["bias"], c, 0.0, dt)
+    if not p["use_input_stats"]:  # eval with tracked running stats: a batch norm
+        return cx.emit("BatchNormalization", [cx.ir(x), w, b, cx.ir(p["running_mean"], dt),
+                                              cx.ir(p["running_var"], dt)], cx.out_shape(n), dt,
+                       epsilon=float(p["eps"]))  # fmt: skip
+    return cx.emit("InstanceNormalization", [cx.ir(x), w, b], cx.out_shape(n), dt, epsilon=float(p["eps"]))
 
 
 @handler("native_layer_norm.default")
@@ -647,7 +692,8 @@ def _upsample_scales(p: dict[str, Any], n_sp: int) -> list[float | None]:
 
 
 @handler("upsample_nearest2d.vec", "upsample_nearest1d.vec", "upsample_nearest2d.default",
-         "upsample_nearest1d.default", "_upsample_nearest_exact2d.vec", "_upsample_nearest_exact1d.vec")  # fmt: skip
+         "upsample_nearest1d.default", "_upsample_nearest_exact2d.vec", "_upsample_nearest_exact1d.vec",
+         "_upsample_nearest_exact2d.default", "_upsample_nearest_exact1d.default")  # fmt: skip
 def _upsample_nearest(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
     x = p["input"] if "input" in p else p["self"]
     s, dt, out = cx.shape(x), cx.dtype(x), cx.out_shape(n)
@@ -984,4 +1030,8 @@ def _fill(cx: Cx, n: Any, p: dict[str, Any]) -> Any:
 
 @handler("native_dropout.default", "dropout.default")
 def _dropout(cx: Cx, n: Any, p: dict[str, Any]) -> Any:
+    if p.get("train"):
+        from .errors import TrainingGraphError
+
+        raise TrainingGraphError(f"FX node {n.name!r}: dropout is active (call module.eval())")
     return (p["input"], None) if "native" in n.target.__name__ else p["input"]

@@ -138,6 +138,8 @@ class Pins:
         if expr is None:
             return int(d)
         val = expr.xreplace(self.subs) if self.subs else expr
+        if isinstance(val, (int, np.integer)):
+            return int(val)
         if not getattr(val, "is_number", False):
             missing = sorted(str(s) for s in val.free_symbols)
             raise TorchFrontendError(
@@ -191,6 +193,7 @@ class Cx:
         self.pins = pins
         self.info: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
         self._consts: dict[int, tuple[Any, str]] = {}
+        self.names: dict[int, str] = {}  # id(tensor) -> a readable constant name (parameter FQNs)
         self._prefix = "v"
 
     # ---- meta ----
@@ -259,7 +262,7 @@ class Cx:
             arr = tensor_to_numpy(value)
             if want is not None and arr.dtype != want:
                 arr = arr.astype(want)
-            v = self.g.constant(arr, name=self._fresh_const(name))
+            v = self.g.constant(arr, name=self._fresh_const(name or self.names.get(key)))
             if want is None or want == torch_dtype_to_np(value.dtype):
                 self._consts[key] = (value, v.name)
         else:
@@ -355,6 +358,7 @@ def convert_fx(
     *,
     name: str = "torch",
     pins: Pins | None = None,
+    constant_names: Mapping[str, Any] | None = None,
 ) -> Graph:
     """Convert a functional core-ATen FX graph.
 
@@ -364,12 +368,14 @@ def convert_fx(
         constants: placeholder name -> tensor (parameters, buffers, lifted constants).
         output_names: one name per flattened output.
         pins: values of symbolic sizes.
+        constant_names: readable name -> tensor (parameter and buffer FQNs) for the IR constants.
     """
     import torch
 
     graph = getattr(gm, "graph", gm)
     g = Graph(name)
     cx = Cx(g, pins or Pins())
+    cx.names = {id(t): n for n, t in (constant_names or {}).items()}
     env: dict[Any, Any] = {}
     problems: list[tuple[str, str, str, str]] = []
     for ph, (in_name, shape, dt) in inputs.items():

@@ -56,9 +56,10 @@ def _decompositions() -> dict[Any, Any]:
     """Core ATen decompositions, except for ops the converter maps better whole (upsampling, group norm...)."""
     from torch._decomp import core_aten_decompositions
 
-    from ._convert import HANDLERS, target_name
+    from ._aten import KEEP_WHOLE
+    from ._convert import target_name
 
-    return {op: fn for op, fn in core_aten_decompositions().items() if target_name(op) not in HANDLERS}
+    return {op: fn for op, fn in core_aten_decompositions().items() if target_name(op) not in KEEP_WHOLE}
 
 
 def _is_weight(node: Any, value: Any) -> bool:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..graph.ir import Graph
-from ._convert import Pins, convert_fx, torch_dtype_to_np
+from ._aten import KEEP_WHOLE
+from ._convert import Pins, convert_fx, target_name, torch_dtype_to_np
 from .errors import TorchFrontendError, TrainingGraphError
 
 __all__ = ("from_torch", "export_program", "convert_program", "output_names")
@@ -35,7 +36,11 @@ def export_program(module: Any, example_args: Sequence[Any], *, dynamic_shapes: 
         warnings.filterwarnings("ignore", message="The tensor attributes .* were assigned during export")
         ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
                                  dynamic_shapes=dynamic_shapes)  # fmt: skip
-        return ep.run_decompositions()
+        table = torch.export.default_decompositions()
+        for op in list(table.keys()):
+            if target_name(op) in KEEP_WHOLE:
+                del table[op]  # the converter maps these better than their decompositions
+        return ep.run_decompositions(table)
 
 
 def _clean(s: str) -> str:
@@ -82,6 +87,8 @@ def _pins(ep: Any, user: list[Any], input_shapes: Mapping[str, Sequence[int]] | 
         if not isinstance(val, torch.Tensor):
             continue
         want = (input_shapes or {}).get(node.name)
+        if want is None and ex is None:
+            continue  # nothing pins it: a symbolic dim fails later, asking for input_shapes
         concrete = list(want) if want is not None else list(getattr(ex, "shape", ()))
         if len(concrete) != val.dim():
             raise TorchFrontendError(f"input {node.name!r}: shape {tuple(concrete)} has the wrong rank for {val.shape}")
@@ -112,6 +119,7 @@ def convert_program(ep: Any, *, name: str = "torch", input_shapes: Mapping[str, 
     placeholders = [n for n in ep.graph.nodes if n.op == "placeholder"]
     by_name = {n.name: n for n in placeholders}
     constants: dict[str, Any] = {}
+    readable: dict[str, Any] = {}
     user: list[Any] = []
     for spec in sig.input_specs:
         ph = by_name[spec.arg.name] if hasattr(spec.arg, "name") else None
@@ -127,6 +135,7 @@ def convert_program(ep: Any, *, name: str = "torch", input_shapes: Mapping[str, 
             continue
         if ph is not None:
             constants[ph.name] = t
+            readable[str(spec.target)] = t
     for spec in sig.output_specs:
         if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.GRADIENT_TO_PARAMETER,
                          OutputKind.GRADIENT_TO_USER_INPUT, OutputKind.LOSS_OUTPUT):  # fmt: skip
@@ -149,7 +158,7 @@ def convert_program(ep: Any, *, name: str = "torch", input_shapes: Mapping[str, 
     user_out = [a for a, s in zip(flat_out, sig.output_specs) if s.kind == OutputKind.USER_OUTPUT]
     if len(user_out) != len(flat_out):
         out_node.args = (tuple(user_out),)
-    return convert_fx(ep.graph_module, inputs, constants, names, name=name, pins=pins)
+    return convert_fx(ep.graph_module, inputs, constants, names, name=name, pins=pins, constant_names=readable)
 
 
 def _flat_tensors(args: Sequence[Any]) -> list[Any]:
