@@ -8,16 +8,8 @@ torch is imported only when one of them is used (the ``torch`` extra).
 
 from __future__ import annotations
 
-from typing import Any
-
+from . import _aten  # noqa: F401  (registers the ATen handlers)
 from .errors import TorchFrontendError, TrainingGraphError, UnsupportedTorchOpError
+from .torch_export import export_program, from_torch
 
-__all__ = ("from_torch", "TorchFrontendError", "UnsupportedTorchOpError", "TrainingGraphError")
-
-
-def from_torch(module: Any, example_args: Any = (), **kwargs: Any) -> Any:
-    """See :func:`aioge.frontends.torch_export.from_torch`."""
-    from . import _aten  # noqa: F401  (registers the ATen handlers)
-    from .torch_export import from_torch as _from_torch
-
-    return _from_torch(module, example_args, **kwargs)
+__all__ = ("from_torch", "export_program", "TorchFrontendError", "UnsupportedTorchOpError", "TrainingGraphError")

@@ -168,7 +168,7 @@ class _MLP(nn.Module):
 async def test_dynamic_shapes_pinned_per_conversion(compiled):
     m = _MLP().eval()
     batch = torch.export.Dim("batch", min=1, max=16)
-    ep = aioge.frontends.torch_export.export_program(m, (_r(2, 8),), dynamic_shapes={"x": {0: batch}})
+    ep = aioge.frontends.export_program(m, (_r(2, 8),), dynamic_shapes={"x": {0: batch}})
     for n in (1, 5):
         g = aioge.from_torch(ep, input_shapes={"x": (n, 8)})
         assert g.values["x"].shape == (n, 8)
