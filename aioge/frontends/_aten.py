@@ -650,7 +650,7 @@ def _linear_matrix(n_in: int, n_out: int, scale: float | None, align_corners: bo
     r = _scale_for(n_in, n_out, scale, align_corners)
     for i in range(n_out):
         src = r * i if align_corners else max(r * (i + 0.5) - 0.5, 0.0)
-        i0 = min(int(math.floor(src)), n_in - 1)
+        i0 = min(math.floor(src), n_in - 1)
         i1 = min(i0 + 1, n_in - 1)
         lam = src - i0
         m[i, i0] += 1.0 - lam
@@ -714,8 +714,9 @@ def _upsample_nearest(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
         i_sz, o_sz = s[2 + j], out[2 + j]
         if i_sz == o_sz:
             continue
-        r = 1.0 / scales[j] if scales[j] else i_sz / o_sz
-        src = np.floor((np.arange(o_sz) + (0.5 if exact else 0.0)) * r).astype(np.int64)
+        sc = scales[j]
+        ratio = 1.0 / sc if sc else i_sz / o_sz
+        src = np.floor((np.arange(o_sz) + (0.5 if exact else 0.0)) * ratio).astype(np.int64)
         idx = np.minimum(src, i_sz - 1)
         shape = (*shape[: 2 + j], o_sz, *shape[3 + j:])
         cur = cx.emit("Gather", [cur, cx.const(idx)], shape, dt, axis=2 + j).name

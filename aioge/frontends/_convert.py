@@ -24,7 +24,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -60,10 +60,13 @@ Handler = Callable[["Cx", Any, dict[str, Any]], Any]
 HANDLERS: dict[str, Handler] = {}
 
 
-def handler(*names: str) -> Callable[[Handler], Handler]:
+_F = TypeVar("_F", bound=Handler)
+
+
+def handler(*names: str) -> Callable[[_F], _F]:
     """Register a handler for ATen overloads by name (``"add.Tensor"``)."""
 
-    def deco(fn: Handler) -> Handler:
+    def deco(fn: _F) -> _F:
         for n in names:
             HANDLERS[n] = fn
         return fn
@@ -378,7 +381,7 @@ def convert_fx(
     cx.names = {id(t): n for n, t in (constant_names or {}).items()}
     env: dict[Any, Any] = {}
     problems: list[tuple[str, str, str, str]] = []
-    for ph, (in_name, shape, dt) in inputs.items():
+    for in_name, shape, dt in inputs.values():
         g.input(in_name, shape, dt)
         cx.info[in_name] = (tuple(shape), normalize_dtype(dt))
     out_args: list[Any] = []

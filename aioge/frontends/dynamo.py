@@ -59,7 +59,8 @@ def _decompositions() -> dict[Any, Any]:
     from ._aten import KEEP_WHOLE
     from ._convert import target_name
 
-    return {op: fn for op, fn in core_aten_decompositions().items() if target_name(op) not in KEEP_WHOLE}
+    return {op: fn for op, fn in core_aten_decompositions().items()  # type: ignore[no-untyped-call]
+            if target_name(op) not in KEEP_WHOLE}
 
 
 def _is_weight(node: Any, value: Any) -> bool:
@@ -118,10 +119,11 @@ class _Compiled:
             )
         key = self._signature(args)
         with self._lock:
-            entry = self._cache.get(key, False)
-            if entry is not False:
+            hit = key in self._cache
+            entry = self._cache.get(key)
+            if hit:
                 self._cache.move_to_end(key)
-        if entry is False:
+        if not hit:
             entry = self._build(args)
             with self._lock:
                 self._cache[key] = entry

@@ -14,8 +14,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..graph.ir import Graph
 from ._aten import KEEP_WHOLE
 from ._convert import Pins, convert_fx, target_name, torch_dtype_to_np
@@ -37,7 +35,7 @@ def export_program(module: Any, example_args: Sequence[Any], *, dynamic_shapes: 
         ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
                                  dynamic_shapes=dynamic_shapes)  # fmt: skip
         table = torch.export.default_decompositions()
-        for op in list(table.keys()):
+        for op in list(table.keys()):  # type: ignore[no-untyped-call]
             if target_name(op) in KEEP_WHOLE:
                 del table[op]  # the converter maps these better than their decompositions
         return ep.run_decompositions(table)
@@ -103,7 +101,9 @@ def _pins(ep: Any, user: list[Any], input_shapes: Mapping[str, Sequence[int]] | 
                 subs[expr] = int(c)
     for sym, rng in getattr(ep, "range_constraints", {}).items():
         if sym in subs and not (int(rng.lower) <= subs[sym] <= (rng.upper if rng.upper.is_finite else subs[sym])):
-            raise TorchFrontendError(f"size {sym} = {subs[sym]} is outside the exported range [{rng.lower}, {rng.upper}]")
+            raise TorchFrontendError(
+                f"size {sym} = {subs[sym]} is outside the exported range [{rng.lower}, {rng.upper}]"
+            )
     return Pins(subs)
 
 

@@ -17,8 +17,8 @@ sys.path.insert(0, os.path.dirname(__file__))  # the model zoo
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers: configs only, never the hub
 
-import torch  # noqa: E402  (an ImportError here fails the run: the torch extra is broken)
-import torchvision  # noqa: E402, F401
+import torch
+import torchvision
 
 
 def _check_pair() -> None:

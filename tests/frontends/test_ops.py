@@ -49,10 +49,14 @@ CASES = {
     "pad_replicate": (lambda x: F.pad(x, (2, 1, 1, 2), mode="replicate"), (X4,)),
     "compare_nan": (lambda x: torch.stack([x <= 1, x >= 1, x != x, x == 2, x < 0, x > 0]).float(), (NAN,)),
     "isnan_isinf": (lambda x: torch.stack([torch.isnan(x), torch.isinf(x)]).float(), (NAN,)),
-    "logical": (lambda a, b: torch.stack([(a > 0) & (b > 0), (a > 0) | (b > 0), (a > 0) ^ (b > 0),
-                                          torch.logical_not(a > 0)]).float(), (_r(3, 4), _r(3, 4))),  # fmt: skip
-    "var_std": (lambda x: torch.cat([x.var(1, keepdim=True), x.std(2, unbiased=False, keepdim=True).mean(1, True)],
-                                    2), (_r(2, 5, 6),)),  # fmt: skip
+    "logical": (
+        lambda a, b: torch.stack([(a > 0) & (b > 0), (a > 0) | (b > 0), (a > 0) ^ (b > 0), ~(a > 0)]).float(),
+        (_r(3, 4), _r(3, 4)),
+    ),
+    "var_std": (
+        lambda x: torch.cat([x.var(1, keepdim=True), x.std(2, unbiased=False, keepdim=True).mean(1, True)], 2),
+        (_r(2, 5, 6),),
+    ),
     "any_all": (lambda x: torch.stack([(x > 1).any(1), (x > -3).all(1)]).float(), (_r(3, 5),)),
     "amax_amin_sum": (lambda x: torch.cat([x.amax(1), x.amin(1), x.sum(1), x.max(1).values]), (_r(3, 5),)),
     "index_tensor": (lambda x: x[:, torch.tensor([2, 0, 2])] + x[:, :3, [1]], (_r(2, 4, 3),)),
@@ -60,9 +64,12 @@ CASES = {
     "embedding": (nn.Embedding(5, 3), (IDS,)),
     "clamp_tensor": (lambda x, lo: torch.clamp(x, min=lo, max=lo + 1), (_r(3, 4), _r(1, 4))),
     "clamp_min": (lambda x: torch.clamp(x, min=-0.2), (_r(3, 4),)),
-    "activations": (lambda x: torch.cat([F.hardswish(x), F.hardsigmoid(x), F.silu(x), F.mish(x), F.elu(x, 0.7),
-                                         F.leaky_relu(x, 0.2), F.softplus(x), F.gelu(x, approximate="tanh"),
-                                         F.relu6(x), torch.sign(x), torch.erf(x)]), (_r(3, 4) * 4,)),  # fmt: skip
+    "activations": (
+        lambda x: torch.cat([F.hardswish(x), F.hardsigmoid(x), F.silu(x), F.mish(x), F.elu(x, 0.7),
+                             F.leaky_relu(x, 0.2), F.softplus(x), F.gelu(x, approximate="tanh"),
+                             F.relu6(x), torch.sign(x), torch.erf(x)]),
+        (_r(3, 4) * 4,),
+    ),
     "log_softmax": (lambda x: F.log_softmax(x, -1) + F.softmax(x, 0), (_r(3, 4),)),
     "pow": (lambda x: torch.cat([x**3, x.abs() ** 0.5, 2**x, x**2, torch.rsqrt(x.abs() + 1)]), (_r(3, 4),)),
     "rsub_div": (lambda x: torch.cat([1 - x, x / 3, 3 / (x.abs() + 1), x - 2 * x]), (_r(3, 4),)),
@@ -79,10 +86,14 @@ CASES = {
     "max_pool_ceil": (nn.MaxPool2d(3, stride=2, ceil_mode=True), (X4,)),
     "layer_norm_noaffine": (lambda x: F.layer_norm(x, (7,)), (X4,)),
     "batch_norm_1d": (nn.BatchNorm1d(4).eval(), (_r(3, 4),)),
-    "matmul_broadcast": (lambda a, b: a @ b + torch.baddbmm(a @ b, a, b, beta=0.5, alpha=2), (_r(2, 3, 4),
-                                                                                             _r(2, 4, 5))),  # fmt: skip
-    "sdpa": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), (_r(1, 2, 5, 4),
-                                                                                      _r(1, 2, 5, 4), _r(1, 2, 5, 4))),
+    "matmul_broadcast": (
+        lambda a, b: a @ b + torch.baddbmm(a @ b, a, b, beta=0.5, alpha=2),
+        (_r(2, 3, 4), _r(2, 4, 5)),
+    ),
+    "sdpa": (
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        (_r(1, 2, 5, 4), _r(1, 2, 5, 4), _r(1, 2, 5, 4)),
+    ),
     "constant_only_output": (lambda x: (x + 1, torch.arange(4.0)), (_r(2, 2),)),
     "input_passthrough": (lambda x, y: (x, y * 2, x), (_r(2, 2), _r(2, 2))),
 }
@@ -136,7 +147,7 @@ def test_training_graphs_refused():
 
 
 def test_from_torch_refuses_non_modules():
-    with pytest.raises(TorchFrontendError, match="nn.Module"):
+    with pytest.raises(TorchFrontendError, match=r"nn\.Module"):
         aioge.from_torch(lambda x: x, (_r(2),))
 
 
