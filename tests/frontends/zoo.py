@@ -10,6 +10,7 @@ O(1) all the way through.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable
 from typing import Any
@@ -185,4 +186,8 @@ def build(name: str) -> tuple[nn.Module, tuple[Any, ...], list[torch.Tensor]]:
         with torch.no_grad():
             ref = [t for t in pytree.tree_leaves(m(*args)) if isinstance(t, torch.Tensor)]
         _BUILT[name] = (m, args, ref)
+        # the models live for the whole run: keep them out of the per-test leak checks' gc passes
+        # (each pass over a few large modules and their parameters costs ~1 s)
+        gc.collect()
+        gc.freeze()
     return _BUILT[name]
