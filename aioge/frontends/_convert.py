@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..graph.errors import GraphError
 from ..graph.ir import Graph, normalize_dtype
 from .errors import TorchFrontendError, UnsupportedTorchOpError
 
@@ -417,6 +418,13 @@ def convert_fx(
             except Unsupported as e:
                 problems.append((target_name(n.target), n.name, e.reason, _location(n)))
                 env[n] = POISON
+            except GraphError:
+                raise
+            except Exception as e:  # a torch error folding constants, or a converter bug: say where
+                raise TorchFrontendError(
+                    f"FX node {n.name!r} ({target_name(n.target)}): {type(e).__name__}: {e}"
+                    + (f"\n  at {_location(n)}" if _location(n) else "")
+                ) from e
     if problems:
         raise UnsupportedTorchOpError(problems)
     _set_outputs(cx, [env[a] if isinstance(a, torch.fx.Node) else a for a in out_args], output_names)
@@ -431,6 +439,9 @@ def _convert_node(cx: Cx, n: Any, args: Any, kwargs: dict[str, Any], flat: list[
     meta = cx.meta(n)
     # a static scalar (sym_size, sym arithmetic): its value is in the metadata
     if isinstance(meta, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        expr = getattr(getattr(meta, "node", None), "expr", None)
+        if expr is not None and any(str(sym).startswith("u") for sym in getattr(expr, "free_symbols", ())):
+            raise Unsupported("a data-dependent scalar (Tensor.item(), nonzero sizes): aioge graphs are static")
         return cx.pins.scalar(meta)
     if target is operator.getitem:
         seq, i = args

@@ -32,8 +32,15 @@ def export_program(module: Any, example_args: Sequence[Any], *, dynamic_shapes: 
     with torch.no_grad(), warnings.catch_warnings():
         # nn.LSTM/GRU re-assign their flat weight list in forward: torch warns, the weights are exported right
         warnings.filterwarnings("ignore", message="The tensor attributes .* were assigned during export")
-        ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
-                                 dynamic_shapes=dynamic_shapes)  # fmt: skip
+        try:
+            ep = torch.export.export(module, tuple(example_args), kwargs=dict(example_kwargs or {}),
+                                     dynamic_shapes=dynamic_shapes)  # fmt: skip
+        except Exception as e:  # data-dependent control flow, untraceable Python, bad dynamic_shapes...
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise TorchFrontendError(
+                f"torch.export.export failed ({type(e).__name__}: {first}); from_torch needs a module "
+                "torch.export can capture as one graph (torch.compile(backend='aioge') takes graph breaks)"
+            ) from e
         table = torch.export.default_decompositions()
         for op in list(table.keys()):  # type: ignore[no-untyped-call]
             if target_name(op) in KEEP_WHOLE:

@@ -146,6 +146,16 @@ def test_training_graphs_refused():
     assert aioge.from_torch(drop.eval(), (_r(2, 4),)).op_counts() == {"Gemm": 1}
 
 
+def test_export_failures_are_typed():
+    class DataDependent(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    with pytest.raises(TorchFrontendError, match=r"torch\.export\.export failed") as ei:
+        aioge.from_torch(DataDependent(), (_r(3),))
+    assert ei.value.__cause__ is not None
+
+
 def test_from_torch_refuses_non_modules():
     with pytest.raises(TorchFrontendError, match=r"nn\.Module"):
         aioge.from_torch(lambda x: x, (_r(2),))
