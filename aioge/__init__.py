@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from . import dtypes, errors, ops
+from . import dtypes, errors, metrics, ops
 from ._launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
 from ._native import backend
 from ._scheduler import Completion
@@ -46,6 +46,7 @@ from .event import Event
 from .frontends import from_torch
 from .graph import Graph, load_onnx
 from .model import CompiledGraph
+from .profiler import Profiler, profile
 from .session import Session, SessionError
 from .stream import Stream
 from .tensor import Tensor, TensorSpec
@@ -79,6 +80,7 @@ __all__ = (
     "OpNotFoundError",
     "OpOutputMismatchError",
     "OutOfDeviceMemoryError",
+    "Profiler",
     "Session",
     "SessionError",
     "Stream",
@@ -94,10 +96,12 @@ __all__ = (
     "errors",
     "load_onnx",
     "from_torch",
+    "metrics",
     "op",
     "op_cache_info",
     "open_device",
     "ops",
+    "profile",
 )
 
 for _name in __all__:
