@@ -44,6 +44,7 @@ from .errors import (
     WrongDeviceError,
 )
 from .event import Event
+from .frontends import from_torch
 from .graph import Graph, load_onnx
 from .model import CompiledGraph
 from .profiler import Profiler, profile
@@ -96,6 +97,7 @@ __all__ = (
     "dtypes",
     "errors",
     "load_onnx",
+    "from_torch",
     "metrics",
     "op",
     "op_cache_info",

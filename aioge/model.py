@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import math
+import sys
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -456,7 +457,7 @@ class CompiledGraph(Resource):
         if missing or extra:
             raise ValueError(f"{self.graph.name}: missing inputs {missing}, unknown inputs {extra}")
         for n, (shape, dt) in self.inputs.items():
-            x = feeds[n]
+            x = _host_array(feeds[n])
             xs = x.shape if isinstance(x, Tensor) else np.shape(x)
             xd = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
             if tuple(xs) != shape:
@@ -471,13 +472,15 @@ class CompiledGraph(Resource):
         stream: Stream | None = None,
         as_tensors: bool = False,
         timeout: float | None = None,
+        as_torch: bool = False,
     ) -> dict[str, Any]:
         """Run the model once.
 
         Args:
-            feeds: input name -> numpy array (uploaded) or :class:`Tensor` (used in place).
+            feeds: input name -> numpy array or torch CPU tensor (uploaded) or :class:`Tensor` (used in place).
             stream: the stream for the main segment chain (default: the device's).
             as_tensors: return output Tensors (stay on the device) instead of numpy arrays.
+            as_torch: return torch tensors (sharing memory with the downloaded arrays).
             timeout: seconds before ``TimeoutError``.
 
         Returns:
@@ -494,12 +497,14 @@ class CompiledGraph(Resource):
         completion and its buffers are released afterwards.
         """
         self._check_open()
+        if as_torch and as_tensors:
+            raise ValueError("as_torch and as_tensors exclude each other")
         self._check_feeds(feeds)
         s0 = stream if stream is not None else self.device.default_stream
         await s0.drain()
         ticket: _Ticket | None = await self._admit()
         try:
-            ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(np.asarray(feeds[n])) for n in self.inputs]
+            ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(_host_array(feeds[n])) for n in self.inputs]
             assert ticket is not None
             outs, comps = self._launch(ins, None, s0, ticket)
         finally:
@@ -511,7 +516,12 @@ class CompiledGraph(Resource):
             # the outputs' writer joins every segment (and inherits their errors):
             # enqueue every copy-out at once, then wait for them in order
             downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
-            return {name: await d.result() for name, d in downloads}
+            res = {name: await d.result() for name, d in downloads}
+            if as_torch:
+                from .frontends._tensors import from_numpy
+
+                return {name: from_numpy(a) for name, a in res.items()}
+            return res
 
     def launch(
         self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None = None, *, stream: Stream | None = None
@@ -774,6 +784,16 @@ class CompiledGraph(Resource):
 
     def _describe(self) -> str:
         return f"CompiledGraph {self.graph.name!r}"
+
+
+def _host_array(x: Any) -> Any:
+    """Feeds as numpy: a torch CPU tensor as a view sharing its memory (no copy), others unchanged."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        from .frontends._tensors import to_numpy
+
+        return to_numpy(x, check_grad=False)
+    return x if isinstance(x, Tensor) else np.asarray(x)
 
 
 def _positive(n: int) -> int:
