@@ -343,9 +343,9 @@ class Lane:
                 head = self.pending[0]
             self._wait_head(head)
 
-    def _wait_head(self, head: Completion) -> None:
+    def _wait_head(self, head: Completion, slice_ms: int = SLICE_MS) -> None:
         """Wait up to one slice for ``head``; settle it and everything behind it that finished too."""
-        rc = lib.aclrtSynchronizeEventWithTimeout(head.event, SLICE_MS)
+        rc = lib.aclrtSynchronizeEventWithTimeout(head.event, slice_ms)
         if rc == _EVENT_TIMEOUT:
             _native.recent_error()
             return
@@ -405,11 +405,12 @@ class Lane:
             if here is not None and getattr(poster, "__self__", None) is here:
                 _wake(waiters)  # on the waiting loop already: no self-pipe round trip
                 continue
+            # counted before posting: the woken loop may read the stats before this thread runs on
+            self.wakeups += 1
             try:
                 poster(_wake, waiters)
-                self.wakeups += 1
             except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
-                pass
+                self.wakeups -= 1
 
     def _on_loop_thread(self) -> bool:
         try:
@@ -447,13 +448,25 @@ class Lane:
 
     def _settle_all(self) -> None:
         """Complete every pending launch, waiting for each in bounded slices."""
+        self.settle(None)
+
+    def settle(self, deadline: float | None) -> bool:
+        """Complete pending launches from the calling thread until none is left
+        (True) or ``time.monotonic()`` passes ``deadline`` (False).  Safe while
+        the lane thread runs too (whoever sees a launch finish settles it)."""
         _native.bind_context(self._ctx)
         while True:
             with self.lock:
                 if not self.pending:
-                    return
+                    return True
                 head = self.pending[0]
-            self._wait_head(head)
+            ms = SLICE_MS
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ms = max(1, min(SLICE_MS, int(left * 1000)))
+            self._wait_head(head, ms)
 
 
 async def wait_all(comps: list[Completion]) -> None:
@@ -486,7 +499,8 @@ class ThreadJob(Generic[_T]):
         self._wanted = 1  # the creator's result() to come
         self._taken = False
         self._dropped = False
-        threading.Thread(target=self._run, name=name, daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
 
     @property
     def done(self) -> bool:
@@ -521,6 +535,12 @@ class ThreadJob(Generic[_T]):
                     except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
                         pass
                 self._waiters = []
+
+    def wait_sync(self, timeout: float | None) -> bool:
+        """Block the calling thread until the call has finished, at most ``timeout`` s
+        (interpreter exit: no loop is left to await on); True if it has."""
+        self._thread.join(timeout)
+        return self._done
 
     async def wait(self) -> None:
         """Wait until the call has finished (taking nothing)."""

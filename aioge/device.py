@@ -4,6 +4,7 @@ explicit context per :class:`Device`."""
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -11,13 +12,14 @@ import anyio
 
 from . import _native
 from ._native import ffi, lib
-from ._resources import Resource
+from ._resources import Resource, close_at_exit
 from ._scheduler import ThreadJob
 from .errors import BusyResourceError, error_class
 from .stream import Stream
 
 if TYPE_CHECKING:
     from ._launch import LaunchCache
+    from .event import Event
     from .graph import Graph
     from .model import CompiledGraph
     from .tensor import DeviceMemory
@@ -89,6 +91,7 @@ class Device(Resource):
         _native.forget_context()
         _native.bind_context(self._ctx)
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+        self._events: weakref.WeakSet[Event] = weakref.WeakSet()  # closed with the device
         self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
         self._default_stream: Stream | None = None
         # open compiled graphs, closed with the device (as GE graphs with their session); held
@@ -107,6 +110,7 @@ class Device(Resource):
         self._pool = BlockPool(self._ctx, cap)
         self._pinned = PinnedPool()
         self._opened()
+        close_at_exit(self)
 
     def _describe(self) -> str:
         return f"Device {self.id} ({self.backend})"
@@ -236,11 +240,35 @@ class Device(Resource):
             raise BusyResourceError(
                 f"{self._describe()} has streams with work in flight ({len(busy)}): use `await device.aclose()`"
             )
+        for e in list(self._events):
+            e.close()
         for m in list(self._models):
             m.close()
         for s in list(self._streams):
             s.close()
         self._release()
+
+    def _close_at_exit(self, deadline: float) -> str:
+        """The exit hook's close: wait (until ``deadline``) for compiles and
+        launches still running, then close everything in order; work that
+        outlives the deadline is left to the process exit, not waited for."""
+        for job in list(self._compiling.values()):
+            job.wait_sync(max(0.0, deadline - time.monotonic()))
+        streams = [s for s in self._streams if not s.closed]
+        models = [m for m in self._models if not m.closed]
+        events = [e for e in self._events if not e.closed]
+        parts = [f"{len(x)} {noun}{'s' if len(x) != 1 else ''}" for x, noun in
+                 ((streams, "stream"), (models, "compiled graph"), (events, "event")) if x]  # fmt: skip
+        what = f" (with {', '.join(parts)})" if parts else ""
+        idle = all(job.done for job in self._compiling.values())
+        if idle and all([s._lane.settle(deadline) for s in streams]):
+            self._compiling.clear()
+            self.close()
+            return what
+        for r in (*events, *models, *streams):
+            r._closed = True  # still in use by the device: no release, nothing to collect later
+        self._closed = True
+        return f"{what}, work still running after the exit timeout left to the process exit"
 
     def _release(self) -> None:
         _native.bind_context(self._ctx)

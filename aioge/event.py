@@ -37,6 +37,7 @@ class Event(Resource):
         self._handle = handle
         self._comp = comp
         self._opened()
+        self.device._events.add(self)
 
     @classmethod
     def _record(cls, stream: Stream, timing: bool) -> Event:

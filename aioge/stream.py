@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _native, dtypes
 from ._native import ffi, lib
-from ._resources import Resource
+from ._resources import Resource, finalizing
 from ._scheduler import Completion, Lane
 from .errors import BusyResourceError, WrongDeviceError, error_class
 from .tensor import DeviceMemory, Tensor
@@ -381,14 +381,18 @@ class Stream(Resource):
         self.close()
 
     def _force_close(self) -> None:
-        """Close without waiting: a background thread drains the queue first."""
+        """Close without waiting: a background thread drains the queue first.
+
+        While the interpreter shuts down no thread can start: a busy stream is
+        then left to the process exit (the exit hook drained it if it could).
+        """
         if self._closed:
             return
         self._closed = True
         if not self._lane.in_flight:
             self._destroy()
-            return
-        threading.Thread(target=self._destroy, name=f"aioge-close-{self.id}", daemon=True).start()
+        elif not finalizing():
+            threading.Thread(target=self._destroy, name=f"aioge-close-{self.id}", daemon=True).start()
 
     def _gc_release(self) -> None:
         self._force_close()
