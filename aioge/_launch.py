@@ -227,15 +227,17 @@ def launch(
     outputs: Sequence[Tensor],
     attrs: Mapping[str, Any] | None = None,
     formats: Sequence[int] | None = None,
+    what: str | None = None,
 ) -> Completion:
     """Enqueue one op on ``stream``; return its completion.
 
     ``formats`` gives the aclFormat of each input then each output (ND by
-    default).  Raises the AclError of a failed compile/validation at once.
+    default); ``what`` names the launch in its device error (default: the op
+    type).  Raises the AclError of a failed compile/validation at once.
     This is the hot path of every launch: keep it lean.
     """
     if formats is None and not stream.timing and all(type(x) is Tensor for x in inputs):
-        return _launch_tensors(stream, op_type, inputs, outputs, attrs)
+        return _launch_tensors(stream, op_type, inputs, outputs, attrs, what)
     cache = stream.device._cache
     n_in, n_out = len(inputs), len(outputs)
     codes = _ACL_CODE
@@ -305,7 +307,7 @@ def launch(
             if start is not None:
                 stream._lane._give_event(start)
             raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, op_type, start)
+        comp = stream._record(keep, what or op_type, start)
         for m in reads:
             if m.stream is not stream:
                 m.readers[stream] = comp
@@ -319,7 +321,12 @@ def launch(
 
 
 def _launch_tensors(
-    stream: Stream, op_type: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor], attrs: Mapping[str, Any] | None
+    stream: Stream,
+    op_type: str,
+    inputs: Sequence[Tensor],
+    outputs: Sequence[Tensor],
+    attrs: Mapping[str, Any] | None,
+    what: str | None = None,
 ) -> Completion:
     """launch() for the common case: device tensors only, ND formats, no timing.
 
@@ -372,7 +379,7 @@ def _launch_tensors(
                                         0, 0, ffi.NULL, stream._handle)  # fmt: skip
         if rc:
             raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, op_type)
+        comp = stream._record(keep, what or op_type)
         for m in keep[:n_in]:
             if m.stream is not stream:
                 m.readers[stream] = comp

@@ -71,8 +71,9 @@ class Completion:
                  deps: list[Completion] | None = None) -> None:  # fmt: skip
         self.lane = lane
         self.event = event
-        #: launches of other streams this one joined (device-side waits): their
-        #: errors become this launch's error
+        #: launches this one stands for, in enqueue order: of other streams it
+        #: joined (device-side waits), or earlier ones of its own stream; the
+        #: first of them that failed gives this launch its error
         self.deps = deps
         #: timing streams: the event recorded just before the launch
         self.start = start
@@ -82,7 +83,7 @@ class Completion:
         self.what = what
         self.seq = seq
         self._done = False
-        self._error: tuple[int, str] | None = None
+        self._error: tuple[int, str, str] | None = None  # (code, message, what failed)
         self._waiters: list[tuple[_Poster, Any]] | None = None
 
     @property
@@ -93,8 +94,8 @@ class Completion:
         """The launch's error, once done (None if it succeeded or is pending)."""
         if self._error is None:
             return None
-        code, msg = self._error
-        return error_class(code)(code, msg, self.what)
+        code, msg, what = self._error
+        return error_class(code)(code, msg, what)
 
     def _raise_if_failed(self) -> None:
         exc = self.exception()
@@ -364,20 +365,24 @@ class Lane:
         by_loop: dict[_Poster, list[Any]] = {}
         released = []
         for comp, rc, msg in batch:
+            if rc:
+                comp._error = (rc, msg, comp.what)
+                self.failed += 1
+                if self.unreported is None:
+                    self.unreported = comp._error
             if comp.deps:
-                # the device waited for them, so they are done: settle them (lock
-                # order is always joining lane -> joined lane) and inherit an error
+                # the device ran them first, so they are done: settle those of other
+                # lanes (lock order is always joining lane -> joined lane; earlier
+                # launches of this lane are settled already) and take the first error
                 for d in comp.deps:
                     if not d._done:
                         d.lane.poll()
-                    if not rc and d._error is not None:
-                        rc, msg = d._error
+                    if d._error is not None:
+                        comp._error = d._error
+                        if d.lane is not self and self.unreported is None:
+                            self.unreported = d._error  # this stream's synchronize() reports it too
+                        break
                 comp.deps = None
-            if rc:
-                comp._error = (rc, msg)
-                self.failed += 1
-                if self.unreported is None:
-                    self.unreported = (rc, msg, comp.what)
             comp._done = True
             self.completed += 1
             if comp._waiters:

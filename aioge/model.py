@@ -560,17 +560,24 @@ class CompiledGraph(Resource):
         await s0.drain()
         ticket: _Ticket | None = await self._admit()
         try:
-            ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(np.asarray(feeds[n])) for n in self.inputs]
+            ins: list[Tensor] = []
+            uploads: list[Completion] = []  # this execution's copies in: their failures are its own
+            for n in self.inputs:
+                x = feeds[n]
+                if not isinstance(x, Tensor):
+                    x = s0._upload(x, None, f"{self.graph.name}: input {n!r} (upload)")
+                    uploads.append(x._writer)  # type: ignore[arg-type]
+                ins.append(x)
             assert ticket is not None
-            outs, comps = self._launch(ins, None, s0, ticket)
+            outs, comps = self._launch(ins, None, s0, ticket, uploads)
         finally:
             ticket = None  # the launches hold it now (until the device is done); never a traceback
         with anyio.fail_after(timeout) if timeout is not None else _nullcontext():
             if as_tensors:
-                await wait_all(comps)  # every segment's error, not only the last stream's
+                await wait_all(comps[-1:])  # the join: it stands for everything the execution enqueued
                 return dict(outs)
-            # the outputs' writer joins every segment (and inherits their errors):
-            # enqueue every copy-out at once, then wait for them in order
+            # the outputs' writer (the join) raises the first failure among the copies in
+            # and the nodes; enqueue every copy-out at once, then wait for them in order
             downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
             return {name: await d.result() for name, d in downloads}
 
@@ -581,7 +588,9 @@ class CompiledGraph(Resource):
 
         ``inputs`` are device tensors in graph input order; ``outputs``
         optional tensors to write into (else allocated).  Returns the output
-        tensors and the launch completions (await them, or the stream).
+        tensors and the launch completions in enqueue order (await them, or
+        the stream); the last one, also the outputs' writer, joins them all
+        and raises the first failure among them.
         Never waits: it counts against ``max_inflight`` but ignores it.
         """
         self._check_open()
@@ -607,23 +616,33 @@ class CompiledGraph(Resource):
                     raise ValueError(f"{self.graph.name}: output {name!r} must be a Tensor {shape} {dt}")
 
     def _launch(
-        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None, s0: Stream, ticket: _Ticket
+        self,
+        inputs: Sequence[Tensor],
+        outputs: Sequence[Tensor] | None,
+        s0: Stream,
+        ticket: _Ticket,
+        pre: Sequence[Completion] = (),
     ) -> tuple[dict[str, Tensor], list[Completion]]:
-        """Enqueue a checked execution; ``ticket`` goes to its completions."""
+        """Enqueue a checked execution; ``ticket`` goes to its completions.
+
+        ``pre`` are launches of ``s0`` the execution made first (its copies in):
+        the join inherits their errors too.
+        """
         self._check_open()
         if self.mode == "per_op":
             outs, comps = self._run_per_op(s0, list(inputs))
             if outputs is not None:  # copy into the caller's tensors, in stream order
                 for y, (name, t) in zip(outputs, list(outs.items())):
-                    launch(s0, "Identity", [t], [y])
+                    comps.append(launch(s0, "Identity", [t], [y], what=f"{self.graph.name}: output {name!r}"))
                     outs[name] = y
-                comps = [y.launch for y in outputs if y.launch is not None]
-            with s0._lock:  # one stream: a marker after the last launch holds the ticket
+            with s0._lock:  # one stream: a marker after the last launch holds the ticket and joins them all
                 s0._enter()
-                done = s0._record(ticket, f"{self.graph.name}:done")
+                done = s0._record(ticket, f"{self.graph.name}:done", deps=[*pre, *comps])
+                for t in outs.values():
+                    s0._note_write(t._memory(), done)
             self._flight.track(done)
-            return outs, comps
-        return self._run_sunk(s0, list(inputs), outputs, ticket)
+            return outs, [*comps, done]
+        return self._run_sunk(s0, list(inputs), outputs, ticket, list(pre))
 
     async def _admit(self) -> _Ticket:
         """Wait for room among the executions in flight; a ticket that holds the slot."""
@@ -672,7 +691,7 @@ class CompiledGraph(Resource):
             return self._aux_sets[k]
 
     def _run_sunk(
-        self, s0: Stream, ins: list[Tensor], given: Sequence[Tensor] | None, ticket: _Ticket
+        self, s0: Stream, ins: list[Tensor], given: Sequence[Tensor] | None, ticket: _Ticket, pre: list[Completion]
     ) -> tuple[dict[str, Tensor], list[Completion]]:
         b = self._build
         streams = [s0, *self._aux_for(s0)]
@@ -689,6 +708,8 @@ class CompiledGraph(Resource):
         del ticket
         comps: dict[int, Completion] = {}
         n_in, n_out = len(in_mems), len(out_mems)
+        # one stream: the last segment is the join, standing for the copies in and the segments before it
+        last = b.segments[-1].index if b.segments and len(streams) == 1 else -1
         for seg in b.segments:
             s = streams[seg.stream]
             with s._lock:
@@ -704,26 +725,28 @@ class CompiledGraph(Resource):
                                                 s._handle)  # fmt: skip
                 if rc:
                     raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
-                comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start)
+                deps = [*pre, *comps.values()] if seg.index == last else None
+                comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start, deps)
         # the outputs are written by the graph as a whole: their writer is the join of all segments
-        others = [c for c in comps.values() if c.lane is not s0._lane]
         with s0._lock:
             s0._enter()
-            if not others and b.segments:
-                join = comps[b.segments[-1].index]  # one stream: its last segment is the join
+            if last >= 0:
+                join = comps[last]
             else:
-                for c in others:
+                for c in comps.values():
                     s0._wait_for(c)
-                join = s0._record(keep, f"{self.graph.name}:join", deps=others or None)
+                join = s0._record(keep, f"{self.graph.name}:join", deps=[*pre, *comps.values()])
             for m in out_mems:
                 s0._note_write(m, join)
             for m in in_mems:
                 s0._note_read(m, join)
         self._flight.track(join)
-        return outs, [*others, join]
+        return outs, [*comps.values(), *([] if last >= 0 else [join])]
 
     def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
+        """Launch every lowered op on ``s0``; the outputs and every launch, in order."""
         b = self._build
+        comps: list[Completion] = []
         vals: dict[str, Tensor] = dict(zip(b.inputs, ins))
         for name, w in zip(b.weights, self._weights):
             vals[name] = w
@@ -763,15 +786,17 @@ class CompiledGraph(Resource):
                 if op.op_type in _NCHW_OPS:
                     fmts = [0 if isinstance(a, Tensor) and a.ndim == 4 else 2 for a in args] + \
                            [0 if t.ndim == 4 else 2 for t in outs]  # fmt: skip
-                launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts)
+                what = f"{g.name}: node {node.name!r} ({op.op_type})"
+                comps.append(launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts, what))
         result: dict[str, Tensor] = {}
         for n in b.outputs:
             t = vals[n]
             shared = [*ins, *self._weights, *result.values()]
             if any(t._mem is x._mem for x in shared):  # never hand out an input's or a weight's memory
                 t = s0.copy(t)
+                comps.append(t.launch)  # type: ignore[arg-type]
             result[n] = t
-        return result, [t.launch for t in result.values() if t.launch is not None]
+        return result, comps
 
     # ---- lifecycle ----
     def _aux_streams(self) -> list[Stream]:

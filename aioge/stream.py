@@ -58,9 +58,12 @@ class _Download:
         self.dtype = t.dtype
 
     async def result(self) -> np.ndarray:
-        await self.comp.wait()
-        if self.writer is not None:  # its error is this download's error
-            await self.writer.wait()
+        comp, writer = self.comp, self.writer
+        if not comp.done and not comp.lane.spin_until(comp):
+            await comp._wait_pending()
+        if writer is not None:  # it ran first: its error is this download's first error
+            await writer.wait()
+        comp._raise_if_failed()
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:
             ffi.memmove(_native.host_ptr(out), self.staging.ptr, out.nbytes)
@@ -202,6 +205,10 @@ class Stream(Resource):
         Example:
             >>> x = s.upload(np.ones((2, 3), np.float32))
         """
+        return self._upload(array, dtype, "upload")
+
+    def _upload(self, array: Any, dtype: dtypes.DTypeLike | None, what: str) -> Tensor:
+        """``upload``, naming the copy ``what`` in its device error."""
         arr = np.asarray(array, dtype=None if dtype is None else dtypes.normalize(dtype))
         dt = dtypes.normalize(arr.dtype)
         arr = _native.contiguous(arr)
@@ -215,7 +222,7 @@ class Stream(Resource):
                     lib.aclrtMemcpyAsync(mem.ptr, arr.nbytes, _native.host_ptr(arr), arr.nbytes, _H2D, self._handle),
                     "aclrtMemcpyAsync",
                 )
-            self._note_write(mem, self._record((mem, arr), "upload", start))
+            self._note_write(mem, self._record((mem, arr), what, start))
         return t
 
     def empty(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:

@@ -104,7 +104,7 @@ def test_missing_library_is_a_clear_backend_error(tmp_path):
 def test_abi_suite_through_dlopen(standalone_lib):
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-m", "abi", "-p", "no:cacheprovider",
            str(ROOT / "tests" / "test_runtime.py"), str(ROOT / "tests" / "test_core.py"),
-           str(ROOT / "tests" / "test_graph_c.py")]  # fmt: skip
+           str(ROOT / "tests" / "test_model.py"), str(ROOT / "tests" / "test_graph_c.py")]  # fmt: skip
     out = subprocess.run(cmd, env=_env(standalone_lib), capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " passed" in out.stdout
