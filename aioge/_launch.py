@@ -309,8 +309,7 @@ def launch(
             raise error_class(rc)(rc, _native.recent_error(), op_type)
         comp = stream._record(keep, what or op_type, start)
         for m in reads:
-            if m.stream is not stream:
-                m.readers[stream] = comp
+            m.readers[comp.lane] = comp  # for write-after-read ordering (Stream._note_read)
         for y in outputs:
             om = y._memory()
             om.writer = comp
@@ -367,7 +366,9 @@ def _launch_tensors(
         j = 0
         for y in outputs:
             m = y._memory()
-            if m.readers or (m.writer is not None and m.writer.lane is not lane) or m.device is not dev:
+            r = m.readers
+            if (r and (len(r) > 1 or lane not in r)) or (m.writer is not None and m.writer.lane is not lane) \
+                    or m.device is not dev:  # fmt: skip
                 stream._order_write(m)
             key = (codes[y.dtype], y.shape, _ND, False)
             d = descs.get(key)
@@ -381,8 +382,7 @@ def _launch_tensors(
             raise error_class(rc)(rc, _native.recent_error(), op_type)
         comp = stream._record(keep, what or op_type)
         for m in keep[:n_in]:
-            if m.stream is not stream:
-                m.readers[stream] = comp
+            m.readers[comp.lane] = comp  # for write-after-read ordering (Stream._note_read)
         for m in keep[n_in:]:
             m.writer = comp
             m.stream = stream

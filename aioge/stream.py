@@ -182,13 +182,14 @@ class Stream(Resource):
 
     def _order_write(self, m: DeviceMemory) -> None:
         self._order_read(m)
-        for s, comp in list(m.readers.items()):
-            if s is not self:
+        for lane, comp in list(m.readers.items()):
+            if lane is not self._lane:
                 self._wait_for(comp)
 
     def _note_read(self, m: DeviceMemory, comp: Completion) -> None:
-        if m.stream is not self:
-            m.readers[self] = comp
+        # every stream's last read, the writer's own stream's too: a later
+        # write on another stream waits for it (write-after-read)
+        m.readers[self._lane] = comp
 
     def _note_write(self, m: DeviceMemory, comp: Completion) -> None:
         m.writer = comp

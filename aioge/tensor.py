@@ -18,6 +18,7 @@ from ._scheduler import Completion
 from .errors import ClosedResourceError, InvalidParamError
 
 if TYPE_CHECKING:
+    from ._scheduler import Lane
     from .device import Device
     from .stream import Stream
 
@@ -83,8 +84,9 @@ class DeviceMemory:
         #: stream of the last write (or of the allocation)
         self.stream = stream
         self.writer: Completion | None = None
-        #: latest read per other stream (for write-after-read ordering)
-        self.readers: dict[Stream, Completion] = {}
+        #: latest read per stream (by its lane, which does not keep the stream
+        #: alive): a write on another stream waits for them (write-after-read)
+        self.readers: dict[Lane, Completion] = {}
         device._memory.add(self)
 
     def home(self) -> Stream:
