@@ -328,22 +328,53 @@ class _Flight:
 
     Shared by the model and its tickets but referencing neither, so a model
     dropped while executions run can be collected; the tickets keep this.
-    Critical sections allocate nothing: a ticket may be collected (and give
-    its slot back) on any thread, at any allocation.
+    A ticket may be collected on any thread, at any allocation -- also by a
+    collection that code holding ``lock`` started -- so giving it back takes
+    no lock: it is queued (``deque.append`` is atomic), and whoever holds the
+    lock next settles the queue.
     """
 
     def __init__(self, limit: int) -> None:
         self.lock = threading.Lock()
         self.limit = limit
-        self.live = 0  # tickets alive
+        self.live = 0  # tickets alive (once ``returned`` is settled)
         self.peak = 0
         self.arenas: list[DeviceMemory] = []  # idle, ready for reuse
         self.made = 0  # arenas allocated so far
         self.joins: collections.deque[Completion] = collections.deque()  # last completion of each execution
+        self.returned: collections.deque[DeviceMemory | None] = collections.deque()  # tickets given back
         self.closed = False
+
+    def give_back(self, mem: DeviceMemory | None) -> None:
+        """A ticket's release (from ``__del__``): lock-free, settled now if the lock is free."""
+        self.returned.append(mem)
+        self.try_settle()
+
+    def try_settle(self) -> None:
+        """Settle the tickets given back, unless someone holds the lock (then they will)."""
+        if self.lock.acquire(blocking=False):  # never waits: this thread may hold it already
+            try:
+                self.settle()
+            finally:
+                self.lock.release()
+
+    def settle(self) -> None:
+        """Account for the tickets given back; caller holds the lock."""
+        ret = self.returned
+        while ret:
+            mem = ret.popleft()
+            if mem is not None and mem.ptr is not None and not self.closed:
+                self.arenas.append(mem)  # back in the pool before the slot: arenas never outnumber slots
+            self.live -= 1
+
+    def take_arena(self) -> DeviceMemory | None:
+        with self.lock:
+            self.settle()
+            return self.arenas.pop() if self.arenas else None
 
     def admit(self) -> _Ticket:
         with self.lock:
+            self.settle()
             self.live += 1
             self.peak = max(self.peak, self.live)
         return _Ticket(self)
@@ -359,6 +390,7 @@ class _Flight:
     def oldest(self) -> tuple[bool, Completion | None]:
         """Take a slot if there is room; else the oldest execution still running (to wait for)."""
         with self.lock:
+            self.settle()
             joins = self.joins
             while joins and joins[0]._done:
                 joins.popleft()
@@ -380,11 +412,7 @@ class _Ticket:
         self.mem: DeviceMemory | None = None
 
     def __del__(self) -> None:
-        f, mem = self.flight, self.mem
-        if mem is not None and mem.ptr is not None and not f.closed:
-            f.arenas.append(mem)  # back in the pool before the slot: arenas never outnumber slots
-        with f.lock:
-            f.live -= 1
+        self.flight.give_back(self.mem)
 
 
 class CompiledGraph(Resource):
@@ -448,6 +476,8 @@ class CompiledGraph(Resource):
     def stats(self) -> dict[str, int]:
         """``in_flight`` executions, their ``peak``, ``arenas`` allocated, ``aux_streams`` opened."""
         f = self._flight
+        with f.lock:
+            f.settle()
         return {"in_flight": f.live, "peak": f.peak, "arenas": f.made,
                 "aux_streams": sum(len(a) for a in self._aux_sets)}  # fmt: skip
 
@@ -661,10 +691,7 @@ class CompiledGraph(Resource):
 
     def _arena(self, ticket: _Ticket) -> DeviceMemory:
         f = self._flight
-        try:
-            mem: DeviceMemory | None = f.arenas.pop()
-        except IndexError:
-            mem = None
+        mem = f.take_arena()
         if mem is None or mem.ptr is None:
             mem = DeviceMemory(self.device, max(self._build.total_arena, 1), self.device.default_stream)
             with f.lock:
@@ -827,6 +854,7 @@ class CompiledGraph(Resource):
         self._aux_of = weakref.WeakKeyDictionary()
         f = self._flight
         f.closed = True  # returning tickets free their arenas instead of pooling them
+        f.try_settle()  # settles what was given back (lock-free: this may run in __del__)
         if not self.device.closed:
             if self._handle is not None:
                 lib.aiogeGraphDestroy(self._handle)  # queued executions keep the C graph alive until they ran
@@ -834,9 +862,9 @@ class CompiledGraph(Resource):
                 lib.aclDestroyTensorDesc(d)  # the graph's kernels hold copies
         self._handle = None
         self._descs = []
-        for m in f.arenas:
+        arenas, f.arenas = f.arenas, []
+        for m in arenas:
             m.free()  # idle: no execution uses them
-        f.arenas = []
         self._weights = []
 
     def _gc_release(self) -> None:

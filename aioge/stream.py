@@ -7,6 +7,7 @@ a :class:`~aioge.Tensor` at once.  Waiting is always an ``await``.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +85,7 @@ class Stream(Resource):
     :class:`~aioge.BusyResourceError` while launches are in flight.
     """
 
-    _ids = 0
+    _ids = itertools.count(1)  # next() is atomic: streams may be opened from several threads
 
     def __init__(self, device: Device, *, high_water: int = 1024, timing: bool = False) -> None:
         device._check_open()
@@ -93,8 +94,7 @@ class Stream(Resource):
         _native.check(lib.aclrtCreateStream(p), "aclrtCreateStream")
         self._handle = p[0]
         self.device = device
-        Stream._ids += 1
-        self.id = Stream._ids
+        self.id = next(Stream._ids)
         self.high_water = high_water
         #: every launch also records a start event; its Completion.device_ms is set
         self.timing = timing

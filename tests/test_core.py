@@ -357,3 +357,71 @@ class _sync_device:
 
     def __exit__(self, *exc):
         self.d.close()
+
+
+def _in_thread(fn) -> bool:
+    """Run ``fn`` on a daemon thread; False if it did not return (a deadlock) within 10 s."""
+    import threading
+
+    done = threading.Event()
+
+    def run() -> None:
+        fn()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done.wait(10)
+
+
+def test_finalizers_never_wait_for_a_lock_their_own_thread_holds():
+    """Issue 9 item 10: a collection can run a ticket's or a block's ``__del__`` inside
+    code that holds the lock it gives back to (any allocation may collect): giving
+    back must not take that lock (it deadlocked), and is settled by the next holder."""
+    from aioge.model import _Flight
+
+    flight = _Flight(1)
+    tickets = [flight.admit()]
+    assert flight.oldest() == (False, None)  # the only slot is taken
+
+    def drop_ticket_under_the_lock() -> None:
+        with flight.lock:
+            tickets.clear()  # as a collection inside the critical section would
+
+    assert _in_thread(drop_ticket_under_the_lock)
+    assert flight.oldest() == (True, None)  # the slot came back
+    with _sync_device() as d:
+        pool, pinned = d._pool, d._pinned
+        t = d.default_stream.empty(512)
+        p = pinned.take(4096)
+
+        def free_under_the_locks() -> None:
+            with pool._lock, pinned._lock:
+                t._memory().free()
+                pinned.give(*p)
+
+        cached = pool.cached
+        assert _in_thread(free_under_the_locks)
+        assert pinned.take(4096) == p  # settled and reused by the next taker
+        pinned.give(*p)
+        t2 = d.default_stream.empty(512)
+        assert pool.cached == cached and t2._memory().cap == 2048
+
+
+def test_stream_ids_are_unique_across_threads():
+    import sys
+    import threading
+
+    with _sync_device() as d:
+        streams: list[aioge.Stream] = []
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # make interleavings likely
+        try:
+            threads = [threading.Thread(target=lambda: streams.extend(d.open_stream() for _ in range(8)))
+                       for _ in range(8)]  # fmt: skip
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        finally:
+            sys.setswitchinterval(interval)
+        assert len({s.id for s in streams}) == len(streams) == 64
