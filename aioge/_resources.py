@@ -1,7 +1,7 @@
 """One lifecycle for every object that owns a runtime handle.
 
-* a synchronous factory creates it; it can be used as ``async with`` (and
-  ``with`` where closing cannot need to wait);
+* a synchronous factory creates it; it is used as ``async with`` (a plain
+  ``with`` is refused with a ``TypeError`` saying so);
 * ``close()`` and ``aclose()`` are idempotent; ``aclose()`` drains pending
   work gracefully and falls back to ``close()`` on error or cancellation,
   then re-raises;
@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 import time
 import warnings
@@ -26,13 +25,14 @@ import weakref
 from types import TracebackType
 from typing import Any
 
+from ._native import env_number
 from .errors import ClosedResourceError
 
 __all__ = ("Resource", "close_at_exit", "finalizing")
 
 #: seconds the exit hook waits, in all, for work still running on the devices
-#: (``AIOGE_EXIT_TIMEOUT``); what runs longer is left to the process exit
-EXIT_TIMEOUT = 10.0
+#: (``AIOGE_EXIT_TIMEOUT``, default 10); what runs longer is left to the process exit
+EXIT_TIMEOUT = env_number("AIOGE_EXIT_TIMEOUT", 10.0, minimum=0)
 _at_exit: dict[int, weakref.ref[Resource]] = {}  # insertion order: the order they were opened
 
 
@@ -55,11 +55,7 @@ def _close_all_at_exit() -> None:
     at most :data:`EXIT_TIMEOUT` seconds in all for work still running."""
     global _exiting
     _exiting = True
-    try:
-        timeout = float(os.environ.get("AIOGE_EXIT_TIMEOUT", "") or EXIT_TIMEOUT)
-    except ValueError:
-        timeout = EXIT_TIMEOUT
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + EXIT_TIMEOUT
     for ref in reversed(list(_at_exit.values())):
         res = ref()
         if res is None or res.closed:
@@ -143,6 +139,14 @@ class Resource:
         except Exception:
             self._gc_release()
             self._closed = True
+
+    def __enter__(self) -> Any:
+        self._force_close()  # the `with` statement drops it: release it now rather than leak it
+        raise TypeError(f"{type(self).__name__} is an async context manager: use `async with`, "
+                        "or call `close()` or `await obj.aclose()`")  # fmt: skip
+
+    def __exit__(self, *exc: object) -> None:  # pragma: no cover (__enter__ refuses)
+        pass
 
     async def __aenter__(self) -> Any:
         self._check_open()

@@ -27,19 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import anyio.lowlevel
 
 from . import _native
 from ._native import lib
-from .errors import error_class
+from .errors import AclError, EventSyncTimeoutError, StreamSyncTimeoutError, error_class
 
-__all__ = ("Completion", "Lane", "ThreadJob", "wait_all")
+__all__ = ("Completion", "Lane", "ThreadJob", "deadline", "wait_all")
 
 #: slice of one blocking wait, in ms: bounds how long shutdown takes to notice
 SLICE_MS = 100
@@ -47,7 +48,7 @@ SLICE_MS = 100
 POLL_EVERY = 512
 #: an await on one of the next two launches of a stream polls this long (s)
 #: before suspending: tiny device work then completes without a loop wake-up
-AWAIT_SPIN_S = float(os.environ.get("AIOGE_AWAIT_SPIN_US", "20")) * 1e-6
+AWAIT_SPIN_S = _native.env_number("AIOGE_AWAIT_SPIN_US", 20, minimum=0) * 1e-6
 _EVENT_TIMEOUT = 507047  # ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
 
 _Poster = Callable[..., Any]
@@ -85,6 +86,10 @@ class Completion:
         self._done = False
         self._error: tuple[int, str, str] | None = None  # (code, message, what failed)
         self._waiters: list[tuple[_Poster, Any]] | None = None
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._done else ("failed" if self._error is not None else "done")
+        return f"<aioge.Completion #{self.seq} {self.what!r} on {self.lane.name} {state}>"
 
     @property
     def done(self) -> bool:
@@ -472,6 +477,21 @@ class Lane:
                     return False
                 ms = max(1, min(SLICE_MS, int(left * 1000)))
             self._wait_head(head, ms)
+
+
+@contextlib.contextmanager
+def deadline(timeout: float | None, what: str, event: bool = False) -> Iterator[None]:
+    """``anyio.fail_after`` raising the documented class: :class:`~aioge.StreamSyncTimeoutError`
+    (or :class:`~aioge.EventSyncTimeoutError`), a ``TimeoutError`` that says what timed out
+    and after how long.  ``None``: no limit."""
+    if timeout is None:
+        yield
+        return
+    with anyio.move_on_after(timeout) as scope:
+        yield
+    if scope.cancelled_caught:
+        cls: type[AclError] = EventSyncTimeoutError if event else StreamSyncTimeoutError
+        raise cls(cls.codes[0], f"did not complete within {timeout:g} s", what)
 
 
 async def wait_all(comps: list[Completion]) -> None:

@@ -3,17 +3,17 @@ explicit context per :class:`Device`."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from . import _native
 from ._native import ffi, lib
 from ._resources import Resource, close_at_exit
-from ._scheduler import ThreadJob
+from ._scheduler import ThreadJob, deadline
 from .errors import BusyResourceError, error_class
 from .stream import Stream
 
@@ -71,8 +71,12 @@ class Device(Resource):
         backend: ``"host"`` (the embedded host runtime) or ``"ascend"``.
     """
 
+    _serials = itertools.count(1)
+
     def __init__(self, device_id: int = 0) -> None:
         self.id = int(device_id)
+        #: which ``open_device()`` call of the process made this object (two may open one device id)
+        self.serial = next(Device._serials)
         self.backend: str = _native.backend
         _runtime_acquire()
         try:
@@ -117,7 +121,7 @@ class Device(Resource):
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"<aioge.Device {self.id} backend={self.backend!r} {state}>"
+        return f"<aioge.Device {self.id} #{self.serial} backend={self.backend!r} {state}>"
 
     # ---- streams ----
     def open_stream(self, *, high_water: int = 1024, timing: bool = False) -> Stream:
@@ -151,7 +155,7 @@ class Device(Resource):
 
     async def compile(
         self,
-        graph: Graph,
+        graph: Graph | str | os.PathLike[str] | bytes | Any,
         *,
         optimize: int = 2,
         max_streams: int | None = None,
@@ -161,7 +165,9 @@ class Device(Resource):
         """Compile and load a graph (GE ``CompileGraph`` + ``LoadGraph``), off the event loop.
 
         Args:
-            graph: an :class:`aioge.graph.Graph` (e.g. from :func:`aioge.load_onnx`).
+            graph: an :class:`aioge.Graph` (e.g. from :func:`aioge.load_onnx`), or an
+                ONNX model (a path, bytes or ``onnx.ModelProto``), loaded with
+                ``aioge.load_onnx(graph)`` (use that for ``input_shapes=``).
             optimize: pass level 0 (shape inference only), 1 (+ folding, DCE, CSE) or 2 (+ fusion).
             max_streams: independent branches may run on up to this many streams
                 (GE's multi-stream parallelism).  Default: 1 on the host runtime,
@@ -182,9 +188,16 @@ class Device(Resource):
         closed when the compile ends.  ``aclose()`` of the device waits for
         compiles in flight (``close()`` refuses while there are any).
         """
+        from .graph import Graph, load_onnx
         from .model import MAX_INFLIGHT, compile_graph
 
         self._check_open()
+        if not isinstance(graph, Graph):
+            if isinstance(graph, (str, os.PathLike, bytes, bytearray)) or type(graph).__name__ == "ModelProto":
+                graph = load_onnx(graph)  # an ONNX model: its path, bytes or ModelProto
+            else:
+                raise TypeError(f"compile() takes an aioge.Graph or an ONNX model (a path, bytes or an "
+                                f"onnx.ModelProto), not {type(graph).__name__}")  # fmt: skip
         limit = MAX_INFLIGHT if max_inflight is None else max_inflight
         key = (id(graph), optimize, max_streams, mode, limit)
         job = self._compiling.get(key)
@@ -210,13 +223,14 @@ class Device(Resource):
 
         Args:
             timeout: seconds for the whole wait (one deadline, however many
-                streams); ``TimeoutError`` when exceeded.
+                streams); :class:`~aioge.StreamSyncTimeoutError` (a ``TimeoutError``)
+                when exceeded.
 
         Cancellation: returns control at once; nothing is lost, a pending
         error is reported by the next ``synchronize()``.
         """
         self._check_open()
-        with anyio.fail_after(timeout):
+        with deadline(timeout, f"synchronize() of {self._describe()}"):
             for s in list(self._streams):
                 if not s.closed:
                     await s.synchronize()

@@ -40,7 +40,7 @@ from ._launch import Attr as _Attr
 from ._launch import Const, launch
 from ._native import ffi, lib
 from ._resources import Resource
-from ._scheduler import Completion, wait_all
+from ._scheduler import Completion, deadline, wait_all
 from .errors import AclError, BusyResourceError, error_class
 from .graph import ConstInput, LoweredNode, LoweredOp
 from .tensor import DeviceMemory, Tensor
@@ -542,6 +542,11 @@ class CompiledGraph(Resource):
 
     # ---- execution ----
     def _check_feeds(self, feeds: Mapping[str, Any]) -> None:
+        if not isinstance(feeds, Mapping):
+            raise TypeError(
+                f"{self.graph.name}: execute() takes a dict of input name -> numpy array or Tensor "
+                f"(inputs: {', '.join(repr(n) for n in self.inputs)}), not {type(feeds).__name__}"
+            )
         missing = [n for n in self.inputs if n not in feeds]
         extra = [n for n in feeds if n not in self.inputs]
         if missing or extra:
@@ -569,7 +574,7 @@ class CompiledGraph(Resource):
             feeds: input name -> numpy array (uploaded) or :class:`Tensor` (used in place).
             stream: the stream for the main segment chain (default: the device's).
             as_tensors: return output Tensors (stay on the device) instead of numpy arrays.
-            timeout: seconds before ``TimeoutError``.
+            timeout: seconds before :class:`~aioge.StreamSyncTimeoutError` (a ``TimeoutError``).
 
         Returns:
             output name -> numpy array (or Tensor).
@@ -602,7 +607,7 @@ class CompiledGraph(Resource):
             outs, comps = self._launch(ins, None, s0, ticket, uploads)
         finally:
             ticket = None  # the launches hold it now (until the device is done); never a traceback
-        with anyio.fail_after(timeout) if timeout is not None else _nullcontext():
+        with deadline(timeout, f"execute() of {self._describe()}"):
             if as_tensors:
                 await wait_all(comps[-1:])  # the join: it stands for everything the execution enqueued
                 return dict(outs)
@@ -881,14 +886,6 @@ def _positive(n: int) -> int:
     if int(n) < 1:
         raise ValueError(f"max_inflight must be >= 1, not {n}")
     return int(n)
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def default_max_streams() -> int:

@@ -11,13 +11,12 @@ import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import numpy as np
 
 from . import _native, dtypes
 from ._native import ffi, lib
 from ._resources import Resource, finalizing
-from ._scheduler import Completion, Lane
+from ._scheduler import Completion, Lane, deadline
 from .errors import BusyResourceError, WrongDeviceError, error_class
 from .tensor import DeviceMemory, Tensor
 
@@ -108,7 +107,8 @@ class Stream(Resource):
         return f"Stream {self.id} of device {self.device.id}"
 
     def __repr__(self) -> str:
-        return f"<aioge.Stream {self.id} device={self.device.id} in_flight={self._lane.in_flight}>"
+        state = "closed" if self._closed else f"in_flight={self._lane.in_flight}"
+        return f"<aioge.Stream {self.id} device={self.device.id} {state}>"
 
     # ---- metrics ----
     @property
@@ -177,7 +177,10 @@ class Stream(Resource):
 
     def _order_read(self, m: DeviceMemory) -> None:
         if m.device is not self.device:
-            raise WrongDeviceError(f"tensor of device {m.device.id} used on device {self.device.id}")
+            raise WrongDeviceError(
+                f"a tensor of {m.device!r} used on {self.device!r}: every open_device() call is a device "
+                "object of its own (a context), and tensors stay with the one that made them"
+            )
         self._wait_for(m.writer)
 
     def _order_write(self, m: DeviceMemory) -> None:
@@ -280,10 +283,9 @@ class Stream(Resource):
 
     async def _download(self, t: Tensor, timeout: float | None) -> np.ndarray:
         d = self._enqueue_download(t)
-        if timeout is None:
-            return await d.result()
-        with anyio.fail_after(timeout):
-            return await d.result()
+        with deadline(timeout, f"numpy() of a tensor {t.shape} on {self._describe()}"):
+            out = await d.result()
+        return out
 
     def record_event(self, *, timing: bool = False) -> Event:
         """Record an event capturing the work issued so far (``aclrtRecordEvent``)."""
@@ -310,7 +312,8 @@ class Stream(Resource):
         (each error is also raised to the awaiters of its own launch).
 
         Args:
-            timeout: seconds; ``TimeoutError`` when exceeded.
+            timeout: seconds; :class:`~aioge.StreamSyncTimeoutError` (a
+                ``TimeoutError``) when exceeded.
 
         Cancellation: returns control at once; nothing is lost, the pending
         error (if any) is reported by the next ``synchronize()``.
@@ -319,11 +322,8 @@ class Stream(Resource):
             self._enter()
             comp = self._record(None, "synchronize")
         if not comp.done:
-            if timeout is None:
+            with deadline(timeout, f"synchronize() of {self._describe()}"):
                 await comp._wait_pending()
-            else:
-                with anyio.fail_after(timeout):
-                    await comp._wait_pending()
         self._raise_unreported()
 
     def _raise_unreported(self) -> None:

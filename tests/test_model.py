@@ -534,3 +534,60 @@ async def test_every_execution_raises_its_own_failure(dev, compiled, mode, as_te
     with pytest.raises(aioge.errors.AicoreExceptionError):
         await s.synchronize()
     assert_same([await run(good)], [want])
+
+
+async def test_likely_mistakes_get_errors_saying_what_was_expected(dev, compiled, tmp_path):
+    """Issue 15 item 4."""
+    onnx = pytest.importorskip("onnx")
+    model = await compiled(mlp())
+    x = np.ones((4, 8), np.float32)
+    for wrong in (x, [x], dev.default_stream.upload(x)):
+        with pytest.raises(TypeError, match=r"execute\(\) takes a dict of input name -> .* \(inputs: 'x'\)"):
+            await model.execute(wrong)
+    with pytest.raises(TypeError, match=r"compile\(\) takes an aioge\.Graph or an ONNX model"):
+        await dev.compile(42)
+    # an ONNX model is compiled from its path, bytes or ModelProto directly
+    from .graph import models as M
+
+    proto = M.attention(small=True)
+    path = tmp_path / "m.onnx"
+    onnx.save_model(proto, str(path))
+    feeds = M.sample_inputs(proto)
+    outs = []
+    for source in (str(path), path, proto.SerializeToString(), proto):
+        outs.append(await (await compiled(source)).execute(feeds))
+    for out in outs[1:]:
+        assert_same([out], outs[:1])
+
+
+async def test_a_compile_started_but_not_awaited_is_named(dev):
+    """Issue 15 item 5: a forgotten ``await`` on Session.compile_graph is said as such."""
+    import warnings
+
+    sess = aioge.Session(dev)
+    sess.add_graph(1, mlp())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "coroutine ... was never awaited", the mistake itself
+        sess.compile_graph(1)
+        import gc
+
+        gc.collect()
+    for call in (lambda: sess.load_graph(1, {}, dev.default_stream),
+                 lambda: sess.execute_graph_with_stream_async(1, None, [np.ones((4, 8), np.float32)])):  # fmt: skip
+        with pytest.raises(aioge.SessionError, match=r"compile_graph\(\) was called but has not finished: it must be "
+                                                     r"awaited \(`await session.compile_graph\(1\)`\)"):  # fmt: skip
+            call()
+    await sess.compile_graph(1)
+    sess.load_graph(1, {}, dev.default_stream)
+    sess.close()
+
+
+async def test_execute_timeout_is_the_documented_class(dev, compiled):
+    """Issue 15 item 9."""
+    model = await compiled(mlp())
+    g = gate(dev.default_stream)
+    try:
+        with pytest.raises(aioge.StreamSyncTimeoutError, match=r"execute\(\) of CompiledGraph 'mlp'.*within 0.05 s"):
+            await model.execute({"x": np.ones((4, 8), np.float32)}, timeout=0.05)
+    finally:
+        open_gate(g)

@@ -479,3 +479,26 @@ async def test_timing_streams_measure_device_time(dev):
         z = plain.upload(np.ones(4, np.float32))
         await z
         assert z.launch.device_ms is None and plain.stats["device_ms"] == 0.0
+
+
+async def test_timeouts_raise_the_documented_class_saying_what_and_how_long(dev):
+    """Issue 15 item 9: StreamSyncTimeoutError / EventSyncTimeoutError (TimeoutErrors), not a bare one."""
+    async with dev.open_stream() as s:
+        g = gate(s)
+        try:
+            x = s.upload(np.ones(4, np.float32))
+            ev = s.record_event()
+            cases = [
+                (lambda: s.synchronize(timeout=0.02), aioge.StreamSyncTimeoutError, r"synchronize\(\) of Stream"),
+                (lambda: x.numpy(timeout=0.02), aioge.StreamSyncTimeoutError, r"numpy\(\) of a tensor \(4,\)"),
+                (lambda: ev.wait(timeout=0.02), aioge.errors.EventSyncTimeoutError, r"wait\(\) of an event"),
+                (lambda: dev.synchronize(timeout=0.02), aioge.StreamSyncTimeoutError, r"synchronize\(\) of Device 0"),
+            ]
+            for call, cls, what in cases:
+                with pytest.raises(cls, match=what + r".*did not complete within 0.02 s") as ei:
+                    await call()
+                assert isinstance(ei.value, TimeoutError) and ei.value.code in (507046, 507047)
+        finally:
+            open_gate(g)
+        np.testing.assert_array_equal(await x.numpy(timeout=30), np.ones(4, np.float32))
+        ev.close()
