@@ -16,7 +16,7 @@ Example:
 
 from __future__ import annotations
 
-from . import dtypes, errors, ops
+from . import dtypes, errors, metrics, ops
 from ._launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
 from ._native import backend
 from ._scheduler import Completion
@@ -86,6 +86,7 @@ from .graph.errors import (
     UnsupportedOpsetError,
 )
 from .model import CompiledGraph
+from .profiler import Profiler, profile
 from .session import Session, SessionError
 from .stream import Stream
 from .tensor import Tensor, TensorSpec
@@ -147,6 +148,7 @@ __all__ = (
     "ReportTimeoutError",
     "RuntimeFeatureNotSupportError",
     "RuntimeParamError",
+    "Profiler",
     "Session",
     "SessionError",
     "ShapeInferenceError",
@@ -172,10 +174,12 @@ __all__ = (
     "dtypes",
     "errors",
     "load_onnx",
+    "metrics",
     "op",
     "op_cache_info",
     "open_device",
     "ops",
+    "profile",
 )
 
 for _name in __all__:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import _native, dtypes
+from . import _native, _trace, dtypes
 from ._native import ffi, lib
 from ._scheduler import Completion
 from .dtypes import ACL_CODE as _ACL_CODE
@@ -308,6 +308,8 @@ def launch(
                 stream._lane._give_event(start)
             raise error_class(rc)(rc, _native.recent_error(), op_type)
         comp = stream._record(keep, what or op_type, start)
+        if _trace.hub is not None:
+            _trace.hub.annotate(comp, inputs, outputs)
         for m in reads:
             m.readers[comp.lane] = comp  # for write-after-read ordering (Stream._note_read)
         for y in outputs:

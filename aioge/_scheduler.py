@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio.lowlevel
 
-from . import _native
+from . import _native, _trace
 from ._native import lib
 from .errors import AclError, EventSyncTimeoutError, StreamSyncTimeoutError, error_class
 
@@ -215,6 +215,8 @@ class Lane:
             self.pending.append(comp)
             if self._idle:
                 self._cv.notify()
+        if _trace.hub is not None:
+            _trace.hub.recorded(comp)
         if not n & 63 and len(self.pending) > POLL_EVERY:
             self.poll()  # nobody is waiting: settle what finished so buffers are released
         return comp
@@ -369,6 +371,7 @@ class Lane:
         """Caller holds the lock."""
         by_loop: dict[_Poster, list[Any]] = {}
         released = []
+        observers = _trace.hub
         for comp, rc, msg in batch:
             if rc:
                 comp._error = (rc, msg, comp.what)
@@ -395,6 +398,8 @@ class Lane:
                 for poster, waiter in comp._waiters:
                     by_loop.setdefault(poster, []).append(waiter)
                 comp._waiters = None
+            if observers is not None:  # before the events go back to the pool
+                observers.finished(comp, rc)
             released.append(comp.keep)
             comp.keep = None
             if comp.start is not None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from . import _native, dtypes
+from . import _native, _trace, dtypes
 from ._launch import Attr as _Attr
 from ._launch import Const, launch
 from ._native import ffi, lib
@@ -664,6 +664,7 @@ class CompiledGraph(Resource):
         the join inherits their errors too.
         """
         self._check_open()
+        observed = _trace.hub.execution_begins(self, s0) if _trace.hub is not None else None
         if self.mode == "per_op":
             outs, comps = self._run_per_op(s0, list(inputs))
             if outputs is not None:  # copy into the caller's tensors, in stream order
@@ -676,8 +677,13 @@ class CompiledGraph(Resource):
                 for t in outs.values():
                     s0._note_write(t._memory(), done)
             self._flight.track(done)
+            if observed is not None and _trace.hub is not None:
+                _trace.hub.execution_ends(observed, done)
             return outs, [*comps, done]
-        return self._run_sunk(s0, list(inputs), outputs, ticket, list(pre))
+        result = self._run_sunk(s0, list(inputs), outputs, ticket, list(pre))
+        if observed is not None and _trace.hub is not None:
+            _trace.hub.execution_ends(observed, result[1][-1])
+        return result
 
     async def _admit(self) -> _Ticket:
         """Wait for room among the executions in flight; a ticket that holds the slot."""
@@ -753,12 +759,19 @@ class CompiledGraph(Resource):
                 for w in seg.waits:
                     s._wait_for(comps.get(w))
                 start = s._start_mark()
-                rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out, out_ptrs,
-                                                s._handle)  # fmt: skip
+                times = _trace.hub.node_times(self, seg.index) if _trace.hub is not None else None
+                if times is None:
+                    rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out,
+                                                    out_ptrs, s._handle)  # fmt: skip
+                else:  # profiling: the runtime also times every node
+                    rc = lib.aiogeGraphExecuteTimedAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out,
+                                                         out_ptrs, s._handle, times, len(times))  # fmt: skip
                 if rc:
                     raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
                 deps = [*pre, *comps.values()] if seg.index == last else None
                 comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start, deps)
+                if times is not None and _trace.hub is not None:
+                    _trace.hub.segment(comps[seg.index], self, seg.index, times)
         # the outputs are written by the graph as a whole: their writer is the join of all segments
         with s0._lock:
             s0._enter()
@@ -920,11 +933,14 @@ def compile_graph(
         mode = "sunk" if _native.has_graph_api else "per_op"
     if mode == "sunk" and not _native.has_graph_api:
         raise ValueError("sunk execution needs the aiogeGraph API (the host runtime, or a GE shim implementing it)")
-    g = run_passes(graph, level=optimize)
+    steps = _trace.CompileSteps(graph.name, optimize)
+    g = run_passes(graph, level=optimize, on_pass=steps.note)
     if max_streams is None:
         max_streams = default_max_streams()
-    p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
-    lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node)) for st in p.steps if not st.alias}
+    with steps.step("plan"):
+        p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
+    with steps.step("lower"):
+        lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node)) for st in p.steps if not st.alias}
     used = {x for ln in lowered.values() for op in ln.ops for x in op.inputs if isinstance(x, str)}
     used |= {st.node.inputs[0] for st in p.steps if st.alias}
     used |= set(g.outputs)
@@ -932,9 +948,12 @@ def compile_graph(
     build = _Build(g, p, lowered, weights)
     model = CompiledGraph(device, g, p, build, mode, lowered, max_inflight)
     try:
-        model._load()
+        with steps.step("load"):
+            model._load()
     except BaseException:
         model.close()
         raise
     device._models.add(model)
+    steps.finish(f"{mode}, {len(build.ops)} nodes in {len(build.segments)} segments on {p.num_streams} streams, "
+                 f"arena {build.total_arena} B (max live {p.max_live_bytes} B), {len(weights)} weights")  # fmt: skip
     return model

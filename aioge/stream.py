@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _native, dtypes
+from . import _native, _trace, dtypes
 from ._native import ffi, lib
 from ._resources import Resource, finalizing
 from ._scheduler import Completion, Lane, deadline
@@ -102,6 +102,7 @@ class Stream(Resource):
         self._scratch_arrays: tuple[Any, Any, Any, Any] = (None, None, None, None)
         self._lane = Lane(device._ctx, f"aioge-lane-{device.id}-{self.id}", self._handle)
         self._opened()
+        _trace.stream_opened(self)
 
     def _describe(self) -> str:
         return f"Stream {self.id} of device {self.device.id}"
@@ -174,6 +175,8 @@ class Stream(Resource):
         if comp is None or comp.done or comp.lane is self._lane:
             return
         _native.check(lib.aclrtStreamWaitEvent(self._handle, comp.event), "aclrtStreamWaitEvent")
+        if _trace.hub is not None:
+            _trace.hub.waited(self, comp)
 
     def _order_read(self, m: DeviceMemory) -> None:
         if m.device is not self.device:
@@ -303,6 +306,8 @@ class Stream(Resource):
             if event.device is not self.device:
                 raise WrongDeviceError("event of another device")
             _native.check(lib.aclrtStreamWaitEvent(self._handle, event._handle), "aclrtStreamWaitEvent")
+            if _trace.hub is not None:
+                _trace.hub.waited(self, event._comp)
 
     # ---- waiting ----
     async def synchronize(self, *, timeout: float | None = None) -> None:

@@ -371,6 +371,9 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
 aclError aclrtSynchronizeEvent(aclrtEvent event);
 aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout);
 aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent);
+/* When the event's latest record completed, in us since the device started
+ * (CANN 8; the host runtime: CLOCK_MONOTONIC, the clock of time.monotonic_ns). */
+aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp);
 
 /* ---- memory ---- */
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy);

@@ -34,3 +34,14 @@ aclError aiogeGraphGetNodeCount(aiogeGraph *graph, int32_t segment, int32_t *cou
 aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                 void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream);
 aclError aiogeGraphDestroy(aiogeGraph *graph);
+
+/* Per-node timing, for profilers (untimed executions pay nothing): the same
+ * as aiogeGraphExecuteAsync, and the task also writes node i's start and end
+ * time to nodeTimes[2*i] and nodeTimes[2*i+1], in ns of CLOCK_MONOTONIC (the
+ * clock of Python's time.monotonic_ns()).  nodeTimes is host memory of
+ * `capacity` entries, at least 2 * aiogeGraphGetNodeCount(segment), that the
+ * caller keeps alive until the task has run; a node that did not run (an
+ * earlier one failed) keeps 0, 0. */
+aclError aiogeGraphExecuteTimedAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                     void *const inputs[], int32_t numOutputs, void *const outputs[],
+                                     aclrtStream stream, uint64_t nodeTimes[], int32_t capacity);

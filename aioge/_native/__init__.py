@@ -15,6 +15,7 @@ This layer is thin and synchronous: no asyncio, no objects with lifecycles.
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import threading
@@ -279,6 +280,8 @@ def blas_info() -> str:
 
 
 _load_blas()
+logging.getLogger("aioge").debug("backend %s from %s (graph API: %s, host hooks: %s, BLAS: %s)", backend,
+                                 library_path, has_graph_api, has_host_hooks, blas_info() or "n/a")  # fmt: skip
 
 _COUNTER_FIELDS = (
     "contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs",

@@ -276,6 +276,22 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
     return ACL_SUCCESS;
 }
 
+aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp) {
+    const char *api = "aclrtEventGetTimestamp";
+    if (!timestamp) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "timestamp is NULL");
+    aclError rc;
+    hrt_event *e = ev_get(event, api, &rc);
+    if (!e) return rc;
+    pthread_mutex_lock(&e->mu);
+    bool ok = e->rec_gen && ev_done_locked(e);
+    uint64_t t = e->time_ns;
+    pthread_mutex_unlock(&e->mu);
+    ev_unref(e);
+    if (!ok) return hrt_error(ACL_ERROR_RT_EVENT_NOT_COMPLETE, api, "the event must be recorded and complete");
+    *timestamp = t / 1000; /* us, as ACL gives it */
+    return ACL_SUCCESS;
+}
+
 /* ---------------------------------------------------------- device wait */
 static aclError run_wait(hrt_task *t) {
     ev_task *w = (ev_task *)t;

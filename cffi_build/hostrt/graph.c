@@ -253,10 +253,12 @@ typedef struct {
     void **inputs, **outputs;
     int nallocs;
     hrt_alloc **allocs;
+    uint64_t *times;   /* aiogeGraphExecuteTimedAsync: 2 per node, else NULL */
 } graph_task;
 
-static aclError run_graph(hrt_task *t) {
-    graph_task *gt = (graph_task *)t;
+/* The node loop, specialised twice: `timed` is a constant in each caller, so
+ * the untimed task has no timing code at all. */
+static inline __attribute__((always_inline)) aclError run_nodes(graph_task *gt, bool timed) {
     const gsegment *sg = &gt->g->seg[gt->seg];
     void *small[64];
     void **ptrs = sg->max_operands <= 64 ? small : malloc(sizeof(void *) * (size_t)sg->max_operands);
@@ -276,7 +278,9 @@ static aclError run_graph(hrt_task *t) {
             }
         }
         hrt_task_fail_clear();
+        if (timed) gt->times[2 * i] = hrt_now_ns();
         rc = nd->k->run(nd->k, ptrs, ptrs + nd->nin);
+        if (timed) gt->times[2 * i + 1] = hrt_now_ns();
         if (rc) {
             char inner[HRT_MSG_LEN];
             snprintf(inner, sizeof inner, "%s", hrt_task_fail_msg());
@@ -286,6 +290,9 @@ static aclError run_graph(hrt_task *t) {
     if (ptrs != small) free(ptrs);
     return rc;
 }
+
+static aclError run_graph(hrt_task *t) { return run_nodes((graph_task *)t, false); }
+static aclError run_graph_timed(hrt_task *t) { return run_nodes((graph_task *)t, true); }
 
 static void release_graph_task(hrt_task *t) {
     graph_task *gt = (graph_task *)t;
@@ -309,8 +316,9 @@ static aclError take_block(graph_task *gt, void *p, size_t need, int dev, const 
     return ACL_SUCCESS;
 }
 
-aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
-                                void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream) {
+static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs, void *const inputs[],
+                        int32_t numOutputs, void *const outputs[], aclrtStream stream, uint64_t *times,
+                        int32_t capacity) {
     aclError rc;
     aiogeGraph *g = graph_get(graph, &rc);
     if (!g) return rc;
@@ -318,6 +326,12 @@ aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena,
         (numInputs && !inputs) || (numOutputs && !outputs)) {
         rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute: segment %d of %d, %d/%d inputs, %d/%d outputs", segment,
                        g->nseg, numInputs, g->nin, numOutputs, g->nout);
+        graph_unref(g);
+        return rc;
+    }
+    if (times && (capacity < 0 || (int64_t)capacity < 2 * (int64_t)g->seg[segment].n)) {
+        rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute timed: nodeTimes holds %d entries, segment %d needs %d",
+                       capacity, segment, 2 * g->seg[segment].n);
         graph_unref(g);
         return rc;
     }
@@ -355,9 +369,23 @@ aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena,
         hrt_stream_release(st);
         return rc;
     }
-    gt->t.run = run_graph;
+    gt->times = times;
+    if (times) memset(times, 0, sizeof(uint64_t) * 2 * (size_t)g->seg[segment].n);
+    gt->t.run = times ? run_graph_timed : run_graph;
     gt->t.release = release_graph_task;
     hrt_stream_enqueue(st, &gt->t);
     hrt_stream_release(st);
     return ACL_SUCCESS;
+}
+
+aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream) {
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0);
+}
+
+aclError aiogeGraphExecuteTimedAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                     void *const inputs[], int32_t numOutputs, void *const outputs[],
+                                     aclrtStream stream, uint64_t nodeTimes[], int32_t capacity) {
+    if (!nodeTimes) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute timed: nodeTimes is NULL");
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, nodeTimes, capacity);
 }

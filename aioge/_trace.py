@@ -1,0 +1,301 @@
+"""What the runtime's observation hooks test, and the hub they report to.
+
+aioge's enqueue and completion sites each carry one line of the form::
+
+    if _trace.hub is not None: _trace.hub.recorded(comp)
+
+With nobody observing (no profiler running, metrics off) ``hub`` is None and a
+hook costs one global load and a compare.  Observers (:mod:`aioge.profiler`,
+:mod:`aioge.metrics`) attach to the hub; this module imports neither.
+
+The hook sites, and what the hub passes on:
+
+* ``Stream.__init__`` -> :func:`stream_opened` (always: the registry of streams
+  that metrics read, and timing for streams opened while profiling);
+* ``Lane.submit`` -> ``recorded(comp)``: every launch, copy, marker and event record;
+* ``Lane._finish`` -> ``finished(comp, rc)``: its completion, while its events are live;
+* ``Stream._wait_for`` / ``Stream.wait_event`` -> ``waited(stream, comp)``: a
+  device-side wait of ``stream`` for ``comp`` (of another stream);
+* ``launch()`` -> ``annotate(comp, inputs, outputs)``: the op's operands;
+* ``CompiledGraph`` -> ``execution_begins`` / ``execution_ends`` around one
+  execution, and for sunk segments ``node_times`` (a buffer for the runtime's
+  per-node clock, or None) then ``segment``.
+
+Hooks run on whatever thread enqueues or completes, some with runtime locks
+held: observers must not block, launch work or take a stream's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._scheduler import Completion, Lane
+    from .model import CompiledGraph
+    from .stream import Stream
+
+__all__ = (
+    "COPIES",
+    "CompileSteps",
+    "Hub",
+    "Observer",
+    "attach",
+    "compile_progress",
+    "detach",
+    "hub",
+    "kind_of",
+    "lane_totals",
+    "live_streams",
+    "moved_bytes",
+    "stream_opened",
+)
+
+log = logging.getLogger("aioge")
+
+
+class Observer:
+    """Base of the hub's observers: every callback is a no-op unless overridden."""
+
+    def stream_opened(self, stream: Stream) -> None: ...
+
+    def recorded(self, comp: Completion, t_ns: int) -> None: ...
+
+    def annotate(self, comp: Completion, inputs: Sequence[Any], outputs: Sequence[Any]) -> None: ...
+
+    def waited(self, stream: Stream, comp: Completion, t_ns: int) -> None: ...
+
+    def finished(self, comp: Completion, rc: int, t_ns: int) -> None: ...
+
+    def execution_begins(self, model: CompiledGraph, stream: Stream, t_ns: int) -> Any:
+        return None
+
+    def execution_ends(self, token: Any, join: Completion, t_ns: int) -> None: ...
+
+    def node_times(self, model: CompiledGraph, segment: int) -> Any:
+        return None
+
+    def segment(self, comp: Completion, model: CompiledGraph, segment: int, times: Any) -> None: ...
+
+
+class Hub:
+    """Fans the hooks out to the attached observers.
+
+    ``recorders`` see new work; ``finishers`` see completions (a profiler that
+    stopped recording stays a finisher until the work it recorded completed).
+    Both are tuples replaced whole, so a hook iterates a stable snapshot.
+    """
+
+    def __init__(self) -> None:
+        self.recorders: tuple[Observer, ...] = ()
+        self.finishers: tuple[Observer, ...] = ()
+
+    def stream_opened(self, stream: Stream) -> None:
+        for o in self.recorders:
+            o.stream_opened(stream)
+
+    def recorded(self, comp: Completion) -> None:
+        t = time.monotonic_ns()
+        for o in self.recorders:
+            o.recorded(comp, t)
+
+    def annotate(self, comp: Completion, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+        for o in self.recorders:
+            o.annotate(comp, inputs, outputs)
+
+    def waited(self, stream: Stream, comp: Completion | None) -> None:
+        if comp is None:
+            return
+        t = time.monotonic_ns()
+        for o in self.recorders:
+            o.waited(stream, comp, t)
+
+    def finished(self, comp: Completion, rc: int) -> None:
+        t = time.monotonic_ns()
+        for o in self.finishers:
+            o.finished(comp, rc, t)
+
+    def execution_begins(self, model: CompiledGraph, stream: Stream) -> list[tuple[Observer, Any]] | None:
+        t = time.monotonic_ns()
+        tokens = [(o, o.execution_begins(model, stream, t)) for o in self.recorders]
+        return tokens or None
+
+    def execution_ends(self, tokens: list[tuple[Observer, Any]] | None, join: Completion) -> None:
+        if not tokens:
+            return
+        t = time.monotonic_ns()
+        for o, tok in tokens:
+            if tok is not None:
+                o.execution_ends(tok, join, t)
+
+    def node_times(self, model: CompiledGraph, segment: int) -> Any:
+        for o in self.recorders:
+            buf = o.node_times(model, segment)
+            if buf is not None:
+                return buf
+        return None
+
+    def segment(self, comp: Completion, model: CompiledGraph, segment: int, times: Any) -> None:
+        for o in self.recorders:
+            o.segment(comp, model, segment, times)
+
+
+#: the hub while anything observes the runtime, else None: the only thing a hook tests
+hub: Hub | None = None
+_hub = Hub()
+_lock = threading.Lock()
+
+
+def attach(observer: Observer, *, record: bool = True, finish: bool = True) -> None:
+    """Start sending hooks to ``observer`` (new work if ``record``, completions if ``finish``)."""
+    global hub
+    with _lock:
+        if record and observer not in _hub.recorders:
+            _hub.recorders = (*_hub.recorders, observer)
+        if finish and observer not in _hub.finishers:
+            _hub.finishers = (*_hub.finishers, observer)
+        hub = _hub
+
+
+def detach(observer: Observer, *, record: bool = True, finish: bool = True) -> None:
+    """Stop sending ``observer`` new work (``record``) and/or completions (``finish``)."""
+    global hub
+    with _lock:
+        if record:
+            _hub.recorders = tuple(o for o in _hub.recorders if o is not observer)
+        if finish:
+            _hub.finishers = tuple(o for o in _hub.finishers if o is not observer)
+        hub = _hub if (_hub.recorders or _hub.finishers) else None
+
+
+# ---- what a completion is (shared by the observers) ----------------------------------------------
+#: copies by their ``Completion.what``, and their direction
+COPIES = {"upload": "H2D", "download": "D2H", "copy": "D2D"}
+_MARKERS = ("synchronize", "event")
+
+
+def kind_of(what: str) -> str:
+    """``kernel``, ``graph`` (a sunk segment, ``model[i]``), ``memcpy``, ``memset`` or ``marker``
+    (event records, joins) for a ``Completion.what``."""
+    if what.endswith("]"):
+        return "graph"
+    if what in COPIES:
+        return "memcpy"
+    if what == "zeros":
+        return "memset"
+    if what in _MARKERS or what.endswith((":join", ":done")):
+        return "marker"
+    return "kernel"
+
+
+def moved_bytes(what: str, keep: Any) -> int:
+    """Bytes a copy or memset moves, from what its completion keeps (memory, then host array or staging)."""
+    if (what not in COPIES and what != "zeros") or not isinstance(keep, tuple) or not keep:
+        return 0
+    n = getattr(keep[0] if what == "zeros" else keep[-1], "nbytes", 0)
+    return int(n) if isinstance(n, int) else 0
+
+
+# ---- the stream registry (always on: one entry per stream opened) -------------------------
+_streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+_lanes: dict[int, Lane] = {}
+_retired = {"streams": 0, "launched": 0, "completed": 0, "failed": 0}
+_keys = iter(range(1, 1 << 62))
+
+
+def stream_opened(stream: Stream) -> None:
+    """Called by every new stream (its lane exists)."""
+    with _lock:
+        key = next(_keys)
+        _lanes[key] = stream._lane
+    _streams.add(stream)
+    fin = weakref.finalize(stream, _retire, key)
+    fin.atexit = False
+    h = hub
+    if h is not None:
+        h.stream_opened(stream)
+
+
+def _retire(key: int) -> None:
+    """A stream was collected: fold its lane's counts into the totals (they stay monotonic)."""
+    with _lock:
+        lane = _lanes.pop(key, None)
+        if lane is not None:
+            _retired["streams"] += 1
+            _retired["launched"] += lane.launched
+            _retired["completed"] += lane.completed
+            _retired["failed"] += lane.failed
+
+
+def live_streams() -> list[Stream]:
+    """The streams not yet collected (closed ones included)."""
+    return list(_streams)
+
+
+def lane_totals() -> dict[str, int]:
+    """Launch counts of every stream ever opened: ``launched``, ``completed``, ``failed``,
+    ``in_flight`` (now), ``streams`` (opened) and ``max_queue_depth`` (the deepest queue now)."""
+    with _lock:
+        lanes = list(_lanes.values())
+        out = dict(_retired)
+    out["streams"] += len(lanes)
+    depth = 0
+    in_flight = 0
+    for lane in lanes:
+        out["launched"] += lane.launched
+        out["completed"] += lane.completed
+        out["failed"] += lane.failed
+        n = lane.in_flight
+        in_flight += n
+        depth = max(depth, n)
+    out["in_flight"] = in_flight
+    out["max_queue_depth"] = depth
+    return out
+
+
+# ---- compile steps: DEBUG lines with timings, and progress for the CLI --------------------------
+#: while set (by the ``aioge`` command), called as ``compile_progress(step, done, total)`` as a
+#: compile advances; ``total`` is an estimate (the pass pipeline repeats until nothing changes)
+compile_progress: Callable[[str, int, int], None] | None = None
+
+
+class CompileSteps:
+    """Times the steps of one compile: a DEBUG line for each (passes included), one summary."""
+
+    def __init__(self, name: str, optimize_level: int) -> None:
+        self.name = name
+        self.t0 = time.perf_counter()
+        self.steps: list[tuple[str, float]] = []
+        # infer_shapes twice, 4 passes x ~2 rounds at level 1+, fuse + dce at 2; plan, lower, load
+        self.total = 2 + (8 if optimize_level >= 1 else 0) + (2 if optimize_level >= 2 else 0) + 3
+
+    def note(self, what: str, seconds: float) -> None:
+        """Record a finished step (``optimize``'s ``on_pass`` callback)."""
+        self.steps.append((what, seconds))
+        log.debug("compile %s: %s %.1f ms", self.name, what, seconds * 1e3)
+        progress = compile_progress
+        if progress is not None:
+            self.total = max(self.total, len(self.steps) + 1)
+            progress(what, len(self.steps), self.total)
+
+    @contextlib.contextmanager
+    def step(self, what: str) -> Iterator[None]:
+        t = time.perf_counter()
+        yield
+        self.note(what, time.perf_counter() - t)
+
+    def finish(self, summary: str) -> None:
+        total = time.perf_counter() - self.t0
+        by_step: dict[str, float] = {}
+        for what, sec in self.steps:
+            by_step[what] = by_step.get(what, 0.0) + sec
+        slowest = ", ".join(f"{w} {s * 1e3:.1f}" for w, s in sorted(by_step.items(), key=lambda x: -x[1])[:4])
+        log.debug("compile %s: %.1f ms in all (slowest, ms: %s); %s", self.name, total * 1e3, slowest, summary)
+        progress = compile_progress
+        if progress is not None:
+            progress("done", self.total, self.total)

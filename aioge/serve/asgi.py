@@ -1,0 +1,175 @@
+"""The ASGI application: the Open Inference Protocol (KServe v2) over HTTP/REST, on Starlette.
+
+Routes (``/versions/{version}`` forms too; only version ``1`` exists):
+
+* ``GET /v2/health/live``, ``GET /v2/health/ready`` (503 while loading or shutting down)
+* ``GET /v2`` -- server metadata; ``POST /v2/repository/index`` -- the models
+* ``GET /v2/models/{name}`` -- model metadata; ``GET /v2/models/{name}/ready``
+* ``POST /v2/models/{name}/infer`` -- JSON tensors or Triton's binary tensor data extension
+* ``GET /metrics`` -- Prometheus text format
+
+Errors are ``{"error": "..."}``: 400 for a malformed or mismatching
+request, 404 for an unknown model or route, 413 for a body over the limit,
+503 with ``Retry-After`` when a queue is full or the server is shutting
+down, 504 past a request's deadline, 500 when a batch failed on the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .errors import PayloadTooLargeError
+from .metrics import ServeMetrics
+from .server import MAX_BODY_BYTES, InferenceServer, ModelSpec, Reply, error_reply
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from ..device import Device
+    from .runner import ModelSource
+
+__all__ = ("app", "build_app")
+
+
+def _response(r: Reply) -> Response:
+    return Response(r.body, r.status, r.headers, r.media_type)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing (413) past ``limit`` bytes before reading them all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLargeError(f"the body's {declared} bytes exceed the server's limit of {limit}")
+    chunks, n = [], 0
+    async for chunk in request.stream():
+        n += len(chunk)
+        if n > limit:
+            raise PayloadTooLargeError(f"the body exceeds the server's limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def build_app(server: InferenceServer, *, own_lifespan: bool = True) -> Starlette:
+    """A Starlette application around ``server`` (entered by the app's lifespan if ``own_lifespan``)."""
+
+    async def live(request: Request) -> Response:
+        return _response(server.live())
+
+    async def ready(request: Request) -> Response:
+        return _response(server.readiness())
+
+    async def meta(request: Request) -> Response:
+        return _response(server.server_metadata())
+
+    async def index(request: Request) -> Response:
+        return _response(server.repository_index())
+
+    async def model_meta(request: Request) -> Response:
+        p = request.path_params
+        return _response(server.model_metadata(p["name"], p.get("version")))
+
+    async def model_ready(request: Request) -> Response:
+        p = request.path_params
+        return _response(server.model_ready(p["name"], p.get("version")))
+
+    async def infer(request: Request) -> Response:
+        p = request.path_params
+        try:
+            body = await read_body(request, server.max_body_bytes)
+        except PayloadTooLargeError as e:
+            if server.metrics is not None:
+                server.metrics.http(p["name"] if p["name"] in server.models else "_unknown", 413)
+            return _response(error_reply(e))
+        except ClientDisconnect:  # nobody to answer
+            return Response(status_code=400)
+        return _response(await server.infer(p["name"], body, request.headers, p.get("version")))
+
+    async def metrics(request: Request) -> Response:
+        return _response(server.metrics_reply())
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        code = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal server error"
+        body = json.dumps({"error": f"{detail}: {request.method} {request.url.path}"})
+        return Response(body, code, media_type="application/json")
+
+    routes = [  # the infer routes first: Starlette tries routes in order
+        Route("/v2/models/{name}/infer", infer, methods=["POST"]),
+        Route("/v2/health/live", live, methods=["GET"]),
+        Route("/v2/health/ready", ready, methods=["GET"]),
+        Route("/v2", meta, methods=["GET"]),
+        Route("/v2/repository/index", index, methods=["POST", "GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    for base in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
+        routes += [
+            Route(base, model_meta, methods=["GET"]),
+            Route(base + "/ready", model_ready, methods=["GET"]),
+        ]
+    routes.append(Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]))
+
+    lifespan = None
+    if own_lifespan:
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            async with server:
+                yield
+
+    application = Starlette(routes=routes, lifespan=lifespan,
+                            exception_handlers={HTTPException: http_error, Exception: http_error})  # fmt: skip
+    application.state.server = server
+    return application
+
+
+def app(
+    models: Mapping[str, ModelSpec | ModelSource] | Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
+    *,
+    device: Device | None = None,
+    device_id: int = 0,
+    registry: CollectorRegistry | None = None,
+    runtime_metrics: bool = False,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    **defaults: Any,
+) -> Starlette:
+    """A Starlette application serving ``models`` with the Open Inference Protocol.
+
+    Args:
+        models: name -> :class:`~aioge.serve.ModelSpec` (or a bare source: an ONNX path/bytes,
+            a Graph, a builder ``batch_size -> Graph``, a CompiledGraph), or paths of ``.onnx``
+            files and model-repository directories.
+        device: a device to borrow (default: the app opens ``device_id`` at startup and closes it
+            at shutdown).
+        registry: the ``prometheus_client`` registry of ``/metrics`` (default: one of its own),
+            to expose other collectors on the same endpoint.
+        runtime_metrics: also expose the runtime's :mod:`aioge.metrics` (launches, streams,
+            copies, executions; enabling them costs a Python call per launch).
+        max_body_bytes: request bodies above this are refused (413).
+        defaults: :class:`~aioge.serve.ModelSpec` fields for models given without one
+            (``max_batch_size=32``, ``max_queue_delay=500e-6``, ...).
+
+    Models load (every bucket compiled) at startup, before the server accepts
+    connections; at shutdown every accepted request is finished first.
+
+    Example:
+        >>> import uvicorn, aioge.serve
+        >>> uvicorn.run(aioge.serve.app(["models/"]), host="127.0.0.1", port=8000)
+    """
+    metrics = ServeMetrics(registry)
+    if runtime_metrics:
+        from .. import metrics as runtime
+
+        runtime.register(metrics.registry)
+    server = InferenceServer(models, device=device, device_id=device_id, metrics=metrics,
+                             max_body_bytes=max_body_bytes, **defaults)  # fmt: skip
+    return build_app(server)

@@ -1,0 +1,199 @@
+"""``aioge serve MODEL.onnx [MODEL2.onnx | REPOSITORY/ ...]``: the v2 inference server under uvicorn.
+
+The ``aioge`` command registers this sub-command with :func:`register`;
+``python -m aioge.serve`` runs it alone.  Importing this module imports
+neither Starlette nor uvicorn (only :func:`run` does).
+
+Start-up loads every model (all buckets compiled) before the socket
+accepts connections, then prints ``aioge serve: listening on
+http://HOST:PORT`` on stdout (``--port 0`` picks a free port, printed
+there).  SIGTERM or SIGINT: readiness turns 503, connections stop being
+accepted, queued requests are sent at once, every accepted request is
+answered, then the models and the device close and the command exits 0.
+Exit codes: 0 after a clean shutdown, 1 a runtime failure (a model that
+does not load, a port in use), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+__all__ = ("register", "run", "add_arguments")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated batch sizes, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes must be positive integers, got {text!r}")
+    return sizes
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``serve`` options (shared by ``aioge serve`` and ``python -m aioge.serve``)."""
+    p.add_argument("models", nargs="+", metavar="MODEL",
+                   help="ONNX files (model NAME from NAME.onnx) or model-repository directories of them; "
+                        "a NAME.json beside NAME.onnx overrides its options")  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--max-batch-size", type=int, default=None,
+                   help="rows per batch (default 32, or the largest --batch-sizes; 0: no batching)")  # fmt: skip
+    p.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
+                   help="batch sizes to compile (default: powers of two up to --max-batch-size)")  # fmt: skip
+    p.add_argument("--max-queue-delay-us", type=float, default=500.0,
+                   help="microseconds a batch may wait to fill (default 500)")  # fmt: skip
+    p.add_argument("--max-queue-size", type=int, default=1024, help="queued requests before 503 (default 1024)")
+    p.add_argument("--max-inflight", type=int, default=2, help="batches executing at once per model (default 2)")
+    p.add_argument("--timeout-ms", type=float, default=None, help="default request deadline (default: none)")
+    p.add_argument("--lazy", action="store_true", help="compile batch sizes on first use, not at start-up")
+    p.add_argument("--device", type=int, default=0, help="device id (default 0)")
+    p.add_argument("--max-body-mb", type=float, default=64.0, help="largest request body in MiB (default 64)")
+    p.add_argument("--graceful-timeout", type=float, default=None,
+                   help="seconds to finish accepted requests at shutdown (default: as long as they take)")  # fmt: skip
+    p.add_argument("--runtime-metrics", action="store_true",
+                   help="also expose the runtime's counters at /metrics (aioge.metrics; costs a little per launch)")
+    p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add the ``serve`` sub-command (``set_defaults(func=run)``)."""
+    p = subparsers.add_parser("serve", help="serve ONNX models over HTTP (Open Inference Protocol / KServe v2)",
+                              description="Serve ONNX models over HTTP with the Open Inference Protocol (KServe v2) "
+                                          "and dynamic batching, under uvicorn.")  # fmt: skip
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _usage(msg: str) -> int:
+    print(f"aioge serve: {msg}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the server until SIGTERM/SIGINT; the exit code."""
+    from pathlib import Path
+
+    for m in args.models:
+        if not Path(m).exists():
+            return _usage(f"{m}: no such file or directory")
+    if args.max_batch_size is None:
+        args.max_batch_size = max(args.batch_sizes) if args.batch_sizes else 32
+    elif args.batch_sizes and args.max_batch_size and max(args.batch_sizes) > args.max_batch_size:
+        return _usage(f"--batch-sizes {list(args.batch_sizes)} exceed --max-batch-size {args.max_batch_size}")
+    if args.max_batch_size < 0 or args.max_queue_size < 1 or args.max_inflight < 1 or args.max_queue_delay_us < 0:
+        return _usage("--max-batch-size must be >= 0, --max-queue-size and --max-inflight >= 1, "
+                      "--max-queue-delay-us >= 0")  # fmt: skip
+    if not 0 <= args.port <= 65535:
+        return _usage(f"--port {args.port} is not a port number")
+    try:
+        import uvicorn  # noqa: F401
+
+        from .asgi import build_app  # noqa: F401  (starlette)
+    except ImportError as e:
+        print(f"aioge serve: {e}; install the serve extra: pip install 'aioge[serve]'", file=sys.stderr)
+        return 1
+    from .errors import ModelLoadError
+    from .server import InferenceServer
+
+    defaults: dict[str, Any] = {
+        "max_batch_size": args.max_batch_size,
+        "batch_sizes": args.batch_sizes,
+        "max_queue_delay": args.max_queue_delay_us / 1e6,
+        "max_queue_size": args.max_queue_size,
+        "max_inflight": args.max_inflight,
+        "timeout": None if args.timeout_ms is None else args.timeout_ms / 1e3,
+        "lazy": args.lazy,
+    }
+    try:
+        from .metrics import ServeMetrics
+
+        metrics = ServeMetrics()
+        if args.runtime_metrics:
+            from .. import metrics as runtime
+
+            runtime.register(metrics.registry)
+        server = InferenceServer(args.models, device_id=args.device, max_body_bytes=int(args.max_body_mb * 2**20),
+                                 metrics=metrics, **defaults)  # fmt: skip
+    except (ModelLoadError, ValueError) as e:
+        return _usage(str(e))
+    return _serve(server, args)
+
+
+def _serve(server: Any, args: argparse.Namespace) -> int:
+    import asyncio
+    import socket
+
+    import uvicorn
+
+    from .asgi import build_app
+
+    try:
+        family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+        sock.listen(2048)
+        sock.setblocking(False)
+    except OSError as e:
+        print(f"aioge serve: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return 1
+    host, port = sock.getsockname()[:2]
+
+    class _Server(uvicorn.Server):
+        loop: asyncio.AbstractEventLoop | None = None
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            self.loop = asyncio.get_running_loop()
+            await super().startup(sockets)
+            if self.started:
+                where = f"[{host}]" if family == socket.AF_INET6 else host
+                print(f"aioge serve: listening on http://{where}:{port} (models: {', '.join(server.models)})",
+                      flush=True)  # fmt: skip
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.loop is not None:  # readiness 503 and flush the queues, on the loop's thread
+                self.loop.call_soon_threadsafe(server.begin_shutdown)
+            super().handle_exit(sig, frame)
+
+    stop: list[int] = []
+
+    async def main() -> int:
+        from .errors import ModelLoadError
+
+        try:
+            await server.__aenter__()
+        except (ModelLoadError, ValueError, OSError) as e:
+            print(f"aioge serve: {e}", file=sys.stderr)
+            return 1
+        try:
+            if stop:  # a signal came while the models were loading
+                return 0
+            config = uvicorn.Config(build_app(server, own_lifespan=False), lifespan="off", log_level=args.log_level,
+                                    timeout_graceful_shutdown=args.graceful_timeout, access_log=False)  # fmt: skip
+            await _Server(config).serve(sockets=[sock])
+        finally:
+            await server.__aexit__(None, None, None)
+        return 0
+
+    # uvicorn re-raises the signal it caught once it has restored the previous handlers:
+    # these ones make a clean shutdown exit 0 instead of dying of that signal (and note
+    # a signal that comes while the models load)
+    previous = {s: signal.signal(s, lambda sig, _f: stop.append(sig)) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover
+            return asyncio.run(main())
+        return uvloop.run(main())
+    except Exception as e:
+        print(f"aioge serve: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        sock.close()
+        for s, h in previous.items():
+            signal.signal(s, h)

@@ -1,0 +1,377 @@
+"""What the batcher runs: a model that executes a whole batch at a few fixed batch sizes.
+
+The batcher only needs the small :class:`Runner` interface: per-row input
+and output specs, the batch sizes it can run (:meth:`Runner.bucket`) and
+``execute`` of one batch whose leading dimension is such a size.
+:class:`BucketedModel` implements it with one compiled graph per batch size
+(a *bucket*), because aioge compiles static shapes; a model compiled once for
+any batch size only needs ``bucket(n) == n``.
+
+:func:`load_model` builds one from what users have: an ONNX model whose
+inputs have a symbolic leading dimension (compiled once per bucket, with
+that dimension pinned), a builder function ``batch_size -> Graph``, a
+fixed-shape :class:`aioge.Graph` or an already compiled model (one bucket: its
+own leading dimension), or any of those without a batch dimension at all
+(``max_batch_size == 0``: every request runs alone, with the model's full
+shapes).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import anyio
+import numpy as np
+
+from .. import dtypes
+from ..graph import Graph
+from ..model import CompiledGraph
+from .errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from ..device import Device
+    from ..stream import Stream
+
+__all__ = ("TensorInfo", "Runner", "BucketedModel", "load_model", "default_batch_sizes", "ModelSource")
+
+#: what :func:`load_model` accepts: a path, bytes or ``onnx.ModelProto`` of an ONNX model,
+#: a :class:`Graph`, a builder ``batch_size -> Graph`` or a :class:`CompiledGraph`
+ModelSource = Any
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One input or output: ``shape`` has ``-1`` for the batch dimension of a batching model."""
+
+    name: str
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        """The shape of one row (the shape without the batch dimension)."""
+        return self.shape[1:] if self.shape and self.shape[0] == -1 else self.shape
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """A model the :class:`~aioge.serve.Batcher` can run.
+
+    ``max_batch_size == 0`` means no batch dimension: inputs have the full
+    shapes of ``inputs`` and every request runs alone.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def inputs(self) -> Mapping[str, TensorInfo]:
+        """Input name -> spec (``-1`` for the batch dimension)."""
+        ...
+
+    @property
+    def outputs(self) -> Mapping[str, TensorInfo]: ...
+
+    @property
+    def max_batch_size(self) -> int: ...
+
+    @property
+    def max_inflight(self) -> int:
+        """Executions worth having in flight at once (the batcher's upper bound)."""
+        ...
+
+    def bucket(self, rows: int) -> int:
+        """The batch size a batch of ``rows`` rows runs at (``>= rows``; padded up to it)."""
+        ...
+
+    async def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one batch whose leading dimension is ``bucket(n)`` (every input, every output)."""
+        ...
+
+
+def default_batch_sizes(max_batch_size: int) -> tuple[int, ...]:
+    """Powers of two up to ``max_batch_size``, and ``max_batch_size`` itself."""
+    sizes, b = [], 1
+    while b < max_batch_size:
+        sizes.append(b)
+        b *= 2
+    sizes.append(max_batch_size)
+    return tuple(sizes)
+
+
+class BucketedModel:
+    """A model compiled once per batch size (bucket); implements :class:`Runner`.
+
+    Buckets are compiled up front by :meth:`prepare` (``lazy=False``) or on
+    first use; compiles of the same bucket are shared.  The runner owns the
+    models it compiled and a stream of its own (executions of one runner
+    queue on it, so a batch is uploaded and enqueued while the previous one
+    runs); :meth:`aclose` closes them.  An already compiled model passed in
+    is used, never closed.
+    """
+
+    def __init__(
+        self,
+        device: Device,
+        graph_for: Callable[[int], Graph] | None,
+        *,
+        name: str,
+        batch_sizes: Sequence[int],
+        batching: bool = True,
+        compiled: CompiledGraph | None = None,
+        lazy: bool = False,
+        max_inflight: int = 2,
+        compile_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        sizes = tuple(sorted({int(b) for b in batch_sizes}))
+        if not sizes or sizes[0] < 1:
+            raise ValueError(f"{name}: batch sizes must be positive, got {list(batch_sizes)}")
+        self.name = name
+        self.device = device
+        self.batch_sizes = sizes
+        self.max_batch_size = sizes[-1] if batching else 0
+        self.max_inflight = int(max_inflight)
+        self.lazy = lazy
+        self._graph_for = graph_for
+        self._options = dict(compile_options or {})
+        self._models: dict[int, CompiledGraph] = {}
+        self._owned: list[CompiledGraph] = []
+        self._locks: dict[int, anyio.Lock] = {}
+        self._stream: Stream | None = None
+        self.inputs: dict[str, TensorInfo] = {}
+        self.outputs: dict[str, TensorInfo] = {}
+        if compiled is not None:
+            self._models[sizes[0]] = compiled
+            self._describe(compiled, sizes[0])
+
+    def __repr__(self) -> str:
+        return (f"<aioge.serve.BucketedModel {self.name!r} batch_sizes={list(self.batch_sizes)} "
+                f"compiled={sorted(self._models)}>")  # fmt: skip
+
+    @classmethod
+    def of(cls, model: CompiledGraph, *, batching: bool = True, name: str | None = None) -> BucketedModel:
+        """A one-bucket runner around a compiled model (borrowed, never closed).
+
+        It batches (at its leading dimension) when ``batching`` and every
+        input and output shares that leading dimension.
+        """
+        lead = _common_lead([s for s, _ in (*model.inputs.values(), *model.outputs.values())]) if batching else None
+        return cls(model.device, None, name=name or model.graph.name, batch_sizes=[lead or 1],
+                   batching=lead is not None, compiled=model, max_inflight=model.max_inflight)  # fmt: skip
+
+    def bucket(self, rows: int) -> int:
+        if self.max_batch_size == 0:
+            return self.batch_sizes[0]
+        for b in self.batch_sizes:
+            if b >= rows:
+                return b
+        raise ValueError(f"{self.name}: a batch of {rows} rows exceeds max_batch_size {self.max_batch_size}")
+
+    async def prepare(self) -> None:
+        """Compile the first bucket (it defines the specs) and, unless lazy, every other one."""
+        await self._model(self.batch_sizes[0])
+        if not self.lazy:
+            for b in self.batch_sizes[1:]:
+                await self._model(b)
+
+    @property
+    def compiled(self) -> dict[int, CompiledGraph]:
+        """The compiled model of every bucket compiled so far."""
+        return dict(self._models)
+
+    async def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        first = next(iter(feeds.values()))
+        b = int(first.shape[0]) if self.max_batch_size else self.batch_sizes[0]
+        model = self._models.get(b) or await self._model(b)
+        if self._stream is None or self._stream.closed:
+            self._stream = self.device.open_stream()
+        out: dict[str, np.ndarray] = await model.execute(feeds, stream=self._stream)
+        return out
+
+    async def _model(self, b: int) -> CompiledGraph:
+        m = self._models.get(b)
+        if m is not None:
+            return m
+        if b not in self.batch_sizes:
+            raise ValueError(f"{self.name}: no bucket of batch size {b} (buckets: {list(self.batch_sizes)})")
+        lock = self._locks.setdefault(b, anyio.Lock())
+        async with lock:
+            m = self._models.get(b)
+            if m is not None:
+                return m
+            assert self._graph_for is not None
+            graph = await anyio.to_thread.run_sync(self._graph_for, b)  # ONNX import parses the weights
+            m = await self.device.compile(graph, max_inflight=max(self.max_inflight, 1), **self._options)
+            self._owned.append(m)
+            try:
+                self._describe(m, b)
+            except BaseException:
+                self._owned.remove(m)
+                await m.aclose()
+                raise
+            self._models[b] = m
+            return m
+
+    def _describe(self, m: CompiledGraph, b: int) -> None:
+        """Derive (first bucket) or check (later buckets) the per-row specs from a compiled bucket."""
+        ins = _specs(self.name, m.inputs, b if self.max_batch_size else None, "input")
+        outs = _specs(self.name, m.outputs, b if self.max_batch_size else None, "output")
+        if not self.inputs:
+            self.inputs, self.outputs = ins, outs
+        elif (ins, outs) != (self.inputs, self.outputs):
+            raise ModelLoadError(f"{self.name}: the model compiled for batch size {b} has other row shapes "
+                                 f"than batch size {self.batch_sizes[0]}")  # fmt: skip
+
+    async def __aenter__(self) -> BucketedModel:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the models this runner compiled and its stream."""
+        owned, self._owned = self._owned, []
+        self._models.clear()
+        with anyio.CancelScope(shield=True):
+            for m in owned:
+                await m.aclose()
+            if self._stream is not None:
+                await self._stream.aclose()
+                self._stream = None
+
+
+def _specs(name: str, kinds: Mapping[str, tuple[tuple[int, ...], Any]], batch: int | None,
+           what: str) -> dict[str, TensorInfo]:  # fmt: skip
+    out = {}
+    for n, (shape, dt) in kinds.items():
+        dt = dtypes.normalize(dt)
+        if batch is None:
+            out[n] = TensorInfo(n, dt, tuple(shape))
+            continue
+        if not shape or shape[0] != batch:
+            raise ModelLoadError(f"{name}: {what} {n!r} has shape {list(shape)}, whose leading dimension "
+                                 f"is not the batch size {batch}: serve it with max_batch_size=0")  # fmt: skip
+        out[n] = TensorInfo(n, dt, (-1, *shape[1:]))
+    return out
+
+
+def _common_lead(shapes: Sequence[tuple[int, ...] | None]) -> int | None:
+    """The leading dimension every shape shares, if any."""
+    lead = {s[0] if s else None for s in shapes}
+    one = lead.pop() if len(lead) == 1 else None
+    return one if one is not None and one >= 1 else None
+
+
+async def load_model(
+    device: Device,
+    source: ModelSource,
+    *,
+    name: str | None = None,
+    max_batch_size: int | None = 32,
+    batch_sizes: Sequence[int] | None = None,
+    lazy: bool = False,
+    max_inflight: int = 2,
+    compile_options: Mapping[str, Any] | None = None,
+) -> BucketedModel:
+    """A :class:`BucketedModel` for ``source``, its first bucket compiled (all of them unless ``lazy``).
+
+    Args:
+        source: an ONNX model (path, bytes or ``onnx.ModelProto``), a builder
+            ``batch_size -> Graph``, a :class:`aioge.Graph` or a
+            :class:`aioge.CompiledGraph` (one bucket: its leading dimension).
+        max_batch_size: the largest batch; ``0`` serves the model without a
+            batch dimension (inputs of its full shapes, each request alone).
+            An ONNX model batches when every input's leading dimension is
+            symbolic, else it is served without one.
+        batch_sizes: the buckets (default: powers of two up to ``max_batch_size``).
+        lazy: compile buckets on first use instead of up front.
+        max_inflight: the ``max_inflight`` the buckets are compiled with.
+    """
+    opts = dict(compile_options or {})
+    common: dict[str, Any] = {"lazy": lazy, "max_inflight": max_inflight, "compile_options": opts}
+    if isinstance(source, CompiledGraph):
+        return BucketedModel.of(source, batching=max_batch_size != 0, name=name)
+    if isinstance(source, Graph):
+        g = source
+        lead = _common_lead([g.value(n).shape for n in g.inputs]) if max_batch_size != 0 else None
+        r = BucketedModel(device, lambda _b: g, name=name or g.name, batch_sizes=[lead or 1],
+                          batching=lead is not None, **common)  # fmt: skip
+    elif callable(source) and not isinstance(source, (str, bytes, os.PathLike)):
+        mb = 32 if max_batch_size is None else max_batch_size
+        if mb == 0:
+            r = BucketedModel(device, lambda _b: source(1), name=name or "model", batch_sizes=[1], batching=False,
+                              **common)  # fmt: skip
+        else:
+            sizes = batch_sizes or default_batch_sizes(mb)
+            r = BucketedModel(device, source, name=name or "model", batch_sizes=sizes, **common)
+    else:
+        r = _onnx_runner(device, source, name, max_batch_size, batch_sizes, common)
+    try:
+        await r.prepare()
+    except BaseException:
+        await r.aclose()
+        raise
+    return r
+
+
+def _onnx_runner(device: Device, source: Any, name: str | None, max_batch_size: int | None,
+                 batch_sizes: Sequence[int] | None, common: dict[str, Any]) -> BucketedModel:  # fmt: skip
+    from ..graph import load_onnx
+
+    try:
+        import onnx
+    except ImportError as e:  # pragma: no cover - the onnx extra
+        raise ModelLoadError("serving ONNX models needs the onnx package (pip install 'aioge[onnx]')") from e
+    base_dir: str | None = None
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        try:
+            proto = onnx.load(str(path), load_external_data=False)
+        except Exception as e:  # OSError, protobuf's DecodeError ...
+            raise ModelLoadError(f"cannot read ONNX model {str(path)!r}: {type(e).__name__}: {e}") from e
+        base_dir = str(path.parent)
+        name = name or path.stem
+    elif isinstance(source, (bytes, bytearray, memoryview)):
+        try:
+            proto = onnx.load_from_string(bytes(source))
+        except Exception as e:
+            raise ModelLoadError(f"cannot parse the ONNX model: {type(e).__name__}: {e}") from e
+    elif isinstance(source, onnx.ModelProto):
+        proto = source
+    else:
+        raise ModelLoadError(f"cannot serve a {type(source).__name__}: give an ONNX model, a Graph, a builder "
+                             "batch_size -> Graph or a CompiledGraph")  # fmt: skip
+    name = name or proto.graph.name or "model"
+    inits = {t.name for t in proto.graph.initializer}
+    rows: dict[str, list[int]] = {}
+    symbolic_lead = True
+    for vi in proto.graph.input:
+        if vi.name in inits:
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if not dims:
+            symbolic_lead = False
+            continue
+        lead_static = dims[0].HasField("dim_value") and dims[0].dim_value > 0
+        symbolic_lead = symbolic_lead and not lead_static
+        rest = [d.dim_value if d.HasField("dim_value") else -1 for d in dims[1:]]
+        if any(d <= 0 for d in rest):
+            raise ModelLoadError(f"{name}: input {vi.name!r} has symbolic dimensions besides the batch dimension")
+        rows[vi.name] = rest
+    batching = symbolic_lead and bool(rows) and max_batch_size != 0
+
+    def graph_for(b: int) -> Graph:
+        shapes = {n: (b, *r) for n, r in rows.items()} if batching else None
+        return load_onnx(proto, input_shapes=shapes, base_dir=base_dir)
+
+    if not batching:
+        return BucketedModel(device, graph_for, name=name, batch_sizes=[1], batching=False, **common)
+    mb = 32 if max_batch_size is None else max_batch_size
+    sizes = tuple(batch_sizes) if batch_sizes else default_batch_sizes(mb)
+    if max(sizes) > mb:
+        raise ValueError(f"{name}: batch sizes {list(sizes)} exceed max_batch_size {mb}")
+    return BucketedModel(device, graph_for, name=name, batch_sizes=sizes, **common)

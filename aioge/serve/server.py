@@ -1,0 +1,350 @@
+"""The inference server without the web framework: models, their batchers, the v2 handlers.
+
+:class:`InferenceServer` owns (or borrows) a device, loads every model of
+its repository into a :class:`~aioge.serve.BucketedModel` with a
+:class:`~aioge.serve.Batcher` of its own configuration, and answers the
+protocol's requests as ``(status, headers, body)`` -- the Starlette app
+(:func:`aioge.serve.app`) and the Ray Serve deployment are thin shells
+around it.
+
+A model repository is a directory of ``NAME.onnx`` files (model ``NAME``),
+each optionally beside a ``NAME.json`` holding its :class:`ModelSpec`
+fields (``max_batch_size``, ``batch_sizes``, ``max_queue_delay_us``,
+``max_queue_size``, ``max_inflight``, ``timeout_ms``, ``lazy``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..device import Device, open_device
+from ..errors import AioGeError
+from .batcher import Batcher
+from .errors import (
+    InvalidInputError,
+    ModelLoadError,
+    ModelNotFoundError,
+    PayloadTooLargeError,
+    QueueFullError,
+    http_status,
+)
+from .protocol import HEADER_LENGTH, decode_request, encode_response, model_metadata
+from .runner import ModelSource, Runner, load_model
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from .metrics import ServeMetrics
+
+__all__ = ("ModelSpec", "InferenceServer", "Reply", "discover_models", "error_reply", "SERVER_NAME")
+
+SERVER_NAME = "aioge"
+#: request bodies above this many bytes (after decompression) are refused with 413
+MAX_BODY_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One served model: where it comes from and its batcher's configuration.
+
+    ``max_queue_delay`` and ``timeout`` are seconds (``timeout``: the default
+    deadline of a request, ``None`` for none; a request's own ``timeout``
+    parameter overrides it).  See :func:`~aioge.serve.load_model` for
+    ``source``, ``max_batch_size`` (0: no batch dimension), ``batch_sizes``
+    and ``lazy``; :class:`~aioge.serve.Batcher` for the rest.
+    """
+
+    source: ModelSource
+    max_batch_size: int | None = 32
+    batch_sizes: tuple[int, ...] | None = None
+    max_queue_delay: float = 500e-6
+    max_queue_size: int = 1024
+    max_inflight: int = 2
+    timeout: float | None = None
+    lazy: bool = False
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **defaults: Any) -> ModelSpec:
+        """The spec of ``NAME.onnx``: ``defaults`` overridden by a ``NAME.json`` beside it."""
+        p = Path(path)
+        opts = dict(defaults)
+        side = p.with_suffix(".json")
+        if side.is_file():
+            try:
+                cfg = json.loads(side.read_text())
+            except (OSError, ValueError) as e:
+                raise ModelLoadError(f"{side}: {e}") from e
+            if not isinstance(cfg, dict):
+                raise ModelLoadError(f"{side}: expected a JSON object")
+            own = _spec_fields(cfg, str(side))
+            if own.get("batch_sizes") and "max_batch_size" not in own:  # the buckets name the largest batch
+                own["max_batch_size"] = max(own["batch_sizes"])
+            opts.update(own)
+        return cls(str(p), **opts)
+
+
+def _spec_fields(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    known = {f.name for f in fields(ModelSpec)} - {"source"}
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        if k == "max_queue_delay_us":
+            out["max_queue_delay"] = float(v) / 1e6
+        elif k == "timeout_ms":
+            out["timeout"] = None if v is None else float(v) / 1e3
+        elif k == "batch_sizes":
+            out[k] = tuple(int(b) for b in v)
+        elif k in known:
+            out[k] = v
+        else:
+            raise ModelLoadError(f"{where}: unknown key {k!r} (known: {sorted(known)}, max_queue_delay_us, "
+                                 "timeout_ms)")  # fmt: skip
+    return out
+
+
+def discover_models(paths: Iterable[str | os.PathLike[str]], **defaults: Any) -> dict[str, ModelSpec]:
+    """Model specs by name from ``.onnx`` files and repository directories of them."""
+    found: dict[str, ModelSpec] = {}
+    for raw in paths:
+        p = Path(raw)
+        files = sorted(p.glob("*.onnx")) if p.is_dir() else [p]
+        if p.is_dir() and not files:
+            raise ModelLoadError(f"{p}: no .onnx files in the model repository")
+        for f in files:
+            if not f.is_file():
+                raise ModelLoadError(f"{f}: no such model file")
+            if f.stem in found:
+                raise ModelLoadError(f"two models are called {f.stem!r}")
+            found[f.stem] = ModelSpec.from_file(f, **defaults)
+    return found
+
+
+@dataclass
+class Reply:
+    """An HTTP answer: status, headers, body."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str]
+    media_type: str = "application/json"
+
+
+def _json(status: int, obj: Any, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, json.dumps(obj, separators=(",", ":")).encode(), headers or {})
+
+
+def error_reply(exc: BaseException) -> Reply:
+    """The protocol's ``{"error": ...}`` with the status ``exc`` maps to."""
+    status = http_status(exc)
+    headers: dict[str, str] = {}
+    if status == 503:
+        retry = exc.retry_after if isinstance(exc, QueueFullError) else 1.0
+        headers["Retry-After"] = str(max(1, int(-(-retry // 1))))  # whole seconds, rounded up
+    msg = str(exc) if isinstance(exc, AioGeError) else f"{type(exc).__name__}: {exc}"
+    return _json(status, {"error": msg}, headers)
+
+
+class _Served:
+    __slots__ = ("batcher", "name", "runner", "spec")
+
+    def __init__(self, name: str, spec: ModelSpec, runner: Runner, batcher: Batcher) -> None:
+        self.name, self.spec, self.runner, self.batcher = name, spec, runner, batcher
+
+
+class InferenceServer:
+    """Models behind batchers, and the Open Inference Protocol's handlers; use as ``async with``.
+
+    Args:
+        models: name -> :class:`ModelSpec` or a bare model source (served with
+            ``defaults``); or paths of ``.onnx`` files / repository directories.
+        device: the device to use (borrowed); default: open ``device_id`` (owned, closed at exit).
+        metrics: a :class:`~aioge.serve.metrics.ServeMetrics` (default: a new one on its own registry;
+            ``False`` for none).
+        defaults: :class:`ModelSpec` fields for models given without a spec.
+
+    Entering loads every model (all buckets compiled unless lazy) and
+    starts the batchers; leaving refuses new requests, finishes every
+    accepted one, then closes the models and, if owned, the device.
+    """
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelSpec | ModelSource] | Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
+        *,
+        device: Device | None = None,
+        device_id: int = 0,
+        metrics: ServeMetrics | bool | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        **defaults: Any,
+    ) -> None:
+        if isinstance(models, (str, os.PathLike)):
+            models = [models]
+        if isinstance(models, Mapping):
+            self.specs = {str(n): m if isinstance(m, ModelSpec) else ModelSpec(m, **defaults)
+                          for n, m in models.items()}  # fmt: skip
+        else:
+            self.specs = discover_models(models, **defaults)
+        if not self.specs:
+            raise ModelLoadError("no models to serve")
+        self._device = device
+        self._device_id = device_id
+        if metrics is None or metrics is True:
+            from .metrics import ServeMetrics
+
+            metrics = ServeMetrics()
+        self.metrics: ServeMetrics | None = metrics or None
+        self.max_body_bytes = int(max_body_bytes)
+        self.models: dict[str, _Served] = {}
+        self._stack: contextlib.AsyncExitStack | None = None
+        self.ready = False
+        self.draining = False
+
+    @property
+    def device(self) -> Device:
+        assert self._device is not None, "the server is not running"
+        return self._device
+
+    async def __aenter__(self) -> InferenceServer:
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            dev = self._device
+            if dev is None:
+                dev = open_device(self._device_id)
+                await stack.enter_async_context(dev)
+                self._device = dev
+            for name, spec in self.specs.items():
+                try:
+                    runner = await load_model(dev, spec.source, name=name, max_batch_size=spec.max_batch_size,
+                                              batch_sizes=spec.batch_sizes, lazy=spec.lazy,
+                                              max_inflight=spec.max_inflight)  # fmt: skip
+                except ModelLoadError:
+                    raise
+                except Exception as e:  # an unsupported op, a bad option ...: say which model
+                    raise ModelLoadError(f"model {name!r}: {type(e).__name__}: {e}") from e
+                stack.push_async_callback(runner.aclose)
+                batcher = Batcher(runner, max_queue_delay=spec.max_queue_delay, max_queue_size=spec.max_queue_size,
+                                  max_inflight=spec.max_inflight, timeout=spec.timeout, observer=self.metrics,
+                                  name=name)  # fmt: skip
+                await stack.enter_async_context(batcher)
+                self.models[name] = _Served(name, spec, runner, batcher)
+        except BaseException as e:
+            await stack.__aexit__(type(e), e, e.__traceback__)
+            raise
+        self._stack = stack
+        self.ready = True
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.begin_shutdown()
+        stack, self._stack = self._stack, None
+        if stack is not None:  # batchers finish their accepted requests, then models and device close
+            await stack.__aexit__(et, exc, tb)
+        self.models.clear()
+        if self._device is not None and self._device.closed:
+            self._device = None
+
+    def begin_shutdown(self) -> None:
+        """Stop admitting requests (503) and flush the queues; call on SIGTERM."""
+        self.ready = False
+        self.draining = True
+        for m in self.models.values():
+            m.batcher.close_soon()
+
+    # ---- handlers ----
+    def model(self, name: str, version: str | None = None) -> _Served:
+        m = self.models.get(name)
+        if m is None:
+            raise ModelNotFoundError(f"unknown model {name!r} (serving {sorted(self.models)})")
+        if version not in (None, "", "1"):
+            raise ModelNotFoundError(f"model {name!r} has no version {version!r} (versions: ['1'])")
+        return m
+
+    def server_metadata(self) -> Reply:
+        from .. import __version__
+
+        return _json(200, {"name": SERVER_NAME, "version": __version__,
+                           "extensions": ["binary_tensor_data", "model_repository"]})  # fmt: skip
+
+    def live(self) -> Reply:
+        return _json(200, {"live": True})
+
+    def readiness(self) -> Reply:
+        ok = self.ready and not self.draining
+        return _json(200 if ok else 503, {"ready": ok})
+
+    def model_metadata(self, name: str, version: str | None = None) -> Reply:
+        try:
+            m = self.model(name, version)
+        except ModelNotFoundError as e:
+            return error_reply(e)
+        r = m.runner
+        meta = model_metadata(name, r.inputs, r.outputs)
+        meta["max_batch_size"] = r.max_batch_size
+        return _json(200, meta)
+
+    def model_ready(self, name: str, version: str | None = None) -> Reply:
+        try:
+            m = self.model(name, version)
+        except ModelNotFoundError as e:
+            return error_reply(e)
+        ok = self.ready and not m.batcher.closing
+        return _json(200 if ok else 503, {"name": name, "ready": ok})
+
+    def repository_index(self) -> Reply:
+        return _json(200, [{"name": n, "version": "1", "state": "READY" if self.ready else "UNAVAILABLE"}
+                           for n in self.models])  # fmt: skip
+
+    def decompress(self, body: bytes, encoding: str | None) -> bytes:
+        """The body under its ``Content-Encoding`` (gzip, deflate), bounded by ``max_body_bytes``."""
+        if not encoding or encoding == "identity":
+            return body
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}.get(encoding.strip().lower())
+        if wbits is None:
+            raise InvalidInputError(f"unsupported Content-Encoding {encoding!r} (gzip, deflate)")
+        d = zlib.decompressobj(wbits)
+        try:
+            out = d.decompress(body, self.max_body_bytes + 1)
+        except zlib.error as e:
+            raise InvalidInputError(f"the body is not valid {encoding}: {e}") from None
+        if len(out) > self.max_body_bytes:
+            raise PayloadTooLargeError(f"the decompressed body exceeds {self.max_body_bytes} bytes")
+        if not d.eof:
+            raise InvalidInputError(f"the {encoding} body is truncated")
+        return out
+
+    async def infer(self, name: str, body: bytes, headers: Mapping[str, str], version: str | None = None) -> Reply:
+        """``POST /v2/models/{name}/infer``: decode, batch, execute, encode; every failure a protocol error."""
+        label = name if name in self.models else "_unknown"  # never a label per made-up name
+        try:
+            m = self.model(name, version)
+            body = self.decompress(body, headers.get("content-encoding"))
+            r = m.runner
+            req = decode_request(body, headers.get(HEADER_LENGTH), r.inputs, r.outputs, r.max_batch_size)
+            results = await m.batcher.infer(req.inputs, timeout=req.timeout)
+            out, hl = encode_response(name, req, results, r.outputs)
+        except Exception as e:  # a protocol error, or a device failure of the batch: the server carries on
+            reply = error_reply(e)
+        else:
+            if hl is None:
+                reply = Reply(200, out, {})
+            else:
+                reply = Reply(200, out, {"Inference-Header-Content-Length": str(hl)}, "application/octet-stream")
+        if self.metrics is not None:
+            self.metrics.http(label, reply.status)
+        return reply
+
+    def metrics_reply(self) -> Reply:
+        from .metrics import CONTENT_TYPE_LATEST
+
+        body = self.metrics.expose() if self.metrics is not None else b""
+        return Reply(200, body, {}, CONTENT_TYPE_LATEST)
+

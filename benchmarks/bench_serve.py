@@ -1,0 +1,465 @@
+"""Serving benchmark: dynamic batching in process and over HTTP, against onnxruntime, one run.
+
+    python benchmarks/bench_serve.py [--quick] [--clients 64] [--models mlp,cnn]
+
+Loopback only, bounded in count and time (every phase stops after its
+requests or its time cap, whichever comes first).  N concurrent clients
+send batch-1 requests; for each model (the weight-bound MLP 1024->4096->
+4096->1024, float32, 96 MB of weights, and a small CNN on 3x32x32):
+
+1. in process: ``Batcher.infer`` from N coroutines vs onnxruntime through
+   ``run_in_executor`` (the default executor) from N coroutines -- what a user
+   writes today -- vs ``model.execute`` of a batch-1 model without batching;
+2. over HTTP (v2 protocol, JSON bodies; binary too for the MLP): the aioge
+   server (``python -m aioge.serve``, a subprocess) vs the same Starlette app
+   and codec calling onnxruntime in a thread pool (a subprocess too), driven
+   by a keep-alive asyncio HTTP/1.1 load generator in this process;
+3. server overhead: an identity model through the aioge server (HTTP + JSON +
+   batcher + device round trip) vs a bare Starlette echo endpoint (the body
+   returned as is) and a JSON echo (parsed and re-serialised), 1 client and 16.
+
+Throughput (req/s), p50/p99 latency and the batch-size distribution for
+every row; ratios are measured in the same run, the phases of each
+comparison alternate (A B A B) because this machine's speed drifts.
+Targets (MLP, 64 clients): in process >= 10x onnxruntime-in-a-pool, over
+HTTP >= 3x, each at equal or better p99; overhead <= 1.5x the echo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "serve"))
+import serve_models as M
+
+import aioge
+import aioge.serve
+
+ROOT = Path(__file__).resolve().parent.parent
+BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def models() -> dict[str, tuple[object, tuple[int, ...]]]:
+    """name -> (ONNX model, the shape of one batch-1 request of its input ``x``)."""
+    return {"mlp": (M.mlp((1024, 4096, 4096, 1024)), (1, 1024)), "cnn": (M.cnn(channels=3, size=32), (1, 3, 32, 32))}
+
+
+class Run:
+    """Latencies of one phase."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.lat: list[float] = []
+        self.wall = 0.0
+        self.errors = 0
+        self.first_error = ""
+        self.batches: dict[int, int] = {}
+
+    def add(self, other: Run) -> None:
+        self.lat += other.lat
+        self.wall += other.wall
+        self.errors += other.errors
+        self.first_error = self.first_error or other.first_error
+        for k, v in other.batches.items():
+            self.batches[k] = self.batches.get(k, 0) + v
+
+    @property
+    def rps(self) -> float:
+        return len(self.lat) / self.wall if self.wall else 0.0
+
+    def pct(self, q: float) -> float:
+        s = sorted(self.lat)
+        return s[min(len(s) - 1, int(q * len(s)))] * 1e3 if s else float("nan")
+
+    def line(self) -> str:
+        b = ""
+        if self.batches:
+            total = sum(self.batches.values())
+            mean = sum(k * v for k, v in self.batches.items()) / max(total, 1)
+            dist = " ".join(f"{k}:{v}" for k, v in sorted(self.batches.items()))
+            b = f" | batches {total}, mean {mean:.1f} rows ({dist})"
+        err = f" | {self.errors} errors, e.g. {self.first_error}" if self.errors else ""
+        return (f"  {self.label:34s} {self.rps:8.1f} req/s  p50 {self.pct(0.5):8.2f} ms  p99 {self.pct(0.99):8.2f} ms"
+                f"  ({len(self.lat)} requests){err}{b}")  # fmt: skip
+
+
+async def drive(label: str, clients: int, per_client: int, cap: float, call: Callable[[int], Awaitable[None]]) -> Run:
+    """``clients`` coroutines, each ``per_client`` sequential calls or until ``cap`` seconds."""
+    run = Run(label)
+    deadline = time.perf_counter() + cap
+
+    async def client(i: int) -> None:
+        for _ in range(per_client):
+            if time.perf_counter() > deadline:
+                return
+            t0 = time.perf_counter()
+            try:
+                await call(i)
+            except Exception as e:
+                run.errors += 1
+                run.first_error = run.first_error or f"{type(e).__name__}: {str(e)[:160]}"
+                continue
+            run.lat.append(time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(clients)))
+    run.wall = time.perf_counter() - t0
+    return run
+
+
+def ort_session(data: bytes):  # type: ignore[no-untyped-def]
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = os.cpu_count() or 1
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def bucket_counts(hist: dict[int, int]) -> dict[int, int]:
+    return dict(sorted(hist.items()))
+
+
+# ------------------------------------------------------------------ 1. in process
+async def in_process(dev: aioge.Device, name: str, proto, shape, clients: int, per_client: int, cap: float,
+                     rounds: int) -> dict[str, Run]:  # fmt: skip
+    data = proto.SerializeToString()
+    sess = ort_session(data)
+    runner = await aioge.serve.load_model(dev, data, name=name, max_batch_size=BUCKETS[-1], batch_sizes=BUCKETS)
+    single = await dev.compile(aioge.load_onnx(data, input_shapes={"x": shape}))
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(shape).astype(np.float32) for _ in range(clients)]
+    ref = sess.run(None, {"x": xs[0]})[0]
+    loop = asyncio.get_running_loop()
+    totals = {k: Run(v) for k, v in (("batcher", "aioge Batcher.infer"), ("ort", "onnxruntime run_in_executor"),
+                                     ("nobatch", "aioge model.execute, no batching"))}  # fmt: skip
+    async with aioge.serve.Batcher(runner, max_queue_delay=500e-6, max_inflight=2) as batcher:
+        out = (await batcher.infer({"x": xs[0]}))["y" if name == "mlp" else "p"]
+        assert np.abs(out - ref).max() < 1e-3, "aioge and onnxruntime disagree"
+
+        async def b_call(i: int) -> None:
+            await batcher.infer({"x": xs[i]})
+
+        async def o_call(i: int) -> None:
+            await loop.run_in_executor(None, sess.run, None, {"x": xs[i]})
+
+        async def n_call(i: int) -> None:
+            await single.execute({"x": xs[i]})
+
+        for call in (b_call, o_call, n_call):  # warm-up
+            await drive("warm", clients, 1, cap, call)
+        for _ in range(rounds):
+            for key, call in (("batcher", b_call), ("ort", o_call), ("nobatch", n_call)):
+                before = dict(batcher.stats["batch_sizes"])
+                r = await drive(key, clients, per_client, cap, call)
+                if key == "batcher":
+                    after = batcher.stats["batch_sizes"]
+                    r.batches = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+                totals[key].add(r)
+                await asyncio.sleep(0.2)  # onnxruntime's pool threads spin a while after their last run
+    await single.aclose()
+    await runner.aclose()
+    return totals
+
+
+# ------------------------------------------------------------------ 2./3. HTTP
+class Http:
+    """A keep-alive HTTP/1.1 connection sending one prepared request (the load generator)."""
+
+    def __init__(self, port: int, path: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.port = port
+        head = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+        self.request = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{head}"
+                        f"Content-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
+        self.conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def __call__(self) -> bytes:
+        try:
+            return await self._once()
+        except (asyncio.IncompleteReadError, ConnectionError):  # uvicorn closes connections idle 5 s
+            await self.close()
+            return await self._once()
+
+    async def _once(self) -> bytes:
+        if self.conn is None:
+            self.conn = await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 22)
+        reader, writer = self.conn
+        writer.write(self.request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        m = re.search(rb"(?i)\ncontent-length: *(\d+)", head)
+        body = await reader.readexactly(int(m.group(1))) if m else b""
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(head[:40] + body[:200])
+        return body
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            self.conn[1].close()
+            self.conn = None
+
+
+class Proc:
+    def __init__(self, cmd: list[str]) -> None:
+        env = dict(os.environ)
+        env.pop("PYTHONASYNCIODEBUG", None)
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+        assert self.p.stdout is not None
+        line = self.p.stdout.readline()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.p.kill()
+            raise SystemExit(f"server did not start: {line!r}")
+        self.port = int(m.group(1))
+
+    def stop(self) -> None:
+        self.p.send_signal(signal.SIGTERM)
+        self.p.wait(120)
+        if self.p.stdout is not None:
+            self.p.stdout.close()
+
+
+def batch_hist(port: int, model: str) -> dict[int, int]:
+    """The batch-size histogram of a model from the aioge server's /metrics (bucket upper bound -> batches)."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    cum = []
+    for m in re.finditer(r'aioge_serve_batch_size_bucket\{le="([^"]+)",model="' + model + r'"\} (\S+)', text):
+        if m.group(1) != "+Inf":
+            cum.append((int(float(m.group(1))), int(float(m.group(2)))))
+    out, prev = {}, 0
+    for le, c in cum:
+        if c - prev:
+            out[le] = c - prev
+        prev = c
+    return out
+
+
+def v2_body(x: np.ndarray, binary: bool) -> tuple[bytes, dict[str, str]]:
+    if not binary:
+        return json.dumps({"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                       "data": x.reshape(-1).tolist()}]}).encode(), {}  # fmt: skip
+    head = json.dumps({"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                   "parameters": {"binary_data_size": x.nbytes}}],
+                       "parameters": {"binary_data_output": True}}).encode()  # fmt: skip
+    return head + x.tobytes(), {"Inference-Header-Content-Length": str(len(head))}
+
+
+async def over_http(aioge_port: int, ort_port: int, name: str, shape, clients: int, per_client: int, cap: float,
+                    rounds: int, binary: bool) -> dict[str, Run]:  # fmt: skip
+    rng = np.random.default_rng(1)
+    kind = "binary" if binary else "JSON"
+    totals = {"aioge": Run(f"aioge server ({kind})"), "ort": Run(f"Starlette + onnxruntime pool ({kind})")}
+    conns = {}
+    for key, port in (("aioge", aioge_port), ("ort", ort_port)):
+        conns[key] = []
+        for _ in range(clients):
+            body, headers = v2_body(rng.standard_normal(shape).astype(np.float32), binary)
+            conns[key].append(Http(port, f"/v2/models/{name}/infer", body, headers))
+    for key in conns:  # connect and warm up
+        await drive("warm", clients, 1, cap, lambda i, key=key: conns[key][i]())
+    for _ in range(rounds):
+        for key in ("aioge", "ort"):
+            before = batch_hist(aioge_port, name)
+            r = await drive(key, clients, per_client, cap, lambda i, key=key: conns[key][i]())
+            if key == "aioge":
+                after = batch_hist(aioge_port, name)
+                r.batches = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+            totals[key].add(r)
+            await asyncio.sleep(0.2)
+    for cs in conns.values():
+        for c in cs:
+            await c.close()
+    return totals
+
+
+async def overhead(aioge_port: int, ort_port: int, clients: int, per_client: int, cap: float,
+                   rounds: int) -> dict[str, Run]:  # fmt: skip
+    body, _ = v2_body(np.arange(16, dtype=np.float32).reshape(1, 16), False)
+    targets = {"aioge": (aioge_port, "/v2/models/identity/infer", f"aioge identity model, {clients} client(s)"),
+               "echo": (ort_port, "/echo", f"Starlette echo (body as is), {clients} client(s)"),
+               "echo_json": (ort_port, "/echo-json", f"Starlette JSON echo, {clients} client(s)")}  # fmt: skip
+    totals = {k: Run(label) for k, (_, _, label) in targets.items()}
+    conns = {k: [Http(port, path, body) for _ in range(clients)] for k, (port, path, _) in targets.items()}
+    for k in conns:
+        await drive("warm", clients, 5, cap, lambda i, k=k: conns[k][i]())
+    for _ in range(rounds):
+        for k in conns:
+            totals[k].add(await drive(k, clients, per_client, cap, lambda i, k=k: conns[k][i]()))
+    for cs in conns.values():
+        for c in cs:
+            await c.close()
+    return totals
+
+
+async def identity_round_trip(n: int) -> float:
+    """p50 ms of ``model.execute`` of the 1x16 identity model, awaited one at a time (the device's share)."""
+    async with aioge.open_device(0) as dev:
+        model = await dev.compile(aioge.load_onnx(M.identity(16).SerializeToString(), input_shapes={"x": (1, 16)}))
+        x = np.ones((1, 16), np.float32)
+        lat = []
+        for i in range(n + 50):
+            t0 = time.perf_counter()
+            await model.execute({"x": x})
+            if i >= 50:
+                lat.append(time.perf_counter() - t0)
+        await model.aclose()
+    return sorted(lat)[len(lat) // 2] * 1e3
+
+
+# ------------------------------------------------------------------ the onnxruntime server (subprocess)
+def ort_server(repo: str) -> None:
+    """The baseline: Starlette, the same v2 codec, onnxruntime in the default thread pool; plus echo routes."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from aioge.serve.protocol import HEADER_LENGTH, decode_request, encode_response
+    from aioge.serve.runner import TensorInfo
+    from aioge.serve.server import error_reply
+
+    sessions = {}
+    for f in sorted(Path(repo).glob("*.onnx")):
+        sess = ort_session(f.read_bytes())
+        ins = {i.name: TensorInfo(i.name, np.dtype(np.float32), tuple(-1 if not isinstance(d, int) else d
+                                                                      for d in i.shape)) for i in sess.get_inputs()}
+        outs = {o.name: TensorInfo(o.name, np.dtype(np.float32), (-1,)) for o in sess.get_outputs()}
+        sessions[f.stem] = (sess, ins, outs)
+
+    async def infer(request: Request) -> Response:
+        name = request.path_params["name"]
+        sess, ins, outs = sessions[name]
+        body = await request.body()
+        try:
+            req = decode_request(body, request.headers.get(HEADER_LENGTH), ins, outs, 64)
+            loop = asyncio.get_running_loop()
+            res = await loop.run_in_executor(None, sess.run, None, req.inputs)
+            out, hl = encode_response(name, req, dict(zip(outs, res)), outs)
+        except Exception as e:
+            r = error_reply(e)
+            return Response(r.body, r.status, media_type="application/json")
+        headers = {} if hl is None else {"Inference-Header-Content-Length": str(hl)}
+        return Response(out, 200, headers, media_type="application/json")
+
+    async def echo(request: Request) -> Response:
+        return Response(await request.body(), media_type="application/json")
+
+    async def echo_json(request: Request) -> Response:
+        return Response(json.dumps(json.loads(await request.body())).encode(), media_type="application/json")
+
+    app = Starlette(routes=[Route("/v2/models/{name}/infer", infer, methods=["POST"]),
+                            Route("/echo", echo, methods=["POST"]),
+                            Route("/echo-json", echo_json, methods=["POST"])])  # fmt: skip
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:  # type: ignore[no-untyped-def]
+            await super().startup(sockets)
+            port = self.servers[0].sockets[0].getsockname()[1]
+            print(f"listening on http://127.0.0.1:{port}", flush=True)
+
+    Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)).run()
+
+
+# ------------------------------------------------------------------ main
+def report(title: str, rows: dict[str, Run], base: str, lead: str) -> tuple[float, float]:
+    print(title)
+    for r in rows.values():
+        print(r.line())
+    a, b = rows[lead], rows[base]
+    thr, p99 = a.rps / b.rps, a.pct(0.99) / b.pct(0.99)
+    print(f"  => {a.label} / {b.label}: throughput {thr:.2f}x, p99 {p99:.2f}x")
+    return thr, p99
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer requests, one round")
+    ap.add_argument("--clients", type=int, default=64)
+    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--ort-server", metavar="REPO", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    per_client, cap, rounds = (3, 4.0, 1) if args.quick else (8, 8.0, 2)
+    names = [n for n in args.models.split(",") if n]
+    all_models = models()
+    summary = []
+    print(f"{args.clients} concurrent clients, batch-1 requests; buckets {list(BUCKETS)}, max_queue_delay 500 us, "
+          f"2 batches in flight; {per_client} requests per client per phase (cap {cap:.0f} s), {rounds} round(s) "
+          "alternating\n")  # fmt: skip
+    async with aioge.open_device(0) as dev:
+        for name in names:
+            proto, shape = all_models[name]
+            rows = await in_process(dev, name, proto, shape, args.clients, per_client, cap, rounds)
+            thr, p99 = report(f"[in process] {name}", rows, "ort", "batcher")
+            summary.append((f"in process {name}", thr, p99, 10.0 if name == "mlp" else None))
+            print(f"  => batching vs no batching: {rows['batcher'].rps / rows['nobatch'].rps:.2f}x throughput\n")
+
+    with tempfile.TemporaryDirectory() as repo:
+        for name in names:
+            M.save(all_models[name][0], Path(repo) / f"{name}.onnx")
+        M.save(M.identity(16), Path(repo) / "identity.onnx")
+        (Path(repo) / "identity.json").write_text(json.dumps({"max_queue_delay_us": 0, "batch_sizes": list(BUCKETS)}))
+        aioge_srv = Proc([sys.executable, "-m", "aioge.serve", repo, "--port", "0", "--max-batch-size", "64",
+                          "--batch-sizes", ",".join(map(str, BUCKETS)), "--max-queue-delay-us", "500"])  # fmt: skip
+        ort_srv = Proc([sys.executable, __file__, "--ort-server", repo])
+        try:
+            for name in names:
+                shape = all_models[name][1]
+                for binary in ((False, True) if name == "mlp" else (False,)):
+                    rows = await over_http(aioge_srv.port, ort_srv.port, name, shape, args.clients, per_client, cap,
+                                           rounds, binary)  # fmt: skip
+                    kind = "binary" if binary else "JSON"
+                    thr, p99 = report(f"[over HTTP, {kind}] {name}", rows, "ort", "aioge")
+                    summary.append((f"HTTP {kind} {name}", thr, p99, 3.0 if name == "mlp" else None))
+                    print()
+            device_ms = await identity_round_trip(per_client * 20)
+            for n in (1, 16):
+                rows = await overhead(aioge_srv.port, ort_srv.port, n, 200 if n == 1 else 50, cap, rounds)
+                print(f"[server overhead, identity model, {n} client(s)]")
+                for r in rows.values():
+                    print(r.line())
+                a, e, j = rows["aioge"], rows["echo"], rows["echo_json"]
+                print(f"  => cost per request (1/throughput): aioge / echo {e.rps / a.rps:.2f}x, aioge / JSON echo "
+                      f"{j.rps / a.rps:.2f}x [<= 1.5x]; p50 aioge / echo {a.pct(0.5) / e.pct(0.5):.2f}x")  # fmt: skip
+                if n == 1:  # what of the 1-client latency is the device round trip, measured in this process
+                    rest = a.pct(0.5) - device_ms
+                    print(f"  => of aioge's p50 {a.pct(0.5):.3f} ms, {device_ms:.3f} ms is the identity model's "
+                          f"model.execute round trip (in process); the rest, HTTP + JSON + batcher, {rest:.3f} ms = "
+                          f"{rest / e.pct(0.5):.2f}x the echo's p50")  # fmt: skip
+                    summary.append(("overhead 1 client, p50 less the device round trip", rest / e.pct(0.5), None,
+                                    None))  # fmt: skip
+                print()
+                summary.append((f"overhead {n} client(s) vs echo (cost ratio)", e.rps / a.rps, None, None))
+        finally:
+            aioge_srv.stop()
+            ort_srv.stop()
+    print("summary (aioge / baseline):")
+    for what, thr, p99, target in summary:
+        t = f" [target >= {target:g}x at p99 <= 1x]" if target else ""
+        p = f", p99 {p99:.2f}x" if p99 is not None else ""
+        print(f"  {what:44s} {thr:6.2f}x{p}{t}")
+
+
+if __name__ == "__main__":
+    if "--ort-server" in sys.argv:
+        ort_server(sys.argv[sys.argv.index("--ort-server") + 1])
+    else:
+        try:
+            import uvloop
+
+            uvloop.run(main())
+        except ImportError:
+            asyncio.run(main())
