@@ -307,7 +307,7 @@ def launch(
             if start is not None:
                 stream._lane._give_event(start)
             raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, what or op_type, start)
+        comp = stream._record(keep, op_type, start, name=what)
         if _trace.hub is not None:
             _trace.hub.annotate(comp, inputs, outputs)
         for m in reads:
@@ -382,7 +382,7 @@ def _launch_tensors(
                                         0, 0, ffi.NULL, stream._handle)  # fmt: skip
         if rc:
             raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, what or op_type)
+        comp = stream._record(keep, op_type, name=what)
         for m in keep[:n_in]:
             m.readers[comp.lane] = comp  # for write-after-read ordering (Stream._note_read)
         for m in keep[n_in:]:

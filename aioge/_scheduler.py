@@ -66,11 +66,14 @@ class Completion:
     until it has; other awaiters are unaffected.
     """
 
-    __slots__ = ("_done", "_error", "_waiters", "deps", "device_ms", "event", "keep", "lane", "seq", "start", "what")
+    __slots__ = ("_done", "_error", "_waiters", "deps", "device_ms", "event", "keep", "lane", "name", "seq", "start",
+                 "what")  # fmt: skip
 
     def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int, start: Any = None,
-                 deps: list[Completion] | None = None) -> None:  # fmt: skip
+                 deps: list[Completion] | None = None, name: str | None = None) -> None:  # fmt: skip
         self.lane = lane
+        #: what its error names (e.g. "<graph>: node 'n' (Op)"), when more than ``what`` (the op type)
+        self.name = name
         self.event = event
         #: launches this one stands for, in enqueue order: of other streams it
         #: joined (device-side waits), or earlier ones of its own stream; the
@@ -208,10 +211,10 @@ class Lane:
 
     # ---- launching side ----
     def submit(self, event: Any, keep: Any, what: str, start: Any = None,
-               deps: list[Completion] | None = None) -> Completion:  # fmt: skip
+               deps: list[Completion] | None = None, name: str | None = None) -> Completion:  # fmt: skip
         with self.lock:
             self.launched = n = self.launched + 1
-            comp = Completion(self, event, keep, what, n, start, deps)
+            comp = Completion(self, event, keep, what, n, start, deps, name)
             self.pending.append(comp)
             if self._idle:
                 self._cv.notify()
@@ -374,7 +377,7 @@ class Lane:
         observers = _trace.hub
         for comp, rc, msg in batch:
             if rc:
-                comp._error = (rc, msg, comp.what)
+                comp._error = (rc, msg, comp.name or comp.what)
                 self.failed += 1
                 if self.unreported is None:
                     self.unreported = comp._error

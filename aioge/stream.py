@@ -162,13 +162,14 @@ class Stream(Resource):
         _native.check(lib.aclrtRecordEvent(ev, self._handle), "aclrtRecordEvent")
         return ev
 
-    def _record(self, keep: Any, what: str, start: Any = None, deps: list[Completion] | None = None) -> Completion:
+    def _record(self, keep: Any, what: str, start: Any = None, deps: list[Completion] | None = None,
+                name: str | None = None) -> Completion:  # fmt: skip
         ev = self._new_event()
         rc = lib.aclrtRecordEvent(ev, self._handle)
         if rc:
             lib.aclrtDestroyEvent(ev)
             _native.check(rc, "aclrtRecordEvent")
-        return self._lane.submit(ev, keep, what, start, deps)
+        return self._lane.submit(ev, keep, what, start, deps, name)
 
     def _wait_for(self, comp: Completion | None) -> None:
         """Make this stream wait (on the device) for a launch of another stream."""
@@ -212,10 +213,10 @@ class Stream(Resource):
         Example:
             >>> x = s.upload(np.ones((2, 3), np.float32))
         """
-        return self._upload(array, dtype, "upload")
+        return self._upload(array, dtype, None)
 
-    def _upload(self, array: Any, dtype: dtypes.DTypeLike | None, what: str) -> Tensor:
-        """``upload``, naming the copy ``what`` in its device error."""
+    def _upload(self, array: Any, dtype: dtypes.DTypeLike | None, name: str | None) -> Tensor:
+        """``upload``, naming the copy ``name`` in its device error."""
         arr = np.asarray(array, dtype=None if dtype is None else dtypes.normalize(dtype))
         dt = dtypes.normalize(arr.dtype)
         arr = _native.contiguous(arr)
@@ -229,7 +230,7 @@ class Stream(Resource):
                     lib.aclrtMemcpyAsync(mem.ptr, arr.nbytes, _native.host_ptr(arr), arr.nbytes, _H2D, self._handle),
                     "aclrtMemcpyAsync",
                 )
-            self._note_write(mem, self._record((mem, arr), what, start))
+            self._note_write(mem, self._record((mem, arr), "upload", start, name=name))
         return t
 
     def empty(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:

@@ -48,7 +48,7 @@ def test_examples_state_their_needs_and_a_missing_package_is_one_line(tmp_path):
     ONNX example says which extra installs it, in one line, not a traceback."""
     for script in EXAMPLES.glob("*.py"):
         head = script.read_text().split('"""', 2)[1]
-        assert "Needs:" in head, f"{script.name} does not say what it needs"
+        assert "Needs" in head, f"{script.name} does not say what it needs"
     fake = tmp_path / "onnx"
     fake.mkdir()
     (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'onnx'\", name='onnx')\n")
