@@ -227,15 +227,17 @@ def launch(
     outputs: Sequence[Tensor],
     attrs: Mapping[str, Any] | None = None,
     formats: Sequence[int] | None = None,
+    what: str | None = None,
 ) -> Completion:
     """Enqueue one op on ``stream``; return its completion.
 
     ``formats`` gives the aclFormat of each input then each output (ND by
-    default).  Raises the AclError of a failed compile/validation at once.
+    default); ``what`` names the launch in its device error (default: the op
+    type).  Raises the AclError of a failed compile/validation at once.
     This is the hot path of every launch: keep it lean.
     """
     if formats is None and not stream.timing and all(type(x) is Tensor for x in inputs):
-        return _launch_tensors(stream, op_type, inputs, outputs, attrs)
+        return _launch_tensors(stream, op_type, inputs, outputs, attrs, what)
     cache = stream.device._cache
     n_in, n_out = len(inputs), len(outputs)
     codes = _ACL_CODE
@@ -305,12 +307,11 @@ def launch(
             if start is not None:
                 stream._lane._give_event(start)
             raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, op_type, start)
+        comp = stream._record(keep, op_type, start, name=what)
         if _trace.hub is not None:
             _trace.hub.annotate(comp, inputs, outputs)
         for m in reads:
-            if m.stream is not stream:
-                m.readers[stream] = comp
+            m.readers[comp.lane] = comp  # for write-after-read ordering (Stream._note_read)
         for y in outputs:
             om = y._memory()
             om.writer = comp
@@ -321,7 +322,12 @@ def launch(
 
 
 def _launch_tensors(
-    stream: Stream, op_type: str, inputs: Sequence[Tensor], outputs: Sequence[Tensor], attrs: Mapping[str, Any] | None
+    stream: Stream,
+    op_type: str,
+    inputs: Sequence[Tensor],
+    outputs: Sequence[Tensor],
+    attrs: Mapping[str, Any] | None,
+    what: str | None = None,
 ) -> Completion:
     """launch() for the common case: device tensors only, ND formats, no timing.
 
@@ -362,7 +368,9 @@ def _launch_tensors(
         j = 0
         for y in outputs:
             m = y._memory()
-            if m.readers or (m.writer is not None and m.writer.lane is not lane) or m.device is not dev:
+            r = m.readers
+            if (r and (len(r) > 1 or lane not in r)) or (m.writer is not None and m.writer.lane is not lane) \
+                    or m.device is not dev:  # fmt: skip
                 stream._order_write(m)
             key = (codes[y.dtype], y.shape, _ND, False)
             d = descs.get(key)
@@ -374,10 +382,9 @@ def _launch_tensors(
                                         0, 0, ffi.NULL, stream._handle)  # fmt: skip
         if rc:
             raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, op_type)
+        comp = stream._record(keep, op_type, name=what)
         for m in keep[:n_in]:
-            if m.stream is not stream:
-                m.readers[stream] = comp
+            m.readers[comp.lane] = comp  # for write-after-read ordering (Stream._note_read)
         for m in keep[n_in:]:
             m.writer = comp
             m.stream = stream

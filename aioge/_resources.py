@@ -1,7 +1,7 @@
 """One lifecycle for every object that owns a runtime handle.
 
-* a synchronous factory creates it; it can be used as ``async with`` (and
-  ``with`` where closing cannot need to wait);
+* a synchronous factory creates it; it is used as ``async with`` (a plain
+  ``with`` is refused with a ``TypeError`` saying so);
 * ``close()`` and ``aclose()`` are idempotent; ``aclose()`` drains pending
   work gracefully and falls back to ``close()`` on error or cancellation,
   then re-raises;
@@ -9,17 +9,68 @@
 * garbage collection of an open resource emits a ``ResourceWarning`` and
   releases what can be released safely.  (Tensors opt out of the warning:
   dropping a tensor is the normal way to free it, as with numpy.)
+* at interpreter exit, an ``atexit`` hook closes the roots still open (the
+  devices, which close what they own, in order), with a ``ResourceWarning``
+  each: the process exits normally, and nothing starts a thread while the
+  interpreter finalises (it could never run, and joining it would hang).
 """
 
 from __future__ import annotations
 
+import atexit
+import sys
+import time
 import warnings
+import weakref
 from types import TracebackType
 from typing import Any
 
+from ._native import env_number
 from .errors import ClosedResourceError
 
-__all__ = ("Resource",)
+__all__ = ("Resource", "close_at_exit", "finalizing")
+
+#: seconds the exit hook waits, in all, for work still running on the devices
+#: (``AIOGE_EXIT_TIMEOUT``, default 10); what runs longer is left to the process exit
+EXIT_TIMEOUT = env_number("AIOGE_EXIT_TIMEOUT", 10.0, minimum=0)
+_at_exit: dict[int, weakref.ref[Resource]] = {}  # insertion order: the order they were opened
+
+
+def finalizing() -> bool:
+    """True while the interpreter shuts down: no new thread may be started."""
+    return sys.is_finalizing() or _exiting
+
+
+_exiting = False
+
+
+def close_at_exit(res: Resource) -> None:
+    """Have the exit hook close ``res`` if it is still open then (held weakly)."""
+    key = id(res)
+    _at_exit[key] = weakref.ref(res, lambda _r: _at_exit.pop(key, None))
+
+
+def _close_all_at_exit() -> None:
+    """The ``atexit`` hook: close every root still open, newest first, waiting
+    at most :data:`EXIT_TIMEOUT` seconds in all for work still running."""
+    global _exiting
+    _exiting = True
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    for ref in reversed(list(_at_exit.values())):
+        res = ref()
+        if res is None or res.closed:
+            continue
+        try:
+            what = res._close_at_exit(deadline)
+            warnings.warn(f"unclosed {res._describe()} at interpreter exit{what}: aioge closed it "
+                          "(close it with `async with` or `aclose()`)", ResourceWarning, stacklevel=1)  # fmt: skip
+        except Exception as e:  # never turn the exit into a traceback
+            warnings.warn(f"unclosed {res._describe()} at interpreter exit: closing it failed: {e!r}",
+                          ResourceWarning, stacklevel=1)  # fmt: skip
+    _at_exit.clear()
+
+
+atexit.register(_close_all_at_exit)
 
 
 class Resource:
@@ -53,6 +104,11 @@ class Resource:
     def _gc_release(self) -> None:
         """Best-effort release from ``__del__`` (must never block or raise)."""
 
+    def _close_at_exit(self, deadline: float) -> str:
+        """Close from the exit hook, waiting until ``deadline`` at most; say what was closed with it."""
+        self._force_close()
+        return ""
+
     # --- public lifecycle ---
     def close(self) -> None:
         """Release the resource now.  Idempotent."""
@@ -83,6 +139,14 @@ class Resource:
         except Exception:
             self._gc_release()
             self._closed = True
+
+    def __enter__(self) -> Any:
+        self._force_close()  # the `with` statement drops it: release it now rather than leak it
+        raise TypeError(f"{type(self).__name__} is an async context manager: use `async with`, "
+                        "or call `close()` or `await obj.aclose()`")  # fmt: skip
+
+    def __exit__(self, *exc: object) -> None:  # pragma: no cover (__enter__ refuses)
+        pass
 
     async def __aenter__(self) -> Any:
         self._check_open()

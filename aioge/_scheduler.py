@@ -27,19 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import anyio.lowlevel
 
 from . import _native, _trace
 from ._native import lib
-from .errors import error_class
+from .errors import AclError, EventSyncTimeoutError, StreamSyncTimeoutError, error_class
 
-__all__ = ("Completion", "Lane", "ThreadJob", "wait_all")
+__all__ = ("Completion", "Lane", "ThreadJob", "deadline", "wait_all")
 
 #: slice of one blocking wait, in ms: bounds how long shutdown takes to notice
 SLICE_MS = 100
@@ -47,7 +48,7 @@ SLICE_MS = 100
 POLL_EVERY = 512
 #: an await on one of the next two launches of a stream polls this long (s)
 #: before suspending: tiny device work then completes without a loop wake-up
-AWAIT_SPIN_S = float(os.environ.get("AIOGE_AWAIT_SPIN_US", "20")) * 1e-6
+AWAIT_SPIN_S = _native.env_number("AIOGE_AWAIT_SPIN_US", 20, minimum=0) * 1e-6
 _EVENT_TIMEOUT = 507047  # ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
 
 _Poster = Callable[..., Any]
@@ -65,14 +66,18 @@ class Completion:
     until it has; other awaiters are unaffected.
     """
 
-    __slots__ = ("_done", "_error", "_waiters", "deps", "device_ms", "event", "keep", "lane", "seq", "start", "what")
+    __slots__ = ("_done", "_error", "_waiters", "deps", "device_ms", "event", "keep", "lane", "name", "seq", "start",
+                 "what")  # fmt: skip
 
     def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int, start: Any = None,
-                 deps: list[Completion] | None = None) -> None:  # fmt: skip
+                 deps: list[Completion] | None = None, name: str | None = None) -> None:  # fmt: skip
         self.lane = lane
+        #: what its error names (e.g. "<graph>: node 'n' (Op)"), when more than ``what`` (the op type)
+        self.name = name
         self.event = event
-        #: launches of other streams this one joined (device-side waits): their
-        #: errors become this launch's error
+        #: launches this one stands for, in enqueue order: of other streams it
+        #: joined (device-side waits), or earlier ones of its own stream; the
+        #: first of them that failed gives this launch its error
         self.deps = deps
         #: timing streams: the event recorded just before the launch
         self.start = start
@@ -82,8 +87,12 @@ class Completion:
         self.what = what
         self.seq = seq
         self._done = False
-        self._error: tuple[int, str] | None = None
+        self._error: tuple[int, str, str] | None = None  # (code, message, what failed)
         self._waiters: list[tuple[_Poster, Any]] | None = None
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._done else ("failed" if self._error is not None else "done")
+        return f"<aioge.Completion #{self.seq} {self.what!r} on {self.lane.name} {state}>"
 
     @property
     def done(self) -> bool:
@@ -93,8 +102,8 @@ class Completion:
         """The launch's error, once done (None if it succeeded or is pending)."""
         if self._error is None:
             return None
-        code, msg = self._error
-        return error_class(code)(code, msg, self.what)
+        code, msg, what = self._error
+        return error_class(code)(code, msg, what)
 
     def _raise_if_failed(self) -> None:
         exc = self.exception()
@@ -202,10 +211,10 @@ class Lane:
 
     # ---- launching side ----
     def submit(self, event: Any, keep: Any, what: str, start: Any = None,
-               deps: list[Completion] | None = None) -> Completion:  # fmt: skip
+               deps: list[Completion] | None = None, name: str | None = None) -> Completion:  # fmt: skip
         with self.lock:
             self.launched = n = self.launched + 1
-            comp = Completion(self, event, keep, what, n, start, deps)
+            comp = Completion(self, event, keep, what, n, start, deps, name)
             self.pending.append(comp)
             if self._idle:
                 self._cv.notify()
@@ -345,9 +354,9 @@ class Lane:
                 head = self.pending[0]
             self._wait_head(head)
 
-    def _wait_head(self, head: Completion) -> None:
+    def _wait_head(self, head: Completion, slice_ms: int = SLICE_MS) -> None:
         """Wait up to one slice for ``head``; settle it and everything behind it that finished too."""
-        rc = lib.aclrtSynchronizeEventWithTimeout(head.event, SLICE_MS)
+        rc = lib.aclrtSynchronizeEventWithTimeout(head.event, slice_ms)
         if rc == _EVENT_TIMEOUT:
             _native.recent_error()
             return
@@ -367,20 +376,24 @@ class Lane:
         released = []
         observers = _trace.hub
         for comp, rc, msg in batch:
+            if rc:
+                comp._error = (rc, msg, comp.name or comp.what)
+                self.failed += 1
+                if self.unreported is None:
+                    self.unreported = comp._error
             if comp.deps:
-                # the device waited for them, so they are done: settle them (lock
-                # order is always joining lane -> joined lane) and inherit an error
+                # the device ran them first, so they are done: settle those of other
+                # lanes (lock order is always joining lane -> joined lane; earlier
+                # launches of this lane are settled already) and take the first error
                 for d in comp.deps:
                     if not d._done:
                         d.lane.poll()
-                    if not rc and d._error is not None:
-                        rc, msg = d._error
+                    if d._error is not None:
+                        comp._error = d._error
+                        if d.lane is not self and self.unreported is None:
+                            self.unreported = d._error  # this stream's synchronize() reports it too
+                        break
                 comp.deps = None
-            if rc:
-                comp._error = (rc, msg)
-                self.failed += 1
-                if self.unreported is None:
-                    self.unreported = (rc, msg, comp.what)
             comp._done = True
             self.completed += 1
             if comp._waiters:
@@ -410,11 +423,12 @@ class Lane:
             if here is not None and getattr(poster, "__self__", None) is here:
                 _wake(waiters)  # on the waiting loop already: no self-pipe round trip
                 continue
+            # counted before posting: the woken loop may read the stats before this thread runs on
+            self.wakeups += 1
             try:
                 poster(_wake, waiters)
-                self.wakeups += 1
             except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
-                pass
+                self.wakeups -= 1
 
     def _on_loop_thread(self) -> bool:
         try:
@@ -452,13 +466,40 @@ class Lane:
 
     def _settle_all(self) -> None:
         """Complete every pending launch, waiting for each in bounded slices."""
+        self.settle(None)
+
+    def settle(self, deadline: float | None) -> bool:
+        """Complete pending launches from the calling thread until none is left
+        (True) or ``time.monotonic()`` passes ``deadline`` (False).  Safe while
+        the lane thread runs too (whoever sees a launch finish settles it)."""
         _native.bind_context(self._ctx)
         while True:
             with self.lock:
                 if not self.pending:
-                    return
+                    return True
                 head = self.pending[0]
-            self._wait_head(head)
+            ms = SLICE_MS
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ms = max(1, min(SLICE_MS, int(left * 1000)))
+            self._wait_head(head, ms)
+
+
+@contextlib.contextmanager
+def deadline(timeout: float | None, what: str, event: bool = False) -> Iterator[None]:
+    """``anyio.fail_after`` raising the documented class: :class:`~aioge.StreamSyncTimeoutError`
+    (or :class:`~aioge.EventSyncTimeoutError`), a ``TimeoutError`` that says what timed out
+    and after how long.  ``None``: no limit."""
+    if timeout is None:
+        yield
+        return
+    with anyio.move_on_after(timeout) as scope:
+        yield
+    if scope.cancelled_caught:
+        cls: type[AclError] = EventSyncTimeoutError if event else StreamSyncTimeoutError
+        raise cls(cls.codes[0], f"did not complete within {timeout:g} s", what)
 
 
 async def wait_all(comps: list[Completion]) -> None:
@@ -491,7 +532,8 @@ class ThreadJob(Generic[_T]):
         self._wanted = 1  # the creator's result() to come
         self._taken = False
         self._dropped = False
-        threading.Thread(target=self._run, name=name, daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
 
     @property
     def done(self) -> bool:
@@ -526,6 +568,12 @@ class ThreadJob(Generic[_T]):
                     except RuntimeError:  # closed asyncio loop, or trio.RunFinishedError
                         pass
                 self._waiters = []
+
+    def wait_sync(self, timeout: float | None) -> bool:
+        """Block the calling thread until the call has finished, at most ``timeout`` s
+        (interpreter exit: no loop is left to await on); True if it has."""
+        self._thread.join(timeout)
+        return self._done
 
     async def wait(self) -> None:
         """Wait until the call has finished (taking nothing)."""

@@ -3,22 +3,24 @@ explicit context per :class:`Device`."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from . import _native
 from ._native import ffi, lib
-from ._resources import Resource
-from ._scheduler import ThreadJob
+from ._resources import Resource, close_at_exit
+from ._scheduler import ThreadJob, deadline
 from .errors import BusyResourceError, error_class
 from .stream import Stream
 
 if TYPE_CHECKING:
     from ._dynamic import DynamicCompiledGraph
     from ._launch import LaunchCache
+    from .event import Event
     from .graph import Graph
     from .model import CompiledGraph
     from .tensor import DeviceMemory
@@ -70,8 +72,12 @@ class Device(Resource):
         backend: ``"host"`` (the embedded host runtime) or ``"ascend"``.
     """
 
+    _serials = itertools.count(1)
+
     def __init__(self, device_id: int = 0) -> None:
         self.id = int(device_id)
+        #: which ``open_device()`` call of the process made this object (two may open one device id)
+        self.serial = next(Device._serials)
         self.backend: str = _native.backend
         _runtime_acquire()
         try:
@@ -90,6 +96,7 @@ class Device(Resource):
         _native.forget_context()
         _native.bind_context(self._ctx)
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+        self._events: weakref.WeakSet[Event] = weakref.WeakSet()  # closed with the device
         self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
         self._default_stream: Stream | None = None
         self._default_lock = threading.Lock()  # compiles on their threads upload weights through it
@@ -109,13 +116,14 @@ class Device(Resource):
         self._pool = BlockPool(self._ctx, cap)
         self._pinned = PinnedPool()
         self._opened()
+        close_at_exit(self)
 
     def _describe(self) -> str:
         return f"Device {self.id} ({self.backend})"
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"<aioge.Device {self.id} backend={self.backend!r} {state}>"
+        return f"<aioge.Device {self.id} #{self.serial} backend={self.backend!r} {state}>"
 
     # ---- streams ----
     def open_stream(self, *, high_water: int = 1024, timing: bool = False) -> Stream:
@@ -150,7 +158,7 @@ class Device(Resource):
 
     async def compile(
         self,
-        graph: Graph,
+        graph: Graph | str | os.PathLike[str] | bytes | Any,
         *,
         optimize: int = 2,
         max_streams: int | None = None,
@@ -163,7 +171,9 @@ class Device(Resource):
         (compiled per concrete input shape on first use, see :mod:`aioge._dynamic`).
 
         Args:
-            graph: an :class:`aioge.graph.Graph` (e.g. from :func:`aioge.load_onnx`).
+            graph: an :class:`aioge.Graph` (e.g. from :func:`aioge.load_onnx`), or an
+                ONNX model (a path, bytes or ``onnx.ModelProto``), loaded with
+                ``aioge.load_onnx(graph)`` (use that for ``input_shapes=``).
             optimize: pass level 0 (shape inference only), 1 (+ folding, DCE, CSE) or 2 (+ fusion).
             max_streams: independent branches may run on up to this many streams
                 (GE's multi-stream parallelism).  Default: 1 on the host runtime,
@@ -184,9 +194,16 @@ class Device(Resource):
         closed when the compile ends.  ``aclose()`` of the device waits for
         compiles in flight (``close()`` refuses while there are any).
         """
+        from .graph import Graph, load_onnx
         from .model import MAX_INFLIGHT, compile_graph
 
         self._check_open()
+        if not isinstance(graph, Graph):
+            if isinstance(graph, (str, os.PathLike, bytes, bytearray)) or type(graph).__name__ == "ModelProto":
+                graph = load_onnx(graph)  # an ONNX model: its path, bytes or ModelProto
+            else:
+                raise TypeError(f"compile() takes an aioge.Graph or an ONNX model (a path, bytes or an "
+                                f"onnx.ModelProto), not {type(graph).__name__}")  # fmt: skip
         limit = MAX_INFLIGHT if max_inflight is None else max_inflight
         if graph.is_dynamic:  # symbolic dims: a plan per concrete shape, compiled on first use
             from ._dynamic import DynamicCompiledGraph
@@ -217,13 +234,14 @@ class Device(Resource):
 
         Args:
             timeout: seconds for the whole wait (one deadline, however many
-                streams); ``TimeoutError`` when exceeded.
+                streams); :class:`~aioge.StreamSyncTimeoutError` (a ``TimeoutError``)
+                when exceeded.
 
         Cancellation: returns control at once; nothing is lost, a pending
         error is reported by the next ``synchronize()``.
         """
         self._check_open()
-        with anyio.fail_after(timeout):
+        with deadline(timeout, f"synchronize() of {self._describe()}"):
             for s in list(self._streams):
                 if not s.closed:
                     await s.synchronize()
@@ -247,11 +265,35 @@ class Device(Resource):
             raise BusyResourceError(
                 f"{self._describe()} has streams with work in flight ({len(busy)}): use `await device.aclose()`"
             )
+        for e in list(self._events):
+            e.close()
         for m in list(self._models):
             m.close()
         for s in list(self._streams):
             s.close()
         self._release()
+
+    def _close_at_exit(self, deadline: float) -> str:
+        """The exit hook's close: wait (until ``deadline``) for compiles and
+        launches still running, then close everything in order; work that
+        outlives the deadline is left to the process exit, not waited for."""
+        for job in list(self._compiling.values()):
+            job.wait_sync(max(0.0, deadline - time.monotonic()))
+        streams = [s for s in self._streams if not s.closed]
+        models = [m for m in self._models if not m.closed]
+        events = [e for e in self._events if not e.closed]
+        parts = [f"{len(x)} {noun}{'s' if len(x) != 1 else ''}" for x, noun in
+                 ((streams, "stream"), (models, "compiled graph"), (events, "event")) if x]  # fmt: skip
+        what = f" (with {', '.join(parts)})" if parts else ""
+        idle = all(job.done for job in self._compiling.values())
+        if idle and all([s._lane.settle(deadline) for s in streams]):
+            self._compiling.clear()
+            self.close()
+            return what
+        for r in (*events, *models, *streams):
+            r._closed = True  # still in use by the device: no release, nothing to collect later
+        self._closed = True
+        return f"{what}, work still running after the exit timeout left to the process exit"
 
     def _release(self) -> None:
         _native.bind_context(self._ctx)

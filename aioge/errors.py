@@ -166,7 +166,11 @@ class OpNotFoundError(AclParamError):
     codes = (100024,)
 
 
-class UnsupportedDataTypeError(AclParamError):
+class UnsupportedDataTypeError(AclParamError, TypeError):
+    """An (op, dtype) the runtime does not support: from ``aioge.op`` (the runtime's
+    refusal) and from the typed ``aioge.ops`` functions alike.  Also a ``TypeError``
+    (the operand has the wrong type) and, as every :class:`AclParamError`, a ``ValueError``."""
+
     codes = (100026,)
 
 

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from . import _native
 from ._native import ffi, lib
 from ._resources import Resource
-from ._scheduler import Completion
+from ._scheduler import Completion, deadline
 
 if TYPE_CHECKING:
     from .device import Device
@@ -37,6 +35,7 @@ class Event(Resource):
         self._handle = handle
         self._comp = comp
         self._opened()
+        self.device._events.add(self)
 
     @classmethod
     def _record(cls, stream: Stream, timing: bool) -> Event:
@@ -52,6 +51,10 @@ class Event(Resource):
         # user's handle is never recycled
         comp = stream._record(None, "event")
         return cls(stream, handle, comp)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("done" if self._comp.done else "pending")
+        return f"<aioge.Event of stream {self.stream.id} device={self.device.id} {state}>"
 
     @property
     def done(self) -> bool:
@@ -70,14 +73,11 @@ class Event(Resource):
         """Wait until the captured work has run (raising its error, if any).
 
         Raises:
-            TimeoutError: not complete within ``timeout`` seconds.
+            EventSyncTimeoutError: not complete within ``timeout`` seconds (a ``TimeoutError``).
         """
         self._check_open()
-        if timeout is None:
+        with deadline(timeout, f"wait() of an event of {self.stream._describe()}", event=True):
             await self._comp.wait()
-        else:
-            with anyio.fail_after(timeout):
-                await self._comp.wait()
 
     def __await__(self) -> Any:
         return self.wait().__await__()

@@ -40,7 +40,7 @@ from . import _native, _trace, dtypes
 from ._launch import Const, launch
 from ._native import ffi, lib
 from ._resources import Resource
-from ._scheduler import Completion, wait_all
+from ._scheduler import Completion, deadline, wait_all
 from .errors import AclError, BusyResourceError, error_class
 from .graph import LoweredNode
 from .graph.lower.host import expand_host_ops, host_attrs
@@ -268,22 +268,53 @@ class _Flight:
 
     Shared by the model and its tickets but referencing neither, so a model
     dropped while executions run can be collected; the tickets keep this.
-    Critical sections allocate nothing: a ticket may be collected (and give
-    its slot back) on any thread, at any allocation.
+    A ticket may be collected on any thread, at any allocation -- also by a
+    collection that code holding ``lock`` started -- so giving it back takes
+    no lock: it is queued (``deque.append`` is atomic), and whoever holds the
+    lock next settles the queue.
     """
 
     def __init__(self, limit: int) -> None:
         self.lock = threading.Lock()
         self.limit = limit
-        self.live = 0  # tickets alive
+        self.live = 0  # tickets alive (once ``returned`` is settled)
         self.peak = 0
         self.arenas: list[DeviceMemory] = []  # idle, ready for reuse
         self.made = 0  # arenas allocated so far
         self.joins: collections.deque[Completion] = collections.deque()  # last completion of each execution
+        self.returned: collections.deque[DeviceMemory | None] = collections.deque()  # tickets given back
         self.closed = False
+
+    def give_back(self, mem: DeviceMemory | None) -> None:
+        """A ticket's release (from ``__del__``): lock-free, settled now if the lock is free."""
+        self.returned.append(mem)
+        self.try_settle()
+
+    def try_settle(self) -> None:
+        """Settle the tickets given back, unless someone holds the lock (then they will)."""
+        if self.lock.acquire(blocking=False):  # never waits: this thread may hold it already
+            try:
+                self.settle()
+            finally:
+                self.lock.release()
+
+    def settle(self) -> None:
+        """Account for the tickets given back; caller holds the lock."""
+        ret = self.returned
+        while ret:
+            mem = ret.popleft()
+            if mem is not None and mem.ptr is not None and not self.closed:
+                self.arenas.append(mem)  # back in the pool before the slot: arenas never outnumber slots
+            self.live -= 1
+
+    def take_arena(self) -> DeviceMemory | None:
+        with self.lock:
+            self.settle()
+            return self.arenas.pop() if self.arenas else None
 
     def admit(self) -> _Ticket:
         with self.lock:
+            self.settle()
             self.live += 1
             self.peak = max(self.peak, self.live)
         return _Ticket(self)
@@ -299,6 +330,7 @@ class _Flight:
     def oldest(self) -> tuple[bool, Completion | None]:
         """Take a slot if there is room; else the oldest execution still running (to wait for)."""
         with self.lock:
+            self.settle()
             joins = self.joins
             while joins and joins[0]._done:
                 joins.popleft()
@@ -320,11 +352,7 @@ class _Ticket:
         self.mem: DeviceMemory | None = None
 
     def __del__(self) -> None:
-        f, mem = self.flight, self.mem
-        if mem is not None and mem.ptr is not None and not f.closed:
-            f.arenas.append(mem)  # back in the pool before the slot: arenas never outnumber slots
-        with f.lock:
-            f.live -= 1
+        self.flight.give_back(self.mem)
 
 
 class CompiledGraph(Resource):
@@ -388,6 +416,8 @@ class CompiledGraph(Resource):
     def stats(self) -> dict[str, int]:
         """``in_flight`` executions, their ``peak``, ``arenas`` allocated, ``aux_streams`` opened."""
         f = self._flight
+        with f.lock:
+            f.settle()
         return {"in_flight": f.live, "peak": f.peak, "arenas": f.made,
                 "aux_streams": sum(len(a) for a in self._aux_sets)}  # fmt: skip
 
@@ -452,6 +482,11 @@ class CompiledGraph(Resource):
 
     # ---- execution ----
     def _check_feeds(self, feeds: Mapping[str, Any]) -> None:
+        if not isinstance(feeds, Mapping):
+            raise TypeError(
+                f"{self.graph.name}: execute() takes a dict of input name -> numpy array or Tensor "
+                f"(inputs: {', '.join(repr(n) for n in self.inputs)}), not {type(feeds).__name__}"
+            )
         missing = [n for n in self.inputs if n not in feeds]
         extra = [n for n in feeds if n not in self.inputs]
         if missing or extra:
@@ -481,7 +516,7 @@ class CompiledGraph(Resource):
             stream: the stream for the main segment chain (default: the device's).
             as_tensors: return output Tensors (stay on the device) instead of numpy arrays.
             as_torch: return torch tensors (sharing memory with the downloaded arrays).
-            timeout: seconds before ``TimeoutError``.
+            timeout: seconds before :class:`~aioge.StreamSyncTimeoutError` (a ``TimeoutError``).
 
         Returns:
             output name -> numpy array (or Tensor).
@@ -504,17 +539,24 @@ class CompiledGraph(Resource):
         await s0.drain()
         ticket: _Ticket | None = await self._admit()
         try:
-            ins = [feeds[n] if isinstance(feeds[n], Tensor) else s0.upload(_host_array(feeds[n])) for n in self.inputs]
+            ins: list[Tensor] = []
+            uploads: list[Completion] = []  # this execution's copies in: their failures are its own
+            for n in self.inputs:
+                x = feeds[n]
+                if not isinstance(x, Tensor):
+                    x = s0._upload(_host_array(x), None, f"{self.graph.name}: input {n!r} (upload)")
+                    uploads.append(x._writer)  # type: ignore[arg-type]
+                ins.append(x)
             assert ticket is not None
-            outs, comps = self._launch(ins, None, s0, ticket)
+            outs, comps = self._launch(ins, None, s0, ticket, uploads)
         finally:
             ticket = None  # the launches hold it now (until the device is done); never a traceback
-        with anyio.fail_after(timeout) if timeout is not None else _nullcontext():
+        with deadline(timeout, f"execute() of {self._describe()}"):
             if as_tensors:
-                await wait_all(comps)  # every segment's error, not only the last stream's
+                await wait_all(comps[-1:])  # the join: it stands for everything the execution enqueued
                 return dict(outs)
-            # the outputs' writer joins every segment (and inherits their errors):
-            # enqueue every copy-out at once, then wait for them in order
+            # the outputs' writer (the join) raises the first failure among the copies in
+            # and the nodes; enqueue every copy-out at once, then wait for them in order
             downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
             res = {name: await d.result() for name, d in downloads}
             if as_torch:
@@ -530,7 +572,9 @@ class CompiledGraph(Resource):
 
         ``inputs`` are device tensors in graph input order; ``outputs``
         optional tensors to write into (else allocated).  Returns the output
-        tensors and the launch completions (await them, or the stream).
+        tensors and the launch completions in enqueue order (await them, or
+        the stream); the last one, also the outputs' writer, joins them all
+        and raises the first failure among them.
         Never waits: it counts against ``max_inflight`` but ignores it.
         """
         self._check_open()
@@ -556,26 +600,36 @@ class CompiledGraph(Resource):
                     raise ValueError(f"{self.graph.name}: output {name!r} must be a Tensor {shape} {dt}")
 
     def _launch(
-        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None, s0: Stream, ticket: _Ticket
+        self,
+        inputs: Sequence[Tensor],
+        outputs: Sequence[Tensor] | None,
+        s0: Stream,
+        ticket: _Ticket,
+        pre: Sequence[Completion] = (),
     ) -> tuple[dict[str, Tensor], list[Completion]]:
-        """Enqueue a checked execution; ``ticket`` goes to its completions."""
+        """Enqueue a checked execution; ``ticket`` goes to its completions.
+
+        ``pre`` are launches of ``s0`` the execution made first (its copies in):
+        the join inherits their errors too.
+        """
         self._check_open()
         observed = _trace.hub.execution_begins(self, s0) if _trace.hub is not None else None
         if self.mode == "per_op":
             outs, comps = self._run_per_op(s0, list(inputs))
             if outputs is not None:  # copy into the caller's tensors, in stream order
                 for y, (name, t) in zip(outputs, list(outs.items())):
-                    launch(s0, "Identity", [t], [y])
+                    comps.append(launch(s0, "Identity", [t], [y], what=f"{self.graph.name}: output {name!r}"))
                     outs[name] = y
-                comps = [y.launch for y in outputs if y.launch is not None]
-            with s0._lock:  # one stream: a marker after the last launch holds the ticket
+            with s0._lock:  # one stream: a marker after the last launch holds the ticket and joins them all
                 s0._enter()
-                done = s0._record(ticket, f"{self.graph.name}:done")
+                done = s0._record(ticket, f"{self.graph.name}:done", deps=[*pre, *comps])
+                for t in outs.values():
+                    s0._note_write(t._memory(), done)
             self._flight.track(done)
             if observed is not None and _trace.hub is not None:
                 _trace.hub.execution_ends(observed, done)
-            return outs, comps
-        result = self._run_sunk(s0, list(inputs), outputs, ticket)
+            return outs, [*comps, done]
+        result = self._run_sunk(s0, list(inputs), outputs, ticket, list(pre))
         if observed is not None and _trace.hub is not None:
             _trace.hub.execution_ends(observed, result[1][-1])
         return result
@@ -597,10 +651,7 @@ class CompiledGraph(Resource):
 
     def _arena(self, ticket: _Ticket) -> DeviceMemory:
         f = self._flight
-        try:
-            mem: DeviceMemory | None = f.arenas.pop()
-        except IndexError:
-            mem = None
+        mem = f.take_arena()
         if mem is None or mem.ptr is None:
             mem = DeviceMemory(self.device, max(self._build.total_arena, 1), self.device.default_stream)
             with f.lock:
@@ -627,7 +678,7 @@ class CompiledGraph(Resource):
             return self._aux_sets[k]
 
     def _run_sunk(
-        self, s0: Stream, ins: list[Tensor], given: Sequence[Tensor] | None, ticket: _Ticket
+        self, s0: Stream, ins: list[Tensor], given: Sequence[Tensor] | None, ticket: _Ticket, pre: list[Completion]
     ) -> tuple[dict[str, Tensor], list[Completion]]:
         b = self._build
         streams = [s0, *self._aux_for(s0)]
@@ -644,6 +695,8 @@ class CompiledGraph(Resource):
         del ticket
         comps: dict[int, Completion] = {}
         n_in, n_out = len(in_mems), len(out_mems)
+        # one stream: the last segment is the join, standing for the copies in and the segments before it
+        last = b.segments[-1].index if b.segments and len(streams) == 1 else -1
         for seg in b.segments:
             s = streams[seg.stream]
             with s._lock:
@@ -664,28 +717,30 @@ class CompiledGraph(Resource):
                                                          out_ptrs, s._handle, times, len(times))  # fmt: skip
                 if rc:
                     raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
-                comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start)
+                deps = [*pre, *comps.values()] if seg.index == last else None
+                comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start, deps)
                 if times is not None and _trace.hub is not None:
                     _trace.hub.segment(comps[seg.index], self, seg.index, times)
         # the outputs are written by the graph as a whole: their writer is the join of all segments
-        others = [c for c in comps.values() if c.lane is not s0._lane]
         with s0._lock:
             s0._enter()
-            if not others and b.segments:
-                join = comps[b.segments[-1].index]  # one stream: its last segment is the join
+            if last >= 0:
+                join = comps[last]
             else:
-                for c in others:
+                for c in comps.values():
                     s0._wait_for(c)
-                join = s0._record(keep, f"{self.graph.name}:join", deps=others or None)
+                join = s0._record(keep, f"{self.graph.name}:join", deps=[*pre, *comps.values()])
             for m in out_mems:
                 s0._note_write(m, join)
             for m in in_mems:
                 s0._note_read(m, join)
         self._flight.track(join)
-        return outs, [*others, join]
+        return outs, [*comps.values(), *([] if last >= 0 else [join])]
 
     def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
+        """Launch every lowered op on ``s0``; the outputs and every launch, in order."""
         b = self._build
+        comps: list[Completion] = []
         vals: dict[str, Tensor] = dict(zip(b.inputs, ins))
         for name, w in zip(b.weights, self._weights):
             vals[name] = w
@@ -725,15 +780,17 @@ class CompiledGraph(Resource):
                 if op.op_type in NCHW_OPS:
                     fmts = [0 if isinstance(a, Tensor) and a.ndim == 4 else 2 for a in args] + \
                            [0 if t.ndim == 4 else 2 for t in outs]  # fmt: skip
-                launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts)
+                what = f"{g.name}: node {node.name!r} ({op.op_type})"
+                comps.append(launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts, what))
         result: dict[str, Tensor] = {}
         for n in b.outputs:
             t = vals[n]
             shared = [*ins, *self._weights, *result.values()]
             if any(t._mem is x._mem for x in shared):  # never hand out an input's or a weight's memory
                 t = s0.copy(t)
+                comps.append(t.launch)  # type: ignore[arg-type]
             result[n] = t
-        return result, [t.launch for t in result.values() if t.launch is not None]
+        return result, comps
 
     # ---- lifecycle ----
     def _aux_streams(self) -> list[Stream]:
@@ -764,6 +821,7 @@ class CompiledGraph(Resource):
         self._aux_of = weakref.WeakKeyDictionary()
         f = self._flight
         f.closed = True  # returning tickets free their arenas instead of pooling them
+        f.try_settle()  # settles what was given back (lock-free: this may run in __del__)
         if not self.device.closed:
             if self._handle is not None:
                 lib.aiogeGraphDestroy(self._handle)  # queued executions keep the C graph alive until they ran
@@ -771,9 +829,9 @@ class CompiledGraph(Resource):
                 lib.aclDestroyTensorDesc(d)  # the graph's kernels hold copies
         self._handle = None
         self._descs = []
-        for m in f.arenas:
+        arenas, f.arenas = f.arenas, []
+        for m in arenas:
             m.free()  # idle: no execution uses them
-        f.arenas = []
         self._weights = []
 
     def _gc_release(self) -> None:
@@ -800,14 +858,6 @@ def _positive(n: int) -> int:
     if int(n) < 1:
         raise ValueError(f"max_inflight must be >= 1, not {n}")
     return int(n)
-
-
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def default_max_streams() -> int:

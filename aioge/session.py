@@ -21,7 +21,7 @@ allocated by the runtime.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,6 +54,7 @@ class _Entry:
         self.options = dict(options)
         self.compile_args = _compile_args(self.options)
         self.model: CompiledGraph | DynamicCompiledGraph | None = None
+        self.compile_started = False  # compile_graph() called (awaited or not)
         self.loaded_on: Stream | None = None
         self.host_inputs: frozenset[int] = frozenset()
         self.frozen: frozenset[int] = frozenset()
@@ -109,17 +110,28 @@ class Session(Resource):
             e.model.close()
         del self._graphs[graph_id]
 
-    async def compile_graph(self, graph_id: int) -> None:
+    def compile_graph(self, graph_id: int) -> Coroutine[Any, Any, None]:
         """``CompileGraph``: optimise, plan and compile the graph (off the event loop),
-        with the options given to ``add_graph``.
+        with the options given to ``add_graph``.  **Must be awaited**
+        (``await sess.compile_graph(1)``); the other Session calls are plain.
 
         Cancellation: returns control at once and leaves the graph not
         compiled; the compile finishes on its thread and its model goes to a
         ``compile_graph`` retried meanwhile, or is closed (:meth:`Device.compile`).
         """
         e = self._entry(graph_id)
+        e.compile_started = True  # at the call, so that a forgotten await can be named later
+        return self._compile(e)
+
+    async def _compile(self, e: _Entry) -> None:
         if e.model is None:
             e.model = await self.device.compile(e.graph, **e.compile_args)
+
+    def _not_compiled(self, graph_id: int, e: _Entry, call: str) -> SessionError:
+        if e.compile_started:
+            return SessionError(f"graph {graph_id}: compile_graph() was called but has not finished: it must "
+                                f"be awaited (`await session.compile_graph({graph_id})`) before {call}")  # fmt: skip
+        return SessionError(f"graph {graph_id} must be compiled (CompileGraph) before {call}")
 
     def load_graph(self, graph_id: int, options: Mapping[str, str] | None, stream: Stream) -> None:
         """``LoadGraph``: bind a compiled graph to ``stream`` (the default stream of its runs).
@@ -131,7 +143,7 @@ class Session(Resource):
         """
         e = self._entry(graph_id)
         if e.model is None:
-            raise SessionError(f"graph {graph_id} must be compiled (CompileGraph) before LoadGraph")
+            raise self._not_compiled(graph_id, e, "LoadGraph")
         if e.loaded_on is not None:
             raise SessionError(f"graph {graph_id} is already loaded; a second LoadGraph is not supported")
         opts = dict(options or {})
@@ -172,7 +184,9 @@ class Session(Resource):
             SessionError: GE's order broken, or an input of the wrong kind for its index.
         """
         e = self._entry(graph_id)
-        if e.loaded_on is None or e.model is None:
+        if e.model is None:
+            raise self._not_compiled(graph_id, e, "ExecuteGraphWithStreamAsync")
+        if e.loaded_on is None:
             raise SessionError(f"graph {graph_id} must be loaded (LoadGraph) before ExecuteGraphWithStreamAsync")
         model = e.model
         s = stream if stream is not None else e.loaded_on

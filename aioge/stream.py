@@ -7,16 +7,16 @@ a :class:`~aioge.Tensor` at once.  Waiting is always an ``await``.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import numpy as np
 
 from . import _native, _trace, dtypes
 from ._native import ffi, lib
-from ._resources import Resource
-from ._scheduler import Completion, Lane
+from ._resources import Resource, finalizing
+from ._scheduler import Completion, Lane, deadline
 from .errors import BusyResourceError, WrongDeviceError, error_class
 from .tensor import DeviceMemory, Tensor
 
@@ -58,9 +58,12 @@ class _Download:
         self.dtype = t.dtype
 
     async def result(self) -> np.ndarray:
-        await self.comp.wait()
-        if self.writer is not None:  # its error is this download's error
-            await self.writer.wait()
+        comp, writer = self.comp, self.writer
+        if not comp.done and not comp.lane.spin_until(comp):
+            await comp._wait_pending()
+        if writer is not None:  # it ran first: its error is this download's first error
+            await writer.wait()
+        comp._raise_if_failed()
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:
             ffi.memmove(_native.host_ptr(out), self.staging.ptr, out.nbytes)
@@ -81,7 +84,7 @@ class Stream(Resource):
     :class:`~aioge.BusyResourceError` while launches are in flight.
     """
 
-    _ids = 0
+    _ids = itertools.count(1)  # next() is atomic: streams may be opened from several threads
 
     def __init__(self, device: Device, *, high_water: int = 1024, timing: bool = False) -> None:
         device._check_open()
@@ -90,8 +93,7 @@ class Stream(Resource):
         _native.check(lib.aclrtCreateStream(p), "aclrtCreateStream")
         self._handle = p[0]
         self.device = device
-        Stream._ids += 1
-        self.id = Stream._ids
+        self.id = next(Stream._ids)
         self.high_water = high_water
         #: every launch also records a start event; its Completion.device_ms is set
         self.timing = timing
@@ -106,7 +108,8 @@ class Stream(Resource):
         return f"Stream {self.id} of device {self.device.id}"
 
     def __repr__(self) -> str:
-        return f"<aioge.Stream {self.id} device={self.device.id} in_flight={self._lane.in_flight}>"
+        state = "closed" if self._closed else f"in_flight={self._lane.in_flight}"
+        return f"<aioge.Stream {self.id} device={self.device.id} {state}>"
 
     # ---- metrics ----
     @property
@@ -159,13 +162,14 @@ class Stream(Resource):
         _native.check(lib.aclrtRecordEvent(ev, self._handle), "aclrtRecordEvent")
         return ev
 
-    def _record(self, keep: Any, what: str, start: Any = None, deps: list[Completion] | None = None) -> Completion:
+    def _record(self, keep: Any, what: str, start: Any = None, deps: list[Completion] | None = None,
+                name: str | None = None) -> Completion:  # fmt: skip
         ev = self._new_event()
         rc = lib.aclrtRecordEvent(ev, self._handle)
         if rc:
             lib.aclrtDestroyEvent(ev)
             _native.check(rc, "aclrtRecordEvent")
-        return self._lane.submit(ev, keep, what, start, deps)
+        return self._lane.submit(ev, keep, what, start, deps, name)
 
     def _wait_for(self, comp: Completion | None) -> None:
         """Make this stream wait (on the device) for a launch of another stream."""
@@ -177,18 +181,22 @@ class Stream(Resource):
 
     def _order_read(self, m: DeviceMemory) -> None:
         if m.device is not self.device:
-            raise WrongDeviceError(f"tensor of device {m.device.id} used on device {self.device.id}")
+            raise WrongDeviceError(
+                f"a tensor of {m.device!r} used on {self.device!r}: every open_device() call is a device "
+                "object of its own (a context), and tensors stay with the one that made them"
+            )
         self._wait_for(m.writer)
 
     def _order_write(self, m: DeviceMemory) -> None:
         self._order_read(m)
-        for s, comp in list(m.readers.items()):
-            if s is not self:
+        for lane, comp in list(m.readers.items()):
+            if lane is not self._lane:
                 self._wait_for(comp)
 
     def _note_read(self, m: DeviceMemory, comp: Completion) -> None:
-        if m.stream is not self:
-            m.readers[self] = comp
+        # every stream's last read, the writer's own stream's too: a later
+        # write on another stream waits for it (write-after-read)
+        m.readers[self._lane] = comp
 
     def _note_write(self, m: DeviceMemory, comp: Completion) -> None:
         m.writer = comp
@@ -205,6 +213,10 @@ class Stream(Resource):
         Example:
             >>> x = s.upload(np.ones((2, 3), np.float32))
         """
+        return self._upload(array, dtype, None)
+
+    def _upload(self, array: Any, dtype: dtypes.DTypeLike | None, name: str | None) -> Tensor:
+        """``upload``, naming the copy ``name`` in its device error."""
         arr = np.asarray(array, dtype=None if dtype is None else dtypes.normalize(dtype))
         dt = dtypes.normalize(arr.dtype)
         arr = _native.contiguous(arr)
@@ -218,7 +230,7 @@ class Stream(Resource):
                     lib.aclrtMemcpyAsync(mem.ptr, arr.nbytes, _native.host_ptr(arr), arr.nbytes, _H2D, self._handle),
                     "aclrtMemcpyAsync",
                 )
-            self._note_write(mem, self._record((mem, arr), "upload", start))
+            self._note_write(mem, self._record((mem, arr), "upload", start, name=name))
         return t
 
     def empty(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:
@@ -275,10 +287,9 @@ class Stream(Resource):
 
     async def _download(self, t: Tensor, timeout: float | None) -> np.ndarray:
         d = self._enqueue_download(t)
-        if timeout is None:
-            return await d.result()
-        with anyio.fail_after(timeout):
-            return await d.result()
+        with deadline(timeout, f"numpy() of a tensor {t.shape} on {self._describe()}"):
+            out = await d.result()
+        return out
 
     def record_event(self, *, timing: bool = False) -> Event:
         """Record an event capturing the work issued so far (``aclrtRecordEvent``)."""
@@ -307,7 +318,8 @@ class Stream(Resource):
         (each error is also raised to the awaiters of its own launch).
 
         Args:
-            timeout: seconds; ``TimeoutError`` when exceeded.
+            timeout: seconds; :class:`~aioge.StreamSyncTimeoutError` (a
+                ``TimeoutError``) when exceeded.
 
         Cancellation: returns control at once; nothing is lost, the pending
         error (if any) is reported by the next ``synchronize()``.
@@ -316,11 +328,8 @@ class Stream(Resource):
             self._enter()
             comp = self._record(None, "synchronize")
         if not comp.done:
-            if timeout is None:
+            with deadline(timeout, f"synchronize() of {self._describe()}"):
                 await comp._wait_pending()
-            else:
-                with anyio.fail_after(timeout):
-                    await comp._wait_pending()
         self._raise_unreported()
 
     def _raise_unreported(self) -> None:
@@ -386,14 +395,18 @@ class Stream(Resource):
         self.close()
 
     def _force_close(self) -> None:
-        """Close without waiting: a background thread drains the queue first."""
+        """Close without waiting: a background thread drains the queue first.
+
+        While the interpreter shuts down no thread can start: a busy stream is
+        then left to the process exit (the exit hook drained it if it could).
+        """
         if self._closed:
             return
         self._closed = True
         if not self._lane.in_flight:
             self._destroy()
-            return
-        threading.Thread(target=self._destroy, name=f"aioge-close-{self.id}", daemon=True).start()
+        elif not finalizing():
+            threading.Thread(target=self._destroy, name=f"aioge-close-{self.id}", daemon=True).start()
 
     def _gc_release(self) -> None:
         self._force_close()

@@ -18,6 +18,7 @@ from ._scheduler import Completion
 from .errors import ClosedResourceError, InvalidParamError
 
 if TYPE_CHECKING:
+    from ._scheduler import Lane
     from .device import Device
     from .stream import Stream
 
@@ -83,8 +84,9 @@ class DeviceMemory:
         #: stream of the last write (or of the allocation)
         self.stream = stream
         self.writer: Completion | None = None
-        #: latest read per other stream (for write-after-read ordering)
-        self.readers: dict[Stream, Completion] = {}
+        #: latest read per stream (by its lane, which does not keep the stream
+        #: alive): a write on another stream waits for them (write-after-read)
+        self.readers: dict[Lane, Completion] = {}
         device._memory.add(self)
 
     def home(self) -> Stream:
@@ -118,7 +120,9 @@ class Tensor:
     Attributes:
         shape: tuple of dims.
         dtype: numpy dtype.
-        stream: the stream of the launch that last wrote it.
+        stream: the stream of the launch that last wrote it.  Once that stream
+            is closed, launches that pick a stream from the tensor (``aioge.ops``,
+            ``numpy()``) use the device's default stream instead.
 
     Awaiting a tensor (``await t`` or ``await t.ready()``) waits until the
     launch that produced it has run on the device and raises that launch's
@@ -201,7 +205,9 @@ class Tensor:
 
     @property
     def closed(self) -> bool:
-        return self._mem is None
+        """True after ``close()``, and once its device closed (its memory is gone then)."""
+        m = self._mem
+        return m is None or m.ptr is None
 
     def _memory(self) -> DeviceMemory:
         m = self._mem
@@ -210,8 +216,12 @@ class Tensor:
         return m
 
     def __repr__(self) -> str:
-        state = "closed" if self._mem is None else ("ready" if self.is_ready() else "pending")
+        state = "closed" if self.closed else ("ready" if self.is_ready() else "pending")
         return f"<aioge.Tensor shape={self.shape} dtype={self.dtype} {state}>"
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Refused: the data is on the device (numpy would make a 0-d object array of it)."""
+        raise TypeError("an aioge.Tensor is device memory: copy it to the host with `await tensor.numpy()`")
 
     # ---- readiness ----
     def is_ready(self) -> bool:
@@ -247,12 +257,12 @@ class Tensor:
         into page-locked staging memory; the loop is never blocked.
 
         Args:
-            timeout: seconds to wait before raising ``TimeoutError``.
+            timeout: seconds to wait before raising :class:`~aioge.StreamSyncTimeoutError`.
             stream: the stream to copy on (e.g. a dedicated copy-out stream).
 
         Raises:
             AclError: the producing launch (or the copy) failed.
-            TimeoutError: the copy did not complete within ``timeout``.
+            StreamSyncTimeoutError: the copy did not complete within ``timeout`` (a ``TimeoutError``).
 
         Cancellation: returns control at once; the staging memory is released
         once the copy has run.

@@ -1,27 +1,32 @@
 """Load (or build) an ONNX model, compile it once, run it from many tasks at once.
 
-    pip install ".[onnx]" && python examples/onnx_inference.py [model.onnx] [--shape x=1,3,224,224 ...]
+Needs: onnx and onnxruntime -- the `examples` extra:
+
+    pip install ".[examples]" && python examples/onnx_inference.py [model.onnx] [--shape x=1,3,224,224 ...]
 
 Without a model a small residual CNN is built with onnx.helper. A model file
 is loaded with ``aioge.load_onnx(path)``, so external tensor data next to it
 is found; ``--shape`` fixes inputs whose ONNX shape has symbolic dims (a
-batch dim "N", say). Results are checked against onnxruntime when it is
-installed.
+batch dim "N", say). Results are checked against onnxruntime.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 import aioge
 
-if TYPE_CHECKING:
+try:
     import onnx
+    import onnxruntime as ort
+except ImportError as e:  # one clear line instead of a traceback
+    sys.exit(f"examples/onnx_inference.py needs {e.name}: pip install '.[examples]' (onnx and onnxruntime)")
 
 
 def build_model(batch: int | str = 4) -> onnx.ModelProto:
@@ -64,13 +69,16 @@ def build_model(batch: int | str = 4) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
-    """``["x=1,3,224,224"]`` -> ``{"x": (1, 3, 224, 224)}``."""
-    shapes = {}
-    for spec in specs:
-        name, _, dims = spec.partition("=")
-        shapes[name] = tuple(int(d) for d in dims.split(","))
-    return shapes
+def shape_arg(spec: str) -> tuple[str, tuple[int, ...]]:
+    """``"x=1,3,224,224"`` -> ``("x", (1, 3, 224, 224))`` (argparse reports a bad one as a usage error)."""
+    name, eq, dims = spec.partition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not name or not eq or not shape or any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"{spec!r} is not NAME=D0,D1,... (non-negative integer dims)")
+    return name, shape
 
 
 def random_feeds(rng: np.random.Generator, inputs: dict[str, tuple[tuple[int, ...], np.dtype]]) -> dict[str, Any]:
@@ -81,16 +89,19 @@ def random_feeds(rng: np.random.Generator, inputs: dict[str, tuple[tuple[int, ..
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model", nargs="?", help="an .onnx file (default: build a small CNN)")
-    ap.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
+    ap.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...", type=shape_arg,
                     help="static shape of an input with symbolic dims (repeatable)")  # fmt: skip
     args = ap.parse_args()
-    shapes = parse_shapes(args.shape)
-    if args.model:
-        graph = aioge.load_onnx(args.model, input_shapes=shapes)  # external data: read next to the file
-        source: str | bytes = args.model
-    else:
-        source = build_model().SerializeToString()
-        graph = aioge.load_onnx(source, input_shapes=shapes)
+    shapes = dict(args.shape)
+    try:
+        if args.model:
+            graph = aioge.load_onnx(args.model, input_shapes=shapes)  # external data: read next to the file
+            source: str | bytes = args.model
+        else:
+            source = build_model().SerializeToString()
+            graph = aioge.load_onnx(source, input_shapes=shapes)
+    except (OSError, aioge.GraphError) as e:  # a missing file, a symbolic dim without --shape, ...
+        ap.error(str(e))
     print(graph)
     async with aioge.open_device(0) as dev:
         t0 = time.perf_counter()
@@ -107,10 +118,6 @@ async def main() -> None:
             results = await asyncio.gather(*(client(i) for i in range(len(batches))))
             dt = time.perf_counter() - t0
             print(f"{len(batches)} concurrent executions in {dt * 1e3:.1f} ms ({len(batches) / dt:.1f}/s)")
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return
     sess = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     worst = 0.0
     for feeds, res in zip(batches, results):

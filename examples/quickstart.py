@@ -1,5 +1,7 @@
 """aioge quickstart: ops and awaits on the embedded host runtime.
 
+Needs: aioge only (no extra).
+
     pip install . && python examples/quickstart.py
 """
 

@@ -158,3 +158,20 @@ async def test_onnx_model_in_the_backends_mode(compiled, name):
         np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-5, err_msg=f"{name}/{model.mode}/{k}")
     if DUMP_DIR:
         np.savez(Path(DUMP_DIR, f"{name}.npz"), **out)
+
+
+@pytest.mark.parametrize("as_tensors", [False, True], ids=["numpy", "tensors"])
+async def test_a_failed_node_is_raised_by_its_execution(dev, compiled, as_tensors):
+    """Issue 9 item 1 on this backend's mode (per op here, sunk on the host runtime):
+    a node that fails before the last one is the execution's error, not garbage outputs."""
+    from .test_model import gather_chain
+
+    model = await compiled(gather_chain())
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    with pytest.raises(aioge.errors.AicoreExceptionError, match="out of range") as ei:
+        await model.execute({"x": x, "idx": np.array([0, 99])}, as_tensors=as_tensors)
+    assert "pick" in str(ei.value), str(ei.value)
+    with pytest.raises(aioge.errors.AicoreExceptionError):
+        await dev.default_stream.synchronize()
+    out = await model.execute({"x": x, "idx": np.array([3, 1])})
+    np.testing.assert_array_equal(out["act"], np.maximum(2 * x[[3, 1]], 0))

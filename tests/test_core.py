@@ -227,8 +227,10 @@ async def test_wrong_device_is_a_misuse_error():
     async with aioge.open_device(0) as d1, aioge.open_device(0) as d2:
         s1, s2 = d1.open_stream(), d2.open_stream()
         x = s1.upload(np.ones(2, np.float32))
-        with pytest.raises(aioge.WrongDeviceError):
+        with pytest.raises(aioge.WrongDeviceError) as ei:
             aioge.op("Add", [x, x], [aioge.TensorSpec((2,))], stream=s2)
+        # issue 15 item 6: two device objects of one id are told apart by their open_device() serial
+        assert d1.serial != d2.serial and repr(d1) in str(ei.value) and repr(d2) in str(ei.value), str(ei.value)
         await s1.aclose()
         await s2.aclose()
 
@@ -357,3 +359,165 @@ class _sync_device:
 
     def __exit__(self, *exc):
         self.d.close()
+
+
+def _in_thread(fn) -> bool:
+    """Run ``fn`` on a daemon thread; False if it did not return (a deadlock) within 10 s."""
+    import threading
+
+    done = threading.Event()
+
+    def run() -> None:
+        fn()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done.wait(10)
+
+
+def test_finalizers_never_wait_for_a_lock_their_own_thread_holds():
+    """Issue 9 item 10: a collection can run a ticket's or a block's ``__del__`` inside
+    code that holds the lock it gives back to (any allocation may collect): giving
+    back must not take that lock (it deadlocked), and is settled by the next holder."""
+    from aioge.model import _Flight
+
+    flight = _Flight(1)
+    tickets = [flight.admit()]
+    assert flight.oldest() == (False, None)  # the only slot is taken
+
+    def drop_ticket_under_the_lock() -> None:
+        with flight.lock:
+            tickets.clear()  # as a collection inside the critical section would
+
+    assert _in_thread(drop_ticket_under_the_lock)
+    assert flight.oldest() == (True, None)  # the slot came back
+    with _sync_device() as d:
+        pool, pinned = d._pool, d._pinned
+        t = d.default_stream.empty(512)
+        p = pinned.take(4096)
+
+        def free_under_the_locks() -> None:
+            with pool._lock, pinned._lock:
+                t._memory().free()
+                pinned.give(*p)
+
+        cached = pool.cached
+        assert _in_thread(free_under_the_locks)
+        assert pinned.take(4096) == p  # settled and reused by the next taker
+        pinned.give(*p)
+        t2 = d.default_stream.empty(512)
+        assert pool.cached == cached and t2._memory().cap == 2048
+
+
+def test_stream_ids_are_unique_across_threads():
+    import sys
+    import threading
+
+    with _sync_device() as d:
+        streams: list[aioge.Stream] = []
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # make interleavings likely
+        try:
+            threads = [threading.Thread(target=lambda: streams.extend(d.open_stream() for _ in range(8)))
+                       for _ in range(8)]  # fmt: skip
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join()
+        finally:
+            sys.setswitchinterval(interval)
+        assert len({s.id for s in streams}) == len(streams) == 64
+
+
+async def test_one_dtype_contract_for_ops_and_op():
+    """Issue 15 item 10: an unsupported dtype is an UnsupportedDataTypeError (a TypeError and a
+    ValueError) from the typed ops and from aioge.op alike; the message's grammar is right."""
+    async with aioge.open_device(0) as d:
+        s = d.default_stream
+        i = s.upload(np.ones(3, np.int32))
+        b = s.upload(np.ones(3, np.bool_))
+        for call in (lambda: aioge.ops.sin(i), lambda: aioge.op("Sin", [i], [aioge.TensorSpec((3,), "int32")])):
+            with pytest.raises(aioge.UnsupportedDataTypeError) as ei:
+                call()
+            assert isinstance(ei.value, TypeError) and isinstance(ei.value, ValueError) and ei.value.code == 100026
+            assert "int32" in str(ei.value)
+        with pytest.raises(aioge.UnsupportedDataTypeError, match="the operands have dtype bool"):
+            aioge.ops.sub(b, b)
+
+
+def test_the_whole_error_hierarchy_is_exported_and_documented():
+    """Issue 15 item 11: every exception class (aioge.errors, aioge.graph's) is importable
+    from ``aioge`` and named in the README's Errors section."""
+    import pathlib
+
+    import aioge.graph.errors as graph_errors
+
+    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("### Errors", 1)[1].split("\n## ", 1)[0]
+    names = [n for n in (*errors.__all__, *graph_errors.__all__, "SessionError") if n[0].isupper()]
+    for name in names:
+        assert getattr(aioge, name) is getattr(errors, name, getattr(graph_errors, name, aioge.SessionError)), name
+        assert name in aioge.__all__, name
+        assert f"`{name}`" in section, f"{name} is not documented in the README's Errors section"
+    assert issubclass(aioge.MalformedModelError, aioge.AioGeError)
+
+
+async def test_states_and_reprs_after_close():
+    """Issue 15 item 12."""
+    d = aioge.open_device(0)
+    s = d.open_stream()
+    x = s.upload(np.ones(3, np.float32))
+    ev = s.record_event()
+    await ev.wait()
+    assert "done" in repr(ev) and "Event" in repr(ev)
+    assert repr(x.launch).startswith("<aioge.Completion #") and "done" in repr(x.launch)
+    await s.aclose()
+    assert "closed" in repr(s)
+    ev.close()
+    assert "closed" in repr(ev)
+    await d.aclose()
+    assert x.closed  # the device took its memory with it
+    with pytest.raises(aioge.ClosedResourceError):
+        await x.numpy()
+
+
+async def test_sync_with_and_asarray_are_refused_with_what_to_do_instead():
+    """Issue 15 item 14."""
+    with pytest.raises(TypeError, match="async with"):
+        with aioge.open_device(0):
+            pass
+    async with aioge.open_device(0) as d:
+        x = d.default_stream.upload(np.ones(3, np.float32))
+        with pytest.raises(TypeError, match=r"await tensor\.numpy\(\)"):
+            np.asarray(x)
+        with pytest.raises(TypeError, match="async with"):
+            with d.open_stream():
+                pass
+
+
+async def test_upload_keeps_numpy_dtype_rules(dev):
+    """Issue 15 item 15 (documented choice): ``upload`` takes ``np.asarray``'s dtype, so Python
+    floats are float64 and ints int64, as in numpy; ``dtype=`` picks another."""
+    s = dev.default_stream
+    assert s.upload([1.0, 2.0]).dtype == np.float64
+    assert s.upload([1, 2]).dtype == np.int64
+    t = s.upload([1.0, 2.0], "float32")
+    assert t.dtype == np.float32
+    np.testing.assert_array_equal(await t.numpy(), np.array([1, 2], np.float32))
+
+
+def test_env_numbers_are_checked_naming_the_variable(monkeypatch):
+    """Issue 15 item 8 (Python side): a value that is not a number is refused, never ignored."""
+    monkeypatch.setenv("AIOGE_TEST_NUMBER", "lots")
+    with pytest.raises(aioge.BackendError, match="AIOGE_TEST_NUMBER='lots' is not a number"):
+        _native.env_number("AIOGE_TEST_NUMBER", 1.0)
+    monkeypatch.setenv("AIOGE_TEST_NUMBER", "1.5")
+    with pytest.raises(aioge.BackendError, match="not an integer"):
+        _native.env_number("AIOGE_TEST_NUMBER", 1, integer=True)
+    monkeypatch.setenv("AIOGE_TEST_NUMBER", "-1")
+    with pytest.raises(aioge.BackendError, match="at least 0"):
+        _native.env_number("AIOGE_TEST_NUMBER", 1, minimum=0)
+    monkeypatch.setenv("AIOGE_TEST_NUMBER", " 7 ")
+    assert _native.env_number("AIOGE_TEST_NUMBER", 1, integer=True) == 7
+    monkeypatch.delenv("AIOGE_TEST_NUMBER")
+    assert _native.env_number("AIOGE_TEST_NUMBER", 3.0) == 3.0

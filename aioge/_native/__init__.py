@@ -39,6 +39,7 @@ __all__ = (
     "blas_info",
     "contiguous",
     "host_ptr",
+    "env_number",
     "HOST_RUNTIME_VERSION",
 )
 
@@ -90,12 +91,47 @@ def _ascend_paths() -> list[str]:
     return found
 
 
+#: entry points every ACL library must define (the op compiler's too: aclopCompileAndExecute
+#: lives in libacl_op_compiler.so on a CANN install)
+_REQUIRED = ("aclInit", "aclrtSetDevice", "aclrtCreateContext", "aclrtCreateStream", "aclrtMalloc",
+             "aclrtMemcpyAsync", "aclrtRecordEvent", "aclrtSynchronizeEventWithTimeout", "aclGetRecentErrMsg",
+             "aclopCompileAndExecute")  # fmt: skip
+
+
+def env_number(name: str, default: float, *, minimum: float | None = None, integer: bool = False) -> float:
+    """A numeric environment setting; a value that is not one is a :class:`~aioge.BackendError`
+    naming the variable (never silently ignored)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        kind = "an integer" if integer else "a number"
+        raise BackendError(f"{name}={text!r} is not {kind}") from None
+    if minimum is not None and value < minimum:
+        raise BackendError(f"{name}={text!r} must be at least {minimum:g}")
+    return value
+
+
+def _source_tree() -> pathlib.Path | None:
+    """The checkout this package is imported from, when it is one (not an installed copy)."""
+    root = pathlib.Path(__file__).resolve().parent.parent.parent
+    return root if (root / "pyproject.toml").exists() and (root / "cffi_build").is_dir() else None
+
+
 def _load() -> tuple[Any, Any, str, str]:
     name = os.environ.get("AIOGE_BACKEND", "host").strip().lower() or "host"
     if name == "host":
         try:
             from . import _hostrt
-        except ImportError as e:  # pragma: no cover - broken install
+        except ImportError as e:
+            tree = _source_tree()
+            if tree is not None:  # the checkout shadows an installed aioge (e.g. run from its root)
+                raise BackendError(
+                    f"you are importing aioge from the source tree at {tree}, where the host runtime is not "
+                    "built: run from another directory, or install with `pip install -e .`"
+                ) from e
             raise BackendError(f"the embedded host runtime is not built ({e}); reinstall with `pip install .`") from e
         return _hostrt.ffi, _hostrt.lib, "host", _hostrt.__file__
     if name == "ascend":
@@ -112,19 +148,29 @@ def _load() -> tuple[Any, Any, str, str]:
                 libs.append(abi_ffi.dlopen(p, flags))
             except OSError as e:
                 raise BackendError(f"cannot dlopen {p}: {e}") from e
-        return abi_ffi, _Libs(libs, abi_ffi.error), "ascend", paths[0]
+        joined = _Libs(libs, abi_ffi.error)
+        missing = [n for n in _REQUIRED if not _defines(joined, n)]
+        if missing:
+            what = "is not an ACL library" if len(missing) == len(_REQUIRED) else "lacks ACL entry points"
+            hint = " (add libacl_op_compiler.so, joined with ':')" if missing == ["aclopCompileAndExecute"] else ""
+            raise BackendError(f"AIOGE_ACL_LIBRARY={':'.join(paths)} {what}: missing {', '.join(missing)}{hint}")
+        return abi_ffi, joined, "ascend", paths[0]
     raise BackendError(f"unknown AIOGE_BACKEND={name!r} (use 'host' or 'ascend')")
+
+
+def _defines(lib: Any, name: str) -> bool:
+    try:
+        getattr(lib, name)
+    except AttributeError:
+        return False
+    return True
 
 
 ffi, lib, backend, library_path = _load()
 
 
 def _has(name: str) -> bool:
-    try:
-        getattr(lib, name)
-    except AttributeError:
-        return False
-    return True
+    return _defines(lib, name)
 
 
 #: the aiogeHost* test hooks and counters exist (the host runtime, in either binding mode)
@@ -199,7 +245,6 @@ def _load_blas() -> str:
         # priority: load it from a thread at the host runtime's background
         # priority, so device work never crowds out an event loop sharing the
         # cores (AIOGE_HOST_WORKER_NICE, as for stream workers)
-        nice = int(os.environ.get("AIOGE_HOST_WORKER_NICE", "10") or 0)
         if nice > 0 and hasattr(os, "setpriority"):
             try:
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
@@ -220,6 +265,7 @@ def _load_blas() -> str:
                 break
             recent_error()  # clear the failure text; fall back
 
+    nice = int(env_number("AIOGE_HOST_WORKER_NICE", 10, integer=True))  # checked here, not in the thread
     t = threading.Thread(target=load, name="aioge-blas-load")
     t.start()
     t.join()

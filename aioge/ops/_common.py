@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import dtypes
 from .._launch import Const, HostInput, launch
+from ..errors import UnsupportedDataTypeError
 from ..tensor import Tensor
 
 if TYPE_CHECKING:
@@ -62,10 +63,13 @@ def require_tensor(x: Any, name: str = "x") -> Tensor:
 
 
 def check_dtype(op: str, dt: np.dtype, allowed: frozenset[np.dtype], what: str = "x") -> None:
-    """TypeError naming the op and dtype when (op, dtype) is not supported."""
+    """:class:`~aioge.UnsupportedDataTypeError` (also a ``TypeError``) naming the op and dtype
+    when (op, dtype) is not supported: the same class ``aioge.op`` raises for it."""
     if dt not in allowed:
         names = sorted(str(d) for d in allowed)
-        raise TypeError(f"{op}: {what} has dtype {dt}, which is not supported (supported: {', '.join(names)})")
+        verb = "have" if what.endswith("s") else "has"  # "x has", "the operands have"
+        msg = f"{what} {verb} dtype {dt}, which is not supported (supported: {', '.join(names)})"
+        raise UnsupportedDataTypeError(100026, msg, op)
 
 
 def const(value: Any, dtype: Any = None) -> Const:

@@ -112,6 +112,8 @@ class Batcher:
         observer: BatchObserver | None = None,
         name: str | None = None,
     ) -> None:
+        #: a runner made here for a CompiledGraph: closed with the batcher (its stream with it)
+        self._own_runner = isinstance(model, CompiledGraph)
         if isinstance(model, CompiledGraph):
             model = BucketedModel.of(model, batching=max_batch_size != 0, name=name)
         if not isinstance(model, Runner):
@@ -178,6 +180,8 @@ class Batcher:
         finally:
             self._closed = True
             self._fail_queued(ClosedResourceError(f"{self.name}: the batcher closed before this request ran"))
+            if self._own_runner and isinstance(self.model, BucketedModel):
+                await self.model.aclose()
 
     def _begin_close(self) -> None:
         self._closing = True
