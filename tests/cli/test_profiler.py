@@ -29,10 +29,19 @@ def anyio_backend(request):
 
 async def _workload(dev, model, s1, s2, x):
     """Ops on two streams with a cross-stream read, a user event wait, and a 2-stream graph on each stream."""
-    a = s1.upload(np.full((32, 32), 0.5, np.float32))
-    b = aioge.ops.matmul(a, a)
-    c = s2.upload(np.ones((32, 32), np.float32))
-    d = aioge.ops.add(c, b)  # on s2: waits for b on s1
+    # s1 is held on the device until the Add is enqueued, so the Add finds the MatMul still
+    # pending and must wait for it (a MatMul that finished first would need no wait: a flake)
+    g = ffi.new("uint64_t *")
+    with s1._lock:
+        s1._enter()
+        _native.check(lib.aiogeHostLaunchGate(s1._handle, 20_000, g), "gate")
+    try:
+        a = s1.upload(np.full((32, 32), 0.5, np.float32))
+        b = aioge.ops.matmul(a, a)
+        c = s2.upload(np.ones((32, 32), np.float32))
+        d = aioge.ops.add(c, b)  # on s2: waits for b on s1
+    finally:
+        lib.aiogeHostOpenGate(int(g[0]))
     ev = s1.record_event()
     s2.wait_event(ev)
     e = s2.copy(d)

@@ -22,16 +22,6 @@ import aioge
 from aioge.frontends.dynamo import close_runtime
 
 RTOL, ATOL = 1e-4, 1e-5
-# ONNX exports that need IR ops the onnx lane is adding (issue 11's ONNX half); strict, so
-# these start failing (XPASS) the day the ops land and the mark must go
-ONNX_NEEDS: dict[str, str] = {
-    "mobilenet_v3_small": "HardSigmoid, HardSwish",
-    "lstm": "LSTM",
-    "gru": "GRU",
-    "unet": "Resize",
-    "bert": "And",
-    "vit_b_16": "Mod",
-}
 
 
 def check(name: str, outs: list[Any], refs: list[torch.Tensor]) -> None:
@@ -122,9 +112,6 @@ def onnx_bytes(m: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> bytes:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(n, marks=pytest.mark.xfail(raises=aioge.graph.UnsupportedOpError, strict=True,
-                                                reason=f"needs {ONNX_NEEDS[n]} from the onnx lane"))
-        if n in ONNX_NEEDS else
         pytest.param(n, marks=pytest.mark.xfail(raises=torch.onnx.errors.UnsupportedOperatorError, strict=True,
                                                 reason="torch's legacy ONNX exporter has no aten::diff, which "
                                                        "transformers 5's GPT-2 mask code calls"))
