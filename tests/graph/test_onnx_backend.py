@@ -171,7 +171,7 @@ def test_node_cases(device: Any) -> None:
     refused = res.get("refused", {})
     assert set(refused) == set(REFUSED), {"new": sorted(set(refused) - set(REFUSED)),
                                           "no longer refused": sorted(set(REFUSED) - set(refused))}  # fmt: skip
-    assert len(res.get("passed", {})) > 1000
+    assert len(res.get("passed", {})) >= 1110  # the README table (onnx 1.23.2)
 
 
 @pytest.mark.parametrize("source", ["pytorch-converted", "pytorch-operator", "simple"])
