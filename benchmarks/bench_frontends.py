@@ -136,7 +136,7 @@ async def bench(dev: aioge.Device, name: str, blocks: int, reps: int, inductor: 
     async with aioge.profile() as prof:
         for _ in range(reps):
             await model.execute(feeds, as_torch=True)
-    dev_ms = [x.device_ms for x in prof.launches if x.kind == "graph" and x.device_ms is not None]
+    dev_ms = [x.device_ms for x in prof.completed() if x.kind == "graph" and x.device_ms is not None]
     row["aioge_dev"] = statistics.median(dev_ms) if dev_ms else float("nan")
     await model.aclose()
     torch._dynamo.reset()
