@@ -21,6 +21,7 @@
 #include "../acl.h"
 #include "../aioge_host.h"
 #include "../aioge_graph.h"
+#include "ckd.h"
 
 #define HRT_VERSION 2
 #define HRT_MSG_LEN 512
