@@ -294,6 +294,11 @@ aclError hrt_view_desc(const char *opType, const char *what, int idx, const aclT
 aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const void *const *values, int nout,
                         const hrt_tensor *out, const aclopAttr *attr, hrt_kernel **k);
 
+/* Run a compiled kernel; inputs past k->n_in read as NULL (absent) up to
+ * HRT_IN_SLOTS, so a kernel may test optional inputs the caller left off. */
+#define HRT_IN_SLOTS 16
+aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out);
+
 void hrt_register_op(hrt_opdef *def);
 const hrt_opdef *hrt_find_op(const char *name);
 void hrt_kernel_unref(hrt_kernel *k);

@@ -307,9 +307,18 @@ typedef struct {
     hrt_alloc **allocs;
 } op_task;
 
+aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out) {
+    if (k->n_in >= HRT_IN_SLOTS) return k->run(k, in, out);
+    /* a kernel reads an optional trailing input as in[i] == NULL; when the
+     * caller gave fewer inputs, in[i] would be the first output pointer */
+    void *slots[HRT_IN_SLOTS] = {NULL};
+    memcpy(slots, in, sizeof(void *) * (size_t)k->n_in);
+    return k->run(k, slots, out);
+}
+
 static aclError run_op(hrt_task *t) {
     op_task *o = (op_task *)t;
-    return o->k->run(o->k, o->ptrs, o->ptrs + o->k->n_in);
+    return hrt_kernel_run(o->k, o->ptrs, o->ptrs + o->k->n_in);
 }
 
 static void release_op(hrt_task *t) {
