@@ -299,6 +299,12 @@ aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const
 #define HRT_IN_SLOTS 16
 aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out);
 
+/* Aliasing of one launch's buffers (alias.c): refuse outputs that overlap
+ * each other or an input, unless the op runs in place on that very input. */
+bool hrt_op_inplace(const char *op, int input);
+aclError hrt_check_aliasing(const char *opType, const char *api, int nin, int nout, const hrt_tensor *views,
+                            void *const *ptrs);
+
 void hrt_register_op(hrt_opdef *def);
 const hrt_opdef *hrt_find_op(const char *name);
 void hrt_kernel_unref(hrt_kernel *k);

@@ -602,6 +602,8 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
         task->ptrs[numInputs + j] = b->data;
     }
     if (rc) goto done;
+    rc = hrt_check_aliasing(opType, API, numInputs, numOutputs, views, task->ptrs);
+    if (rc) goto done;
     rc = hrt_kernel_get(opType, numInputs, views, values, numOutputs, views + numInputs, attr, &k);
     if (rc) goto done;
     /* const and host-placed inputs run from the kernel's own copy */
