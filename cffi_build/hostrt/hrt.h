@@ -65,6 +65,23 @@ void hrt_handles_unlock(void);
 bool hrt_handle_valid_locked(const void *p, hrt_kind kind);
 int64_t hrt_handle_count(hrt_kind kind);
 
+/* ---------------------------------------------------------- environment */
+/* The AIOGE_HOST_* settings, parsed once (env.c).  error is non-empty when a
+ * variable is invalid; aclInit then fails with it. */
+typedef struct hrt_env {
+    int64_t device_count;     /* AIOGE_HOST_DEVICE_COUNT, 1 */
+    size_t device_memory;     /* AIOGE_HOST_DEVICE_MEMORY, physical RAM */
+    int64_t threads;          /* AIOGE_HOST_THREADS, 0 = online CPUs */
+    int64_t worker_nice;      /* AIOGE_HOST_WORKER_NICE, 10 */
+    int64_t pool_spin_us;     /* AIOGE_HOST_POOL_SPIN_US, 50 */
+    int64_t spin_us;          /* AIOGE_HOST_SPIN_US, 20 */
+    bool cann_only;           /* AIOGE_HOST_CANN_ONLY, 0 */
+    bool winograd;            /* AIOGE_HOST_WINOGRAD, 1 */
+    char blas_library[1024];  /* AIOGE_BLAS_LIBRARY, "" */
+    char error[HRT_MSG_LEN];
+} hrt_env;
+const hrt_env *hrt_env_get(void);
+
 /* ----------------------------------------------------------------- time */
 uint64_t hrt_now_ns(void);
 /* deadline for a timeout in ms (-1 = forever -> 0) */

@@ -33,16 +33,8 @@ int32_t aiogeHostListOps(const char *names[], int32_t capacity) {
 
 /* AIOGE_HOST_CANN_ONLY=1 hides aioge's host-only op types ("_"-prefixed), so
  * a run takes exactly the ops a real Ascend has (the ascend-path tests). */
-static pthread_once_t cann_only_once = PTHREAD_ONCE_INIT;
-static bool cann_only;
-static void read_cann_only(void) {
-    const char *s = getenv("AIOGE_HOST_CANN_ONLY");
-    cann_only = s && strcmp(s, "1") == 0;
-}
-
 const hrt_opdef *hrt_find_op(const char *name) {
-    pthread_once(&cann_only_once, read_cann_only);
-    if (cann_only && name[0] == '_') return NULL;
+    if (hrt_env_get()->cann_only && name[0] == '_') return NULL;
     pthread_mutex_lock(&reg_mu);
     hrt_opdef *d = reg_head;
     while (d && strcmp(d->name, name) != 0) d = d->next_registered;

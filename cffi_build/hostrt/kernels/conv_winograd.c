@@ -276,16 +276,7 @@ static void wg_filter(void *vp, int64_t co0, int64_t co1) {
 }
 
 /* AIOGE_HOST_WINOGRAD: 0 = never (the direct convolution), unset/other = where eligible */
-static bool wg_enabled(void) {
-    static _Atomic int mode = -1;
-    int m = mode;
-    if (m < 0) {
-        const char *e = getenv("AIOGE_HOST_WINOGRAD");
-        m = !(e && e[0] == '0' && e[1] == 0);
-        mode = m;
-    }
-    return m != 0;
-}
+static bool wg_enabled(void) { return hrt_env_get()->winograd; }
 
 bool hrt_conv2d_winograd_ok(const k_conv_geom *g) {
     /* below ~128 tiles or 32 input channels the transforms and the filter packing outweigh the saving
