@@ -76,8 +76,8 @@ void hrt_blas_set_threads(int n) {
 /* Called by aclInit: a library that does not load leaves the built-in GEMM
  * (and says why in the info) but no error text -- aclInit succeeded. */
 void hrt_blas_init_from_env(void) {
-    const char *p = getenv("AIOGE_BLAS_LIBRARY");
-    if (!p || !*p || p_sgemm) return;
+    const char *p = hrt_env_get()->blas_library;
+    if (!*p || p_sgemm) return;
     char err[HRT_MSG_LEN];
     if (blas_load(p, err, sizeof err) == ACL_SUCCESS) return;
     pthread_mutex_lock(&blas_mu);

@@ -281,7 +281,7 @@ static inline __attribute__((always_inline)) aclError run_nodes(graph_task *gt, 
         }
         hrt_task_fail_clear();
         if (timed) gt->times[2 * i] = hrt_now_ns();
-        rc = nd->k->run(nd->k, ptrs, ptrs + nd->nin);
+        rc = hrt_kernel_run(nd->k, ptrs, ptrs + nd->nin);
         if (timed) gt->times[2 * i + 1] = hrt_now_ns();
         if (rc) {
             char inner[HRT_MSG_LEN];

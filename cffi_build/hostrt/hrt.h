@@ -21,6 +21,7 @@
 #include "../acl.h"
 #include "../aioge_host.h"
 #include "../aioge_graph.h"
+#include "ckd.h"
 
 #define HRT_VERSION 2
 #define HRT_MSG_LEN 512
@@ -63,6 +64,23 @@ void hrt_handles_lock(void);
 void hrt_handles_unlock(void);
 bool hrt_handle_valid_locked(const void *p, hrt_kind kind);
 int64_t hrt_handle_count(hrt_kind kind);
+
+/* ---------------------------------------------------------- environment */
+/* The AIOGE_HOST_* settings, parsed once (env.c).  error is non-empty when a
+ * variable is invalid; aclInit then fails with it. */
+typedef struct hrt_env {
+    int64_t device_count;     /* AIOGE_HOST_DEVICE_COUNT, 1 */
+    size_t device_memory;     /* AIOGE_HOST_DEVICE_MEMORY, physical RAM */
+    int64_t threads;          /* AIOGE_HOST_THREADS, 0 = online CPUs */
+    int64_t worker_nice;      /* AIOGE_HOST_WORKER_NICE, 10 */
+    int64_t pool_spin_us;     /* AIOGE_HOST_POOL_SPIN_US, 50 */
+    int64_t spin_us;          /* AIOGE_HOST_SPIN_US, 20 */
+    bool cann_only;           /* AIOGE_HOST_CANN_ONLY, 0 */
+    bool winograd;            /* AIOGE_HOST_WINOGRAD, 1 */
+    char blas_library[1024];  /* AIOGE_BLAS_LIBRARY, "" */
+    char error[HRT_MSG_LEN];
+} hrt_env;
+const hrt_env *hrt_env_get(void);
 
 /* ----------------------------------------------------------------- time */
 uint64_t hrt_now_ns(void);
@@ -300,6 +318,17 @@ aclError hrt_view_desc(const char *opType, const char *what, int idx, const aclT
  * compiled (errors recorded); returns it referenced. */
 aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const void *const *values, int nout,
                         const hrt_tensor *out, const aclopAttr *attr, hrt_kernel **k);
+
+/* Run a compiled kernel; inputs past k->n_in read as NULL (absent) up to
+ * HRT_IN_SLOTS, so a kernel may test optional inputs the caller left off. */
+#define HRT_IN_SLOTS 16
+aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out);
+
+/* Aliasing of one launch's buffers (alias.c): refuse outputs that overlap
+ * each other or an input, unless the op runs in place on that very input. */
+bool hrt_op_inplace(const char *op, int input);
+aclError hrt_check_aliasing(const char *opType, const char *api, int nin, int nout, const hrt_tensor *views,
+                            void *const *ptrs);
 
 void hrt_register_op(hrt_opdef *def);
 const hrt_opdef *hrt_find_op(const char *name);

@@ -52,25 +52,13 @@ static void record_failure(hrt_stream *s, hrt_task *t, aclError rc) {
 }
 
 void hrt_thread_background(void) {
-    static int nice_value = -100;
-    if (nice_value == -100) {
-        const char *e = getenv("AIOGE_HOST_WORKER_NICE");
-        nice_value = e && *e ? atoi(e) : 10;
-    }
+    int nice_value = (int)hrt_env_get()->worker_nice;
     if (nice_value > 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
 }
 
 /* How long an idle worker polls for the next task before it sleeps: in a
  * burst of launches this saves a futex wake-up per launch. */
-static uint64_t spin_ns(void) {
-    static int64_t v = -1;
-    if (v < 0) {
-        const char *e = getenv("AIOGE_HOST_SPIN_US");
-        v = (e && *e ? atoll(e) : 20) * 1000;
-        if (v < 0) v = 0;
-    }
-    return (uint64_t)v;
-}
+static uint64_t spin_ns(void) { return (uint64_t)hrt_env_get()->spin_us * 1000; }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
