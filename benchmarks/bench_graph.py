@@ -54,7 +54,8 @@ def light_models() -> dict[str, tuple[object, dict[str, np.ndarray]]]:
     """name -> (model, feeds) for the onnx wheel's light models (final Softmax dropped)."""
     out = {}
     for case in light_cases():
-        names = [vi.name for vi in case.model.graph.input if vi.name not in {t.name for t in case.model.graph.initializer}]
+        inits = {t.name for t in case.model.graph.initializer}
+        names = [vi.name for vi in case.model.graph.input if vi.name not in inits]
         out[case.name.removeprefix("light_").removeprefix("bvlc_")] = (case.model, dict(zip(names, case.inputs)))
     return out
 
@@ -199,8 +200,10 @@ async def main() -> None:
             for spin in spins:
                 ratios[spin].append(r["spin_ratios"][spin])
             compile_ratios.append(r["compile_ratio"])
-            spin_txt = " ".join(f"{'spin' if spin else 'nospin'} {r['lat_ort_spin_ms'][spin]:.2f} ms={r['spin_ratios'][spin]:.2f}x"
-                                for spin in spins)  # fmt: skip
+            spin_txt = " ".join(
+                f"{'spin' if spin else 'nospin'} {r['lat_ort_spin_ms'][spin]:.2f} ms={r['spin_ratios'][spin]:.2f}x"
+                for spin in spins
+            )
             rows.append((name, r["lat_aioge_ms"], r["spin_ratios"], r["compile_ratio"]))
             print(f"{name:13s} latency aioge {r['lat_aioge_ms']:8.2f} ms / onnxruntime [{spin_txt}] [<=1.0] | compile "
                   f"{r['compile_s'] * 1e3:7.1f} ms vs ort session {r['ort_create_s'] * 1e3:7.1f} ms = "
