@@ -166,6 +166,12 @@ bool hrt_conv2d_winograd_ok(const k_conv_geom *g);
 aclError hrt_conv2d_winograd_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
                                  const float *bias, const k_act *act, float *y);
 
+/* NCHW float32 depthwise conv (groups == C_in, any multiplier) by a direct
+ * register-blocked kernel (conv_dw.c); w is OIHW. */
+bool hrt_conv2d_dw_ok(const k_conv_geom *g);
+aclError hrt_conv2d_dw_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
+                           const float *bias, const k_act *act, float *y);
+
 /* Outputs at least this big are written with non-temporal stores (they do
  * not fit in cache anyway; streaming saves the read-for-ownership). */
 #define K_STREAM_BYTES ((size_t)16 << 20)
