@@ -76,6 +76,26 @@ def test_simplify_keeps_output_names_and_collapses_reshape_chains() -> None:
     same_outputs(g, s, {"x": rand(2, 3, 4)})
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_simplify_composes_transpose_chains(shared: bool) -> None:
+    """BERT's (2,0,1,3) -> (1,2,0,3) -> (0,2,1,3): one Transpose of x; a shared middle one stays."""
+    g = Graph()
+    x = g.input("x", (2, 3, 4, 5))
+    a = g.add_node("Transpose", [x], {"perm": [2, 0, 1, 3]})
+    b = g.add_node("Transpose", [a], {"perm": [1, 2, 0, 3]})
+    c = g.add_node("Transpose", [b], {"perm": [0, 2, 1, 3]}, name="y")
+    g.output(c)
+    if shared:
+        g.output(g.add_node("Relu", [a], name="z"))
+    g = infer_shapes(g)
+    s = simplify(g)
+    ts = [n for n in s.nodes if n.op_type == "Transpose"]
+    last = next(n for n in ts if n.outputs == ["y"])
+    assert last.inputs == ["x"] and list(last.attrs["perm"]) == [0, 2, 1, 3]
+    assert len(ts) == (2 if shared else 1)
+    same_outputs(g, s, {"x": rand(2, 3, 4, 5)})
+
+
 def test_simplify_keeps_identity_between_input_and_output() -> None:
     g = Graph()
     x = g.input("x", (2,))
