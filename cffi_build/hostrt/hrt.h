@@ -172,6 +172,16 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t);
  * tasks known to take microseconds, where the worker's wake-up would cost
  * more than the work. */
 void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
+/* The shared shape of an entry point that puts one task on a stream:
+ *     rc = hrt_task_begin(stream, api, sizeof(my_task), run_fn, &s, (void **)&t);
+ *     if (rc) return rc;          // stream resolved and pinned, task zeroed, t->t.run set
+ *     ... fill t (or hrt_task_cancel(s, &t->t) and return an error) ...
+ *     hrt_task_commit(s, &t->t, may_inline);  // submit, unpin, ACL_SUCCESS
+ * `size` covers the whole task struct, whose first member is the hrt_task. */
+aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
+                        void **task);
+aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline);
+void hrt_task_cancel(hrt_stream *s, hrt_task *t);
 /* Wait until the task with sequence `seq` has run (no error reporting). */
 void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq);
 hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc);
