@@ -36,6 +36,7 @@ BAD = [
     ("AIOGE_HOST_POOL_SPIN_US", "9" * 30),
     ("AIOGE_HOST_WINOGRAD", "yes"),
     ("AIOGE_HOST_CANN_ONLY", "true"),
+    ("AIOGE_HOST_INLINE_BYTES", "64K"),
 ]
 
 

@@ -121,3 +121,24 @@ async def test_winograd_conv_matches_reference(stream):
     win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))  # n c h w kh kw
     ref = np.einsum("nchwij,ocij->nohw", win, w, optimize=True)
     np.testing.assert_allclose(await y.numpy(), ref, rtol=1e-3, atol=1e-3)
+
+
+async def test_tile_multiples_whose_product_wraps_are_refused(stream):
+    # 4 * (2^62 + 2) wraps to 8: it matched an output of 8 and ran as a tile by 2
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(AclParamError, match="overflow"):
+        aioge.op("TileD", [up(stream, x)], [TensorSpec((8,), "float32")], {"multiples": [2**62 + 2]})
+    with pytest.raises(AclParamError, match="overflow"):
+        aioge.op("Tile", [up(stream, x), HostInput(np.array([2**62 + 2]))], [TensorSpec((8,), "float32")])
+    await still_usable(stream)
+
+
+async def test_split_sizes_whose_sum_wraps_are_refused(stream):
+    # (2^63 - 1) * 2 + 5 wraps to 3, the dim's size
+    x = np.ones((2, 3), np.float32)
+    outs = [TensorSpec((2, 1), "float32")] * 3
+    with pytest.raises(AclParamError, match="overflow"):
+        aioge.op(
+            "SplitVD", [up(stream, x)], outs, {"num_split": 3, "size_splits": [I64_MAX, I64_MAX, 5], "split_dim": 1}
+        )
+    await still_usable(stream)

@@ -299,10 +299,11 @@ static aclError run_graph(hrt_task *t) { return run_nodes((graph_task *)t, false
  * whose inputs, outputs and arena fit in it runs on the caller's thread when its stream is idle:
  * such a graph takes microseconds, less than waking the stream's worker would. */
 static bool inline_ok(const aiogeGraph *g) {
+    size_t inline_limit = (size_t)hrt_env_get()->inline_bytes;
     size_t total = g->arena_bytes;
     for (int i = 0; i < g->nin; i++) total += g->in_bytes[i];
     for (int j = 0; j < g->nout; j++) total += g->out_bytes[j];
-    return total <= (size_t)hrt_env_get()->inline_bytes;
+    return total <= inline_limit;
 }
 
 /* Copies in, the nodes, copies out: one task, so an execution from host memory costs one

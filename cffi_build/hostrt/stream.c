@@ -241,6 +241,32 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     if (wake) pthread_cond_signal(&s->cv_work);
 }
 
+aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
+                        void **task) {
+    *task = NULL;
+    aclError rc = hrt_resolve_stream(stream, s, api);
+    if (rc) return rc;
+    hrt_task *t = calloc(1, size);
+    if (!t) {
+        hrt_stream_release(*s);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
+    }
+    t->run = run;
+    *task = t;
+    return ACL_SUCCESS;
+}
+
+aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline) {
+    hrt_stream_submit(s, t, may_inline);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+void hrt_task_cancel(hrt_stream *s, hrt_task *t) {
+    free(t);
+    hrt_stream_release(s);
+}
+
 void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
     if (!may_inline) {
         hrt_stream_enqueue(s, t);
@@ -480,18 +506,11 @@ aclError aiogeHostLaunchDelay(aclrtStream stream, uint64_t microseconds) {
     if (microseconds > 3600ull * 1000000ull)
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostLaunchDelay", "delay above one hour");
     hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostLaunchDelay");
+    delay_task *t;
+    aclError rc = hrt_task_begin(stream, "aiogeHostLaunchDelay", sizeof *t, run_delay, &s, (void **)&t);
     if (rc) return rc;
-    delay_task *t = calloc(1, sizeof *t);
-    if (!t) {
-        hrt_stream_release(s);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, "aiogeHostLaunchDelay", "out of host memory");
-    }
-    t->t.run = run_delay;
     t->us = microseconds;
-    hrt_stream_enqueue(s, &t->t);
-    hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return hrt_task_commit(s, &t->t, false);
 }
 
 /* Gates: a task that blocks its stream until opened (or timed out). */
@@ -549,14 +568,12 @@ aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *g
     if (!gate_id || timeout_ms <= 0)
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostLaunchGate", "gate is NULL or timeout_ms <= 0");
     hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostLaunchGate");
+    gate_task *t;
+    aclError rc = hrt_task_begin(stream, "aiogeHostLaunchGate", sizeof *t, run_gate, &s, (void **)&t);
     if (rc) return rc;
-    gate_task *t = calloc(1, sizeof *t);
     gate *g = calloc(1, sizeof *g);
-    if (!t || !g) {
-        free(t);
-        free(g);
-        hrt_stream_release(s);
+    if (!g) {
+        hrt_task_cancel(s, &t->t);
         return hrt_error(ACL_ERROR_BAD_ALLOC, "aiogeHostLaunchGate", "out of host memory");
     }
     pthread_mutex_lock(&gate_mu);
@@ -564,13 +581,10 @@ aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *g
     g->next = gates;
     gates = g;
     pthread_mutex_unlock(&gate_mu);
-    t->t.run = run_gate;
     t->g = g;
     t->timeout_ms = timeout_ms;
     *gate_id = g->id;
-    hrt_stream_enqueue(s, &t->t);
-    hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return hrt_task_commit(s, &t->t, false);
 }
 
 aclError aiogeHostOpenGate(uint64_t id) {

@@ -4,7 +4,7 @@
 #ifndef AIOGE_HRT_KCOMMON_H
 #define AIOGE_HRT_KCOMMON_H
 
-#include "../hrt.h"
+#include "../hrt_kernel.h"
 #include "kmath.h"
 
 #include <math.h>
