@@ -393,6 +393,10 @@ class CompiledGraph(Resource):
         self._aux_of: weakref.WeakKeyDictionary[Stream, int] = weakref.WeakKeyDictionary()
         self._aux_next = 0
         self._weights: list[Tensor] = []
+        #: per arena: the graph's scratch, then (one-task executions from host memory) a slot per
+        #: user input and output; None where executions cannot be one task (see _load)
+        self._io_at: tuple[list[int], list[int]] | None = None
+        self._arena_bytes = max(build.total_arena, 1)
         self._opened()
 
     def __repr__(self) -> str:
@@ -438,6 +442,14 @@ class CompiledGraph(Resource):
                                            ffi.new("size_t[]", out_bytes), b.total_arena, max(len(b.segments), 1)),
                       "aiogeGraphCreate")  # fmt: skip
         self._handle = p[0]
+        if len(b.segments) == 1 and self.plan.num_streams <= 1:
+            slots: list[int] = []
+            end = -(-b.total_arena // 64) * 64
+            for n in in_bytes[: len(self.inputs)] + out_bytes:
+                slots.append(end)
+                end += -(-n // 64) * 64
+            self._io_at = (slots[: len(self.inputs)], slots[len(self.inputs) :])
+            self._arena_bytes = max(end, 1)
         cache = dev._cache
         for op in b.ops:
             descs, locs, ats = [], [], []
@@ -538,6 +550,19 @@ class CompiledGraph(Resource):
         s0 = stream if stream is not None else self.device.default_stream
         await s0.drain()
         ticket: _Ticket | None = await self._admit()
+        if self._io_at is not None and not as_tensors and _trace.hub is None:
+            arrays = [_host_array(feeds[n]) for n in self.inputs]
+            if not any(isinstance(a, Tensor) for a in arrays):
+                assert ticket is not None
+                res, comp = self._run_host(arrays, s0, ticket)
+                ticket = None
+                with deadline(timeout, f"execute() of {self._describe()}"):
+                    await comp
+                if as_torch:
+                    from .frontends._tensors import from_numpy
+
+                    return {name: from_numpy(a) for name, a in res.items()}
+                return res
         try:
             ins: list[Tensor] = []
             uploads: list[Completion] = []  # this execution's copies in: their failures are its own
@@ -653,7 +678,7 @@ class CompiledGraph(Resource):
         f = self._flight
         mem = f.take_arena()
         if mem is None or mem.ptr is None:
-            mem = DeviceMemory(self.device, max(self._build.total_arena, 1), self.device.default_stream)
+            mem = DeviceMemory(self.device, self._arena_bytes, self.device.default_stream)
             with f.lock:
                 f.made += 1
         ticket.mem = mem
@@ -736,6 +761,38 @@ class CompiledGraph(Resource):
                 s0._note_read(m, join)
         self._flight.track(join)
         return outs, [*comps.values(), *([] if last >= 0 else [join])]
+
+    def _run_host(self, arrays: list[Any], s0: Stream, ticket: _Ticket) -> tuple[dict[str, Any], Completion]:
+        """One task from host memory to host memory: copies in, the graph's one segment, copies out.
+
+        One enqueue and one completion per execution (instead of one per copy): what makes small
+        executions cheap.  The outputs are new host arrays that only this execution writes."""
+        assert self._io_at is not None
+        in_at, out_at = self._io_at
+        arena = self._arena(ticket)
+        base = ffi.cast("char *", arena.ptr)
+        host_in = [_native.contiguous(a) for a in arrays]
+        res = {n: np.empty(shape, dt) for n, (shape, dt) in self.outputs.items()}
+        weights = [w._memory() for w in self._weights]
+        in_ptrs = ffi.new("void *[]", [base + at for at in in_at] + [m.ptr for m in weights])
+        host_in_ptrs = ffi.new("void *[]", [_native.host_ptr(a) for a in host_in] + [ffi.NULL] * len(weights))
+        out_ptrs = ffi.new("void *[]", [base + at for at in out_at])
+        host_out_ptrs = ffi.new("void *[]", [_native.host_ptr(a) for a in res.values()])
+        keep = (ticket, host_in, res, weights, in_ptrs, host_in_ptrs, out_ptrs, host_out_ptrs)
+        del ticket
+        with s0._lock:
+            s0._enter()
+            for m in weights:
+                s0._order_read(m)
+            rc = lib.aiogeGraphExecuteHostAsync(self._handle, 0, arena.ptr, len(in_ptrs), in_ptrs, host_in_ptrs,
+                                                len(out_ptrs), out_ptrs, host_out_ptrs, s0._handle)  # fmt: skip
+            if rc:
+                raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment 0")
+            comp = s0._record(keep, f"{self.graph.name}[0]", name=f"{self.graph.name}: execution from host memory")
+            for m in weights:
+                s0._note_read(m, comp)
+        self._flight.track(comp)
+        return res, comp
 
     def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
         """Launch every lowered op on ``s0``; the outputs and every launch, in order."""
