@@ -38,10 +38,10 @@ import numpy as np
 
 from . import _native, _trace, dtypes
 from ._launch import Const, launch
-from ._native import ffi, lib
+from ._native import acl
 from ._resources import Resource
 from ._scheduler import Completion, deadline, wait_all
-from .errors import AclError, BusyResourceError, error_class
+from .errors import AclError, BusyResourceError
 from .graph import LoweredNode
 from .graph.lower.host import expand_host_ops, host_attrs
 from .graph.target import NCHW_OPS, Target, target_for
@@ -59,7 +59,7 @@ MAX_INFLIGHT = 8
 #: caller streams that get auxiliary streams of their own; further ones share those round-robin
 MAX_AUX_SETS = 8
 
-ARENA, INPUT, OUTPUT, CONST, ABSENT = 0, 1, 2, 3, 4
+ARENA, INPUT, OUTPUT, CONST, ABSENT = (int(x) for x in acl.Loc)
 _ALIGN = 64
 
 
@@ -433,11 +433,7 @@ class CompiledGraph(Resource):
             return
         in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
         out_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.outputs.values()]
-        p = ffi.new("aiogeGraph **")
-        _native.check(lib.aiogeGraphCreate(p, len(in_bytes), ffi.new("size_t[]", in_bytes), len(out_bytes),
-                                           ffi.new("size_t[]", out_bytes), b.total_arena, max(len(b.segments), 1)),
-                      "aiogeGraphCreate")  # fmt: skip
-        self._handle = p[0]
+        self._handle = acl.graph_create(in_bytes, out_bytes, b.total_arena, max(len(b.segments), 1))
         cache = dev._cache
         for op in b.ops:
             descs, locs, ats = [], [], []
@@ -451,32 +447,26 @@ class CompiledGraph(Resource):
                 olocs.append(loc)
                 oats.append(at)
             attr = cache.attr(op.attrs)
-            rc = lib.aiogeGraphAddNode(
-                self._handle, op.segment, op.op_type.encode(), op.name.encode(),
-                len(descs), ffi.new("aclTensorDesc *[]", descs), ffi.new("int32_t[]", locs), ffi.new("int64_t[]", ats),
-                len(odescs), ffi.new("aclTensorDesc *[]", odescs), ffi.new("int32_t[]", olocs),
-                ffi.new("int64_t[]", oats), attr,
-            )  # fmt: skip
-            if rc:
-                raise error_class(rc)(rc, _native.recent_error(), f"compile node {op.name!r} ({op.op_type})")
+            acl.graph_add_node(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats), (odescs, olocs, oats),
+                               attr)  # fmt: skip
 
     def _desc(self, kind: Any, op_type: str) -> Any:
-        fmt = 0 if op_type in NCHW_OPS else 2  # NCHW : ND
+        nd = int(acl.Format.ND)
         if kind is None:
-            d = lib.aclCreateTensorDesc(-1, 0, ffi.NULL, -1)
+            d = acl.absent_tensor_desc()
         elif isinstance(kind, np.ndarray):
             a = kind
-            d = lib.aclCreateTensorDesc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.ndim,
-                                        ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL, 2)  # fmt: skip
-            if d != ffi.NULL and a.nbytes:
-                _native.check(lib.aclSetTensorConst(d, _native.host_ptr(a), a.nbytes), "aclSetTensorConst")
+            d = acl.create_tensor_desc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.shape, nd)
+            if a.nbytes:
+                try:
+                    acl.set_tensor_const(d, _native.host_ptr(a), a.nbytes)
+                except BaseException:
+                    acl.destroy_tensor_desc(d)
+                    raise
         else:
             dt, shape = kind
-            fmt = fmt if len(shape) == 4 else 2
-            dims = ffi.new("int64_t[]", shape) if shape else ffi.NULL
-            d = lib.aclCreateTensorDesc(dtypes.ACL_CODE[dt], len(shape), dims, fmt)
-        if d == ffi.NULL:
-            raise error_class(100000)(100000, _native.recent_error(), "aclCreateTensorDesc")
+            fmt = int(acl.Format.NCHW) if op_type in NCHW_OPS and len(shape) == 4 else nd
+            d = acl.create_tensor_desc(dtypes.ACL_CODE[dt], shape, fmt)
         self._descs.append(d)
         return d
 
@@ -620,11 +610,9 @@ class CompiledGraph(Resource):
                 for y, (name, t) in zip(outputs, list(outs.items())):
                     comps.append(launch(s0, "Identity", [t], [y], what=f"{self.graph.name}: output {name!r}"))
                     outs[name] = y
-            with s0._lock:  # one stream: a marker after the last launch holds the ticket and joins them all
-                s0._enter()
-                done = s0._record(ticket, f"{self.graph.name}:done", deps=[*pre, *comps])
-                for t in outs.values():
-                    s0._note_write(t._memory(), done)
+            with s0._enqueue as tx:  # one stream: a marker after the last launch holds the ticket and joins them all
+                done = tx.commit(ticket, f"{self.graph.name}:done", writes=[t._memory() for t in outs.values()],
+                                 deps=[*pre, *comps])  # fmt: skip
             self._flight.track(done)
             if observed is not None and _trace.hub is not None:
                 _trace.hub.execution_ends(observed, done)
@@ -689,8 +677,8 @@ class CompiledGraph(Resource):
             outs = {n: Tensor._empty(s0, shape, dt) for n, (shape, dt) in self.outputs.items()}
         in_mems = [t._memory() for t in ins] + [w._memory() for w in self._weights]
         out_mems = [t._memory() for t in outs.values()]
-        in_ptrs = ffi.new("void *[]", [m.ptr for m in in_mems])
-        out_ptrs = ffi.new("void *[]", [m.ptr for m in out_mems])
+        in_ptrs = acl.pointer_list([m.ptr for m in in_mems])
+        out_ptrs = acl.pointer_list([m.ptr for m in out_mems])
         keep = (ticket, in_mems, out_mems)
         del ticket
         comps: dict[int, Completion] = {}
@@ -699,41 +687,31 @@ class CompiledGraph(Resource):
         last = b.segments[-1].index if b.segments and len(streams) == 1 else -1
         for seg in b.segments:
             s = streams[seg.stream]
-            with s._lock:
-                s._enter()
-                for m in in_mems:
-                    s._order_read(m)
-                for m in out_mems:
-                    s._order_write(m)
+            with s._enqueue as tx:
+                tx.order(in_mems, out_mems)
                 for w in seg.waits:
-                    s._wait_for(comps.get(w))
-                start = s._start_mark()
+                    tx.wait(comps.get(w))
+                tx.mark_start()
+                # profiling: the runtime also times every node
                 times = _trace.hub.node_times(self, seg.index) if _trace.hub is not None else None
-                if times is None:
-                    rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out,
-                                                    out_ptrs, s._handle)  # fmt: skip
-                else:  # profiling: the runtime also times every node
-                    rc = lib.aiogeGraphExecuteTimedAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out,
-                                                         out_ptrs, s._handle, times, len(times))  # fmt: skip
-                if rc:
-                    raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
+                acl.graph_execute(self._handle, seg.index, arena.ptr, (n_in, in_ptrs), (n_out, out_ptrs), tx.handle,
+                                  times, f"{self.graph.name} segment {seg.index}")  # fmt: skip
                 deps = [*pre, *comps.values()] if seg.index == last else None
-                comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start, deps)
+                # reads and writes are noted once, at the join (the graph as a whole)
+                comps[seg.index] = tx.commit(keep, f"{self.graph.name}[{seg.index}]", deps=deps)
                 if times is not None and _trace.hub is not None:
                     _trace.hub.segment(comps[seg.index], self, seg.index, times)
         # the outputs are written by the graph as a whole: their writer is the join of all segments
-        with s0._lock:
-            s0._enter()
-            if last >= 0:
-                join = comps[last]
-            else:
+        if last >= 0:
+            join = comps[last]
+            with s0._enqueue as tx:
+                tx.note(join, reads=in_mems, writes=out_mems)
+        else:
+            with s0._enqueue as tx:
                 for c in comps.values():
-                    s0._wait_for(c)
-                join = s0._record(keep, f"{self.graph.name}:join", deps=[*pre, *comps.values()])
-            for m in out_mems:
-                s0._note_write(m, join)
-            for m in in_mems:
-                s0._note_read(m, join)
+                    tx.wait(c)
+                join = tx.commit(keep, f"{self.graph.name}:join", reads=in_mems, writes=out_mems,
+                                 deps=[*pre, *comps.values()])  # fmt: skip
         self._flight.track(join)
         return outs, [*comps.values(), *([] if last >= 0 else [join])]
 
@@ -778,8 +756,9 @@ class CompiledGraph(Resource):
                     outs.append(t)
                 fmts = None
                 if op.op_type in NCHW_OPS:
-                    fmts = [0 if isinstance(a, Tensor) and a.ndim == 4 else 2 for a in args] + \
-                           [0 if t.ndim == 4 else 2 for t in outs]  # fmt: skip
+                    nchw, nd = int(acl.Format.NCHW), int(acl.Format.ND)
+                    fmts = [nchw if isinstance(a, Tensor) and a.ndim == 4 else nd for a in args] + \
+                           [nchw if t.ndim == 4 else nd for t in outs]  # fmt: skip
                 what = f"{g.name}: node {node.name!r} ({op.op_type})"
                 comps.append(launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts, what))
         result: dict[str, Tensor] = {}
@@ -824,9 +803,9 @@ class CompiledGraph(Resource):
         f.try_settle()  # settles what was given back (lock-free: this may run in __del__)
         if not self.device.closed:
             if self._handle is not None:
-                lib.aiogeGraphDestroy(self._handle)  # queued executions keep the C graph alive until they ran
+                acl.graph_destroy(self._handle)  # queued executions keep the C graph alive until they ran
             for d in self._descs:
-                lib.aclDestroyTensorDesc(d)  # the graph's kernels hold copies
+                acl.destroy_tensor_desc(d)  # the graph's kernels hold copies
         self._handle = None
         self._descs = []
         arenas, f.arenas = f.arenas, []

@@ -34,8 +34,7 @@ SCRIPT = textwrap.dedent(
 
     def delay(s, us=200_000):
         # work still in flight at exit: the exit hook must wait for it, without new threads
-        with s._lock:
-            s._enter()
+        with s._enqueue:  # the stream's lock, open, context bound
             _native.check(_native.lib.aiogeHostLaunchDelay(s._handle, us), "delay")
 
 

@@ -145,8 +145,7 @@ async def test_many_concurrent_executions_are_exact(dev, compiled):
 def gate(s: aioge.Stream, timeout_ms: int = 20_000) -> int:
     """Block ``s`` on the device until ``open_gate``: launches queue behind it."""
     g = _native.ffi.new("uint64_t *")
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.check(_native.lib.aiogeHostLaunchGate(s._handle, timeout_ms, g), "gate")
     return int(g[0])
 
@@ -312,8 +311,7 @@ async def test_device_failure_names_the_graph_and_stream_stays_usable(dev, compi
         await s.synchronize()  # reported once more by the stream, as ACL does
     assert_same([await model.execute(good)], [want])
     # the upload and the graph's task fail (injected): the first failure is raised, naming the graph
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.lib.aiogeHostInjectFailure(s._handle, 2, 507015)
     with pytest.raises(aioge.AclError) as ei:
         await model.execute(good)
@@ -498,8 +496,7 @@ def gather_chain() -> Graph:
 
 def inject(s: aioge.Stream, count: int = 1, code: int = 507015) -> None:
     """The next ``count`` tasks of ``s`` fail on the device with ``code``."""
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.check(_native.lib.aiogeHostInjectFailure(s._handle, count, code), "inject")
 
 
