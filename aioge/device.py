@@ -11,10 +11,10 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import _native
-from ._native import ffi, lib
+from ._native import acl
 from ._resources import Resource, close_at_exit
 from ._scheduler import ThreadJob, deadline
-from .errors import BusyResourceError, error_class
+from .errors import BusyResourceError
 from .stream import Stream
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ("Device", "open_device", "device_count")
 
-_REPEAT_INITIALIZE = 100002
 _rt_lock = threading.Lock()
 _rt_users = 0
 
@@ -36,11 +35,7 @@ def _runtime_acquire() -> None:
     global _rt_users
     with _rt_lock:
         if _rt_users == 0:
-            rc = lib.aclInit(ffi.NULL)
-            if rc == _REPEAT_INITIALIZE:  # someone else in the process initialised ACL
-                _native.recent_error()
-            else:
-                _native.check(rc, "aclInit")
+            acl.init()
         _rt_users += 1
 
 
@@ -49,16 +44,13 @@ def _runtime_release() -> None:
     with _rt_lock:
         _rt_users -= 1
         if _rt_users == 0:
-            lib.aclFinalize()
-            _native.recent_error()
+            acl.finalize()
             _native.forget_context()
 
 
 def device_count() -> int:
     """Number of devices the backend offers (``aclrtGetDeviceCount``)."""
-    n = ffi.new("uint32_t *")
-    _native.check(lib.aclrtGetDeviceCount(n), "aclrtGetDeviceCount")
-    return int(n[0])
+    return acl.device_count()
 
 
 class Device(Resource):
@@ -81,18 +73,16 @@ class Device(Resource):
         self.backend: str = _native.backend
         _runtime_acquire()
         try:
-            _native.check(lib.aclrtSetDevice(self.id), "aclrtSetDevice")
+            acl.set_device(self.id)
         except BaseException:
             _runtime_release()
             raise
-        p = ffi.new("aclrtContext *")
-        rc = lib.aclrtCreateContext(p, self.id)
-        if rc:
-            err = _native.recent_error()
-            lib.aclrtResetDevice(self.id)
+        try:
+            self._ctx = acl.create_context(self.id)
+        except BaseException:
+            acl.reset_device(self.id)
             _runtime_release()
-            raise error_class(rc)(rc, err, "aclrtCreateContext")
-        self._ctx = p[0]
+            raise
         _native.forget_context()
         _native.bind_context(self._ctx)
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
@@ -109,9 +99,8 @@ class Device(Resource):
         from ._launch import LaunchCache
 
         self._cache: LaunchCache = LaunchCache()
-        free, total = ffi.new("size_t *"), ffi.new("size_t *")
-        cap = int(total[0]) // 4 if lib.aclrtGetMemInfo(1, free, total) == 0 else 1 << 30
-        _native.recent_error()
+        info = acl.mem_info(acl.MemAttr.HBM)
+        cap = info[1] // 4 if info is not None else 1 << 30
         #: freed device blocks kept for reuse (at most a quarter of the device's memory)
         self._pool = BlockPool(self._ctx, cap)
         self._pinned = PinnedPool()
@@ -152,9 +141,7 @@ class Device(Resource):
         """``(free, total)`` device memory in bytes (``aclrtGetMemInfo``)."""
         self._check_open()
         _native.bind_context(self._ctx)
-        free, total = ffi.new("size_t *"), ffi.new("size_t *")
-        _native.check(lib.aclrtGetMemInfo(1, free, total), "aclrtGetMemInfo")  # ACL_HBM_MEM
-        return int(free[0]), int(total[0])
+        return acl.mem_info_checked(acl.MemAttr.HBM)
 
     async def compile(
         self,
@@ -302,8 +289,8 @@ class Device(Resource):
         self._pool.release()
         self._pinned.release()
         self._cache.clear()
-        lib.aclrtDestroyContext(self._ctx)
-        lib.aclrtResetDevice(self.id)
+        acl.destroy_context(self._ctx)
+        acl.reset_device(self.id)
         _native.recent_error()
         _native.forget_context(self._ctx)
         self._closed = True  # before releasing ACL: memory finalizers now skip aclrtFree

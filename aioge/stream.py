@@ -214,7 +214,6 @@ class Enqueue:
                 m.readers.clear()
 
 
-
 class Stream(Resource):
     """An ACL stream (``aclrtCreateStream``) of a :class:`~aioge.Device`.
 

@@ -95,6 +95,11 @@ ERROR_REPEAT_INITIALIZE = int(lib.ACL_ERROR_REPEAT_INITIALIZE)
 ERROR_WAIT_TIMEOUT = int(lib.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT)
 
 
+def has_entry(name: str) -> bool:
+    """The loaded backend defines the entry point ``name`` (optional calls are probed so)."""
+    return hasattr(lib, name)
+
+
 # ---- runtime, devices, contexts -------------------------------------------------------
 def init() -> None:
     """``aclInit(NULL)``; a process where someone else initialised ACL already is fine."""
@@ -255,6 +260,11 @@ class ElapsedTimer:
         if lib.aclrtEventElapsedTime(self._ms, start, end):
             return None
         return float(self._ms[0])
+
+
+def try_elapsed_ms(start: Handle, end: Handle) -> float | None:
+    """Milliseconds between two recorded events, or ``None`` when the runtime cannot tell."""
+    return ElapsedTimer()(start, end)
 
 
 def elapsed_ms(start: Handle, end: Handle) -> float:
