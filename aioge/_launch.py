@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ("Attr", "Const", "HostInput", "LaunchCache", "OpCacheInfo", "launch", "op", "op_cache_info")
 
 _ND = int(acl.Format.ND)
+_compile_and_execute = acl.compile_and_execute_rc
 _ATTR_KINDS = ("Bool", "Int", "Float", "String", "DataType", "ListBool", "ListInt", "ListFloat", "ListString")
 
 
@@ -293,7 +294,8 @@ def _launch_tensors(
     n_in, n_out = len(inputs), len(outputs)
     with stream._enqueue as tx:
         attr_h = cache.attr(attrs)
-        din, bin_, dout, bout = tx.scratch(n_in, n_out)
+        cap_in, cap_out = tx._cap
+        din, bin_, dout, bout = tx._arrays if n_in <= cap_in and n_out <= cap_out else tx.scratch(n_in, n_out)
         reads: list[DeviceMemory] = []
         i = 0
         for x in inputs:
@@ -317,8 +319,10 @@ def _launch_tensors(
             writes.append(m)
             j += 1
         tx.order(reads, writes)
-        acl.compile_and_execute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h, tx.handle,
-                                op_type)  # fmt: skip
+        rc = _compile_and_execute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h, 0, 0, acl.NULL,
+                                  tx.handle)  # fmt: skip
+        if rc:
+            acl.raise_for(rc, op_type)
         return tx.commit((reads, writes), op_type, reads=reads, writes=writes, name=what)
 
 

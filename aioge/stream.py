@@ -69,6 +69,8 @@ class _Download:
         return out
 
 
+_record_event = acl.record_event_rc
+
 #: every launch's completion event: waitable by other streams, and timed on timing streams
 _LAUNCH_EVENT = acl.EventFlag.SYNC | acl.EventFlag.TIME_LINE
 
@@ -184,17 +186,25 @@ class Enqueue:
         """Record the launch's completion event; note it as the last reader of
         ``reads`` and the writer of ``writes``.  ``keep`` stays alive until it ran;
         ``deps`` are earlier launches whose errors this completion reports too."""
-        s = self.stream
-        ev = s._new_event()
-        try:
-            acl.record_event(ev, self.handle)
-        except BaseException:
+        lane = self._lane
+        ev = lane.take_event()
+        if ev is None:
+            ev = acl.create_event(_LAUNCH_EVENT)
+        rc = _record_event(ev, self.handle)
+        if rc:
             acl.destroy_event(ev)
-            raise
+            acl.raise_for(rc, "aclrtRecordEvent")
         start, self._start = self._start, None
-        comp = self._lane.submit(ev, keep, what, start, deps, name)
-        if reads or writes:
-            self.note(comp, reads=reads, writes=writes)
+        comp = lane.submit(ev, keep, what, start, deps, name)
+        for m in reads:  # as note(), inlined: this is every launch's path
+            m.readers[lane] = comp
+        if writes:
+            s = self.stream
+            for m in writes:
+                m.writer = comp
+                m.stream = s
+                if m.readers:
+                    m.readers.clear()
         return comp
 
     def note(self, comp: Completion, *, reads: Sequence[DeviceMemory] = (),

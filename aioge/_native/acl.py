@@ -351,15 +351,24 @@ def pointer_arrays(n_in: int, n_out: int) -> tuple[Any, Any, Any, Any]:
             ffi.new("aclTensorDesc *[]", n_out), ffi.new("aclDataBuffer *[]", n_out))  # fmt: skip
 
 
-_compile_and_execute = lib.aclopCompileAndExecute
+#: ``aclopCompileAndExecute(op, n_in, descs, bufs, n_out, descs, bufs, attr, engine, compile, path, stream) -> rc``:
+#: the raw entry point for the launch hot path (one cffi call, no Python frame); check with :func:`raise_for`
+compile_and_execute_rc = lib.aclopCompileAndExecute
+#: ``aclrtRecordEvent(event, stream) -> rc``, raw, for the enqueue transaction's commit
+record_event_rc = lib.aclrtRecordEvent
+
+
+def raise_for(rc: int, what: str) -> None:
+    """Raise the :class:`~aioge.AclError` subclass of a raw entry point's non-zero code."""
+    raise error_class(rc)(rc, recent_error(), what)
 
 
 def compile_and_execute(op: bytes, n_in: int, din: Any, bin_: Any, n_out: int, dout: Any, bout: Any, attr: Handle,
                         stream: Handle, what: str) -> None:  # fmt: skip
-    """``aclopCompileAndExecute`` (ND engine defaults); a refusal raises naming ``what``."""
-    rc = _compile_and_execute(op, n_in, din, bin_, n_out, dout, bout, attr, 0, 0, NULL, stream)
+    """``aclopCompileAndExecute`` (engine, compile type and path: ACL's defaults); a refusal raises naming ``what``."""
+    rc = compile_and_execute_rc(op, n_in, din, bin_, n_out, dout, bout, attr, 0, 0, NULL, stream)
     if rc:
-        raise error_class(rc)(rc, recent_error(), what)
+        raise_for(rc, what)
 
 
 # ---- compiled graphs (the aiogeGraph API) ----------------------------------------------
