@@ -22,7 +22,7 @@ the tightest value the recorded facts allow (no launch starts before the host
 enqueued it, none ends after the host saw it end).  A backend without
 timestamps places each launch so that it ends when the host saw it end.
 
-Off, it costs nothing: the runtime's hooks test one global (:mod:`aioge._trace`).
+Off, it costs nothing: the runtime's hooks test one global (:mod:`aioge.runtime._trace`).
 """
 
 from __future__ import annotations
@@ -39,13 +39,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from . import _native, _trace
+from . import _native
 from ._native import acl
+from .runtime import _trace
 
 if TYPE_CHECKING:
-    from ._scheduler import Completion, Lane
-    from .model import CompiledGraph
-    from .stream import Stream
+    from .runtime.executable import CompiledGraph
+    from .runtime.scheduler import Completion, Lane
+    from .runtime.stream import Stream
 
 __all__ = ("Execution", "KeyAverage", "KeyAverages", "Launch", "Node", "Profiler", "profile")
 
@@ -273,7 +274,7 @@ class Profiler(_trace.Observer):
             self._by_comp.clear()
         _trace.detach(self)
 
-    # ---- hooks (see aioge._trace) ----
+    # ---- hooks (see aioge.runtime._trace) ----
     def stream_opened(self, stream: Stream) -> None:
         if not self._recording or stream.closed:
             return

@@ -137,7 +137,7 @@ def test_a_stream_collected_during_finalization_starts_no_thread():
         dev = aioge.open_device(0)
         s = dev.open_stream()
         keep = [dev, s, s.upload(np.ones(4, np.float32))]
-        aioge._resources._at_exit.clear()  # as if the hook had not run: the GC path alone
+        aioge.runtime._resources._at_exit.clear()  # as if the hook had not run: the GC path alone
         """
     )
     out = run_script(code)

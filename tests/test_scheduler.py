@@ -16,7 +16,7 @@ import pytest
 import aioge
 from aioge import _native
 from aioge._native import ffi, lib
-from aioge._scheduler import SLICE_MS
+from aioge.runtime.scheduler import SLICE_MS
 
 pytestmark = pytest.mark.anyio
 

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import dtypes
-from .._launch import Const, HostInput, launch
 from ..errors import UnsupportedDataTypeError
-from ..tensor import Tensor
+from ..runtime.launch import Const, HostInput, launch
+from ..runtime.tensor import Tensor
 
 if TYPE_CHECKING:
-    from ..stream import Stream
+    from ..runtime.stream import Stream
 
 __all__ = (
     "ALL",

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tracecheck import check_trace
 
 import aioge
-from aioge import _native, _trace
+from aioge import _native
+from aioge.runtime import _trace
 from aioge._native import ffi, lib
 
 pytestmark = pytest.mark.anyio

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _native, _trace, dtypes
-from ._native import acl
+from .. import _native, dtypes
+from .._native import acl
+from ..errors import BusyResourceError, WrongDeviceError, error_class
+from . import _trace
 from ._resources import Resource, finalizing
-from ._scheduler import Completion, Lane, deadline
-from .errors import BusyResourceError, WrongDeviceError, error_class
+from .scheduler import Completion, Lane, deadline
 from .tensor import DeviceMemory, Tensor
 
 if TYPE_CHECKING:

@@ -36,9 +36,10 @@ from typing import Any, Generic, TypeVar
 
 import anyio.lowlevel
 
-from . import _native, _trace
-from ._native import acl
-from .errors import AclError, EventSyncTimeoutError, StreamSyncTimeoutError, error_class
+from .. import _native
+from .._native import acl
+from ..errors import AclError, EventSyncTimeoutError, StreamSyncTimeoutError, error_class
+from . import _trace
 
 __all__ = ("Completion", "Lane", "ThreadJob", "deadline", "wait_all")
 

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import _native, _trace, dtypes
-from ._native import acl
-from ._scheduler import Completion
-from .dtypes import ACL_CODE as _ACL_CODE
+from .. import _native, dtypes
+from .._native import acl
+from ..dtypes import ACL_CODE as _ACL_CODE
+from . import _trace
+from .scheduler import Completion
 from .tensor import DeviceMemory, Tensor, TensorSpec
 
 if TYPE_CHECKING:

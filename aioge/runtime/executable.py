@@ -36,20 +36,21 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from . import _native, _trace, dtypes
-from ._launch import Const, launch
-from ._native import acl
+from .. import _native, dtypes
+from .._native import acl
+from ..errors import AclError, BusyResourceError
+from ..graph import LoweredNode
+from ..graph.lower.host import expand_host_ops, host_attrs
+from ..graph.target import NCHW_OPS, Target, target_for
+from . import _trace
 from ._resources import Resource
-from ._scheduler import Completion, deadline, wait_all
-from .errors import AclError, BusyResourceError
-from .graph import LoweredNode
-from .graph.lower.host import expand_host_ops, host_attrs
-from .graph.target import NCHW_OPS, Target, target_for
+from .launch import Const, launch
+from .scheduler import Completion, deadline, wait_all
 from .tensor import DeviceMemory, Tensor
 
 if TYPE_CHECKING:
+    from ..graph import Graph, Plan
     from .device import Device
-    from .graph import Graph, Plan
     from .stream import Stream
 
 __all__ = ("CompiledGraph", "compile_graph")
@@ -550,7 +551,7 @@ class CompiledGraph(Resource):
             downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
             res = {name: await d.result() for name, d in downloads}
             if as_torch:
-                from .frontends._tensors import from_numpy
+                from ..frontends._tensors import from_numpy
 
                 return {name: from_numpy(a) for name, a in res.items()}
             return res
@@ -827,7 +828,7 @@ def _host_array(x: Any) -> Any:
     """Feeds as numpy: a torch CPU tensor as a view sharing its memory (no copy), others unchanged."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        from .frontends._tensors import to_numpy
+        from ..frontends._tensors import to_numpy
 
         return to_numpy(x, check_grad=False)
     return x if isinstance(x, Tensor) else np.asarray(x)
@@ -866,8 +867,8 @@ def compile_graph(
 
     ``target``: what the compile may emit (default: the backend's, see :mod:`aioge.graph.target`).
     """
-    from .graph import lower_node, plan
-    from .graph import optimize as run_passes
+    from ..graph import lower_node, plan
+    from ..graph import optimize as run_passes
 
     if mode not in ("auto", "sunk", "per_op"):
         raise ValueError(f"mode must be 'auto', 'sunk' or 'per_op', not {mode!r}")

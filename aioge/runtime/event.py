@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _native
-from ._native import acl
+from .. import _native
+from .._native import acl
 from ._resources import Resource
-from ._scheduler import Completion, deadline
+from .scheduler import Completion, deadline
 
 if TYPE_CHECKING:
     from .device import Device

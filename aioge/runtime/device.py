@@ -10,19 +10,19 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from . import _native
-from ._native import acl
+from .. import _native
+from .._native import acl
+from ..errors import BusyResourceError
 from ._resources import Resource, close_at_exit
-from ._scheduler import ThreadJob, deadline
-from .errors import BusyResourceError
+from .scheduler import ThreadJob, deadline
 from .stream import Stream
 
 if TYPE_CHECKING:
-    from ._dynamic import DynamicCompiledGraph
-    from ._launch import LaunchCache
+    from ..graph import Graph
+    from .dynamic import DynamicCompiledGraph
     from .event import Event
-    from .graph import Graph
-    from .model import CompiledGraph
+    from .executable import CompiledGraph
+    from .launch import LaunchCache
     from .tensor import DeviceMemory
 
 __all__ = ("Device", "open_device", "device_count")
@@ -95,8 +95,8 @@ class Device(Resource):
         self._models: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
         #: compiles in flight, by (graph id, options): concurrent callers share them
         self._compiling: dict[Any, ThreadJob[CompiledGraph]] = {}
-        from ._allocator import BlockPool, PinnedPool
-        from ._launch import LaunchCache
+        from .launch import LaunchCache
+        from .memory import BlockPool, PinnedPool
 
         self._cache: LaunchCache = LaunchCache()
         info = acl.mem_info(acl.MemAttr.HBM)
@@ -155,7 +155,7 @@ class Device(Resource):
         """Compile and load a graph (GE ``CompileGraph`` + ``LoadGraph``), off the event loop.
 
         A graph with symbolic input dims gives a :class:`aioge.DynamicCompiledGraph`
-        (compiled per concrete input shape on first use, see :mod:`aioge._dynamic`).
+        (compiled per concrete input shape on first use, see :mod:`aioge.runtime.dynamic`).
 
         Args:
             graph: an :class:`aioge.Graph` (e.g. from :func:`aioge.load_onnx`), or an
@@ -170,7 +170,7 @@ class Device(Resource):
                 segment), ``"per_op"`` (each op through ``aclopCompileAndExecute``)
                 or ``"auto"`` (sunk where the backend supports it).
             max_inflight: executions of the model in flight at once before
-                ``execute()`` waits for room (default ``aioge.model.MAX_INFLIGHT``).
+                ``execute()`` waits for room (default ``aioge.runtime.executable.MAX_INFLIGHT``).
 
         Concurrent calls with the same graph and options share one compile,
         which runs on its own thread (``aioge-compile``).
@@ -181,8 +181,8 @@ class Device(Resource):
         closed when the compile ends.  ``aclose()`` of the device waits for
         compiles in flight (``close()`` refuses while there are any).
         """
-        from .graph import Graph, load_onnx
-        from .model import MAX_INFLIGHT, compile_graph
+        from ..graph import Graph, load_onnx
+        from .executable import MAX_INFLIGHT, compile_graph
 
         self._check_open()
         if not isinstance(graph, Graph):
@@ -193,7 +193,7 @@ class Device(Resource):
                                 f"onnx.ModelProto), not {type(graph).__name__}")  # fmt: skip
         limit = MAX_INFLIGHT if max_inflight is None else max_inflight
         if graph.is_dynamic:  # symbolic dims: a plan per concrete shape, compiled on first use
-            from ._dynamic import DynamicCompiledGraph
+            from .dynamic import DynamicCompiledGraph
 
             opts = {"optimize": optimize, "max_streams": max_streams, "mode": mode, "max_inflight": limit}
             return await DynamicCompiledGraph.create(self, graph, opts)

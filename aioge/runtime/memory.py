@@ -19,9 +19,9 @@ import collections
 import threading
 from typing import Any
 
-from . import _native
-from ._native import acl
-from .errors import InvalidParamError, error_class
+from .. import _native
+from .._native import acl
+from ..errors import InvalidParamError, error_class
 
 __all__ = ("BlockPool", "PinnedPool", "size_class")
 
