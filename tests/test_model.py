@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import aioge
+import aioge.runtime.compile
 import aioge.runtime.executable
 from aioge import _native
 from aioge.graph import Graph, run_reference
@@ -236,7 +237,7 @@ async def test_dropped_model_warns_and_releases_everything(dev):
     before = live()
     # compiled inline: after dev.compile() anyio's idle worker thread keeps the
     # last result (the model) referenced until it runs another job
-    model = aioge.runtime.executable.compile_graph(dev, g, max_streams=2)
+    model = aioge.runtime.compile.compile_graph(dev, g, max_streams=2)
     outs, _ = model.launch([xd])  # still in flight when the model goes
     assert live()[0] == before[0] + 1 and model.stats["aux_streams"] == 1
     with pytest.warns(ResourceWarning, match="unclosed CompiledGraph 'branches'"):
@@ -383,7 +384,7 @@ async def test_session_graph_options_reach_the_compile(dev):
     assert models[3].mode == "per_op" and not any("Fused" in op.op_type for op in models[3]._build.ops)
     assert models[4].plan.num_streams == 1
     # the host runtime's default
-    assert models[5].plan.num_streams == aioge.runtime.executable.default_max_streams() == 1
+    assert models[5].plan.num_streams == aioge.runtime.compile.default_max_streams() == 1
     sess.close()
     assert all(m.closed for m in models.values())
 
@@ -437,14 +438,14 @@ async def test_cancelled_compile_returns_at_once_and_its_model_is_not_lost(dev, 
 
     release = threading.Event()
     calls = []
-    real = aioge.runtime.executable.compile_graph
+    real = aioge.runtime.compile.compile_graph
 
     def held(*args, **kwargs):  # a compile that takes as long as the test wants
         calls.append(1)
         assert release.wait(20)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(aioge.runtime.executable, "compile_graph", held)
+    monkeypatch.setattr(aioge.runtime.compile, "compile_graph", held)
     g = mlp()
     with anyio.move_on_after(0.05):
         await dev.compile(g)

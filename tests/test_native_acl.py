@@ -25,3 +25,10 @@ def test_core_modules_make_no_raw_cffi_calls() -> None:
     files = [*CORE.glob("*.py"), *(CORE / "runtime").glob("*.py")]
     offenders = {p.name: raw.findall(p.read_text()) for p in files}
     assert not {k: v for k, v in offenders.items() if v}, offenders
+
+
+def test_the_graph_layout_places_match_the_c_header() -> None:
+    from aioge.graph.executable import Loc
+
+    assert [int(x) for x in Loc] == [int(x) for x in acl.Loc]
+    assert [x.name for x in Loc] == [x.name for x in acl.Loc]

@@ -182,7 +182,8 @@ class Device(Resource):
         compiles in flight (``close()`` refuses while there are any).
         """
         from ..graph import Graph, load_onnx
-        from .executable import MAX_INFLIGHT, compile_graph
+        from .compile import compile_graph
+        from .executable import MAX_INFLIGHT
 
         self._check_open()
         if not isinstance(graph, Graph):

@@ -30,7 +30,6 @@ import sys
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,8 +39,9 @@ from .. import _native, dtypes
 from .._native import acl
 from ..errors import AclError, BusyResourceError
 from ..graph import LoweredNode
-from ..graph.lower.host import expand_host_ops, host_attrs
-from ..graph.target import NCHW_OPS, Target, target_for
+from ..graph.executable import Layout, kind_of
+from ..graph.lower.host import host_attrs
+from ..graph.target import NCHW_OPS
 from . import _trace
 from ._resources import Resource
 from .launch import Const, launch
@@ -53,216 +53,12 @@ if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
-__all__ = ("CompiledGraph", "compile_graph")
+__all__ = ("MAX_INFLIGHT", "CompiledGraph")
 
 #: executions of one model in flight at once before ``execute()`` waits (``model.max_inflight``)
 MAX_INFLIGHT = 8
 #: caller streams that get auxiliary streams of their own; further ones share those round-robin
 MAX_AUX_SETS = 8
-
-ARENA, INPUT, OUTPUT, CONST, ABSENT = (int(x) for x in acl.Loc)
-_ALIGN = 64
-
-
-def _kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:
-    """Static shape and dtype of a graph value (after shape inference)."""
-    v = g.value(name)
-    if v.shape is None or v.dtype is None:
-        raise ValueError(f"value {name!r} has no inferred shape/dtype")
-    return tuple(v.shape), dtypes.normalize(v.dtype)
-
-
-def _aligned(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
-@dataclass
-class _Segment:
-    index: int
-    stream: int
-    steps: list[int] = field(default_factory=list)
-    waits: set[int] = field(default_factory=set)  # segment indices
-    record: bool = False
-
-
-@dataclass
-class _Op:
-    """One lowered op with resolved operand places."""
-
-    op_type: str
-    name: str
-    segment: int
-    inputs: list[tuple[Any, int, int]]  # (kind-or-const, loc, at): kind = (dtype, shape) or np.ndarray or None
-    outputs: list[tuple[tuple[np.dtype, tuple[int, ...]], int, int]]
-    attrs: dict[str, Any]
-
-
-def _segments(p: Plan) -> tuple[list[_Segment], dict[int, int]]:
-    """Cut each stream's steps at incoming waits and outgoing records."""
-    segs: list[_Segment] = []
-    open_seg: dict[int, _Segment] = {}
-    seg_of: dict[int, int] = {}
-    for st in p.steps:
-        if st.alias:
-            continue
-        cur = open_seg.get(st.stream)
-        if cur is None or st.waits:
-            cur = _Segment(len(segs), st.stream)
-            segs.append(cur)
-            open_seg[st.stream] = cur
-        for w in st.waits:
-            w_seg = seg_of.get(_real_step(p, w))
-            if w_seg is not None and w_seg != cur.index:
-                cur.waits.add(w_seg)
-        cur.steps.append(st.index)
-        seg_of[st.index] = cur.index
-        if st.record:
-            cur.record = True
-            open_seg.pop(st.stream)  # the next step on this stream starts a new segment
-    return segs, seg_of
-
-
-def _real_step(p: Plan, idx: int) -> int:
-    """Waits on an alias step mean waiting on what produced its storage: the closest earlier real step."""
-    st = p.steps[idx]
-    while st.alias:
-        src = st.node.inputs[0]
-        prod = next((s for s in p.steps[: st.index] if src in s.node.outputs), None)
-        if prod is None:
-            return -1
-        st = prod
-    return st.index
-
-
-class _Build:
-    """Placements of every operand of a planned, lowered graph."""
-
-    def __init__(self, g: Graph, p: Plan, lowered: Mapping[str, LoweredNode], weight_names: Sequence[str]) -> None:
-        self.g = g
-        self.p = p
-        self.inputs = list(g.inputs)
-        self.outputs = list(g.outputs)
-        self.weights = list(weight_names)
-        self.place: dict[str, tuple[int, int]] = {}
-        for i, name in enumerate(self.inputs):
-            self.place[name] = (INPUT, i)
-        for k, name in enumerate(self.weights):
-            self.place[name] = (INPUT, len(self.inputs) + k)
-        self.copies: list[tuple[str, int]] = []  # (value, output index): outputs that need a copy
-        claimed: set[str] = set()
-        for j, o in enumerate(self.outputs):
-            root = self._root(o)
-            buf = p.buffers.get(root)
-            if buf is not None and buf.kind == "arena" and root not in claimed and o not in self.inputs:
-                claimed.add(root)
-                self.place[root] = (OUTPUT, j)
-            else:
-                self.copies.append((o, j))
-        for name, buf in p.buffers.items():
-            if name in self.place:
-                continue
-            if buf.kind == "arena":
-                self.place[name] = (ARENA, int(buf.offset or 0))
-        self.arena_bytes = _aligned(p.arena_bytes)
-        self.segments, self.seg_of = _segments(p)
-        self.ops: list[_Op] = []
-        self.scratch = 0
-        self._lower_all(lowered)
-
-    def _root(self, name: str) -> str:
-        buf = self.p.buffers.get(name)
-        while buf is not None and buf.kind == "alias" and buf.root != name:
-            name = buf.root
-            buf = self.p.buffers.get(name)
-        return name
-
-    def where(self, name: str) -> tuple[int, int]:
-        if name in self.place:
-            return self.place[name]
-        root = self._root(name)
-        if root in self.place:
-            return self.place[root]
-        raise KeyError(name)
-
-    def value_kind(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
-        shape, dt = _kind_of(self.g, name)
-        return dt, shape
-
-    def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
-        # temporaries live in a per-stream scratch region after the arena
-        scratch_need = 0
-        node_temps: dict[int, dict[str, int]] = {}
-        for st in self.p.steps:
-            if st.alias:
-                continue
-            ln = lowered[st.node.name]
-            off = 0
-            places: dict[str, int] = {}
-            alias_temps = {op.outputs[0] for op in ln.ops if op.alias}
-            for t, (shape, dt) in ln.temps.items():
-                if t in alias_temps:
-                    continue
-                places[t] = off
-                off += _aligned(math.prod(shape) * np.dtype(dt).itemsize)
-            node_temps[st.index] = places
-            scratch_need = max(scratch_need, off)
-        self.scratch = scratch_need
-        for st in self.p.steps:
-            if st.alias:
-                continue
-            ln = lowered[st.node.name]
-            seg = self.seg_of[st.index]
-            base = self.arena_bytes + st.stream * self.scratch
-            temp_place = {t: (ARENA, base + o) for t, o in node_temps[st.index].items()}
-            temp_kind = {t: (np.dtype(dt), tuple(shape)) for t, (shape, dt) in ln.temps.items()}
-
-            def loc(name: str, temp_place: dict[str, tuple[int, int]] = temp_place) -> tuple[int, int]:
-                return temp_place[name] if name in temp_place else self.where(name)
-
-            def kind(name: str, temp_kind: dict[str, Any] = temp_kind) -> tuple[np.dtype, tuple[int, ...]]:
-                return temp_kind[name] if name in temp_kind else self.value_kind(name)
-
-            for k, op in enumerate(ln.ops):
-                name = f"{st.node.name}" if len(ln.ops) == 1 else f"{st.node.name}/{k}:{op.op_type}"
-                as_kind: dict[str, Any] = {}
-                if op.alias:
-                    src, dst = op.inputs[0], op.outputs[0]
-                    assert isinstance(src, str), "an alias views a value"
-                    if dst in temp_kind and dst not in temp_place:
-                        temp_place[dst] = loc(src)  # a view: same bytes
-                        continue
-                    if loc(src) == loc(dst):
-                        continue
-                    # the view must land in a separately placed value: copy the bytes, the source described
-                    # with the destination's shape (a Reshape to a scalar would need an empty const, which ACL refuses)
-                    op_type, attrs = "Identity", {}
-                    ins: list[Any] = [src]
-                    if kind(src)[1] != kind(dst)[1]:
-                        as_kind[src] = kind(dst)
-                else:
-                    op_type, ins, attrs = op.op_type, list(op.inputs), host_attrs(op.op_type, op.attrs)
-                r_ins: list[tuple[Any, int, int]] = []
-                for x in ins:
-                    if x is None:
-                        r_ins.append((None, ABSENT, 0))
-                    elif isinstance(x, str):
-                        r_ins.append((as_kind.get(x) or kind(x), *loc(x)))
-                    else:  # ConstInput
-                        r_ins.append((_native.contiguous(x.value), CONST, 0))
-                r_outs = [(kind(o), *loc(o)) for o in op.outputs]
-                self.ops.append(_Op(op_type, name, seg, r_ins, r_outs, attrs))
-        # outputs that alias an input, a weight or another output: one copy each, at the end
-        if self.copies:
-            final = _Segment(len(self.segments), 0, waits={s.index for s in self.segments if s.stream != 0})
-            self.segments.append(final)
-            for o, j in self.copies:
-                self.ops.append(_Op("Identity", f"output:{o}", final.index, [(self.value_kind(o), *self.where(o))],
-                                    [(self.value_kind(o), OUTPUT, j)], {}))  # fmt: skip
-
-    @property
-    def total_arena(self) -> int:
-        return self.arena_bytes + self.p.num_streams * self.scratch
-
 
 class _Flight:
     """The executions in flight of one model and its idle arenas.
@@ -376,7 +172,7 @@ class CompiledGraph(Resource):
     graph and buffers once running executions no longer need them.
     """
 
-    def __init__(self, device: Device, graph: Graph, plan: Plan, build: _Build, mode: str,
+    def __init__(self, device: Device, graph: Graph, plan: Plan, build: Layout, mode: str,
                  lowered: Mapping[str, LoweredNode], max_inflight: int = MAX_INFLIGHT) -> None:  # fmt: skip
         self.device = device
         self.graph = graph
@@ -384,8 +180,8 @@ class CompiledGraph(Resource):
         self.mode = mode
         self._build = build
         self._lowered = lowered
-        self.inputs = {n: _kind_of(graph, n) for n in graph.inputs}
-        self.outputs = {n: _kind_of(graph, n) for n in graph.outputs}
+        self.inputs = {n: kind_of(graph, n) for n in graph.inputs}
+        self.outputs = {n: kind_of(graph, n) for n in graph.outputs}
         self._handle: Any = None
         self._descs: list[Any] = []
         self._lock = threading.Lock()
@@ -728,7 +524,7 @@ class CompiledGraph(Resource):
             node = st.node
             if st.alias:
                 src = vals[node.inputs[0]]
-                vals[node.outputs[0]] = src.reshape(_kind_of(g, node.outputs[0])[0])
+                vals[node.outputs[0]] = src.reshape(kind_of(g, node.outputs[0])[0])
                 continue
             ln = self._lowered[node.name]
             temps = dict(ln.temps)
@@ -743,7 +539,7 @@ class CompiledGraph(Resource):
                         args.append(Const(_native.contiguous(x.value)))
                 if op.alias:
                     o = op.outputs[0]
-                    shape = temps[o][0] if o in temps else _kind_of(g, o)[0]
+                    shape = temps[o][0] if o in temps else kind_of(g, o)[0]
                     vals[o] = vals[op.inputs[0]].reshape(tuple(shape))  # type: ignore[index]
                     continue
                 outs = []
@@ -751,7 +547,7 @@ class CompiledGraph(Resource):
                     if o in temps:
                         shape, dt = temps[o]
                     else:
-                        shape, dt = _kind_of(g, o)
+                        shape, dt = kind_of(g, o)
                     t = Tensor._empty(s0, tuple(shape), dtypes.normalize(dt))
                     vals[o] = t
                     outs.append(t)
@@ -838,67 +634,3 @@ def _positive(n: int) -> int:
     if int(n) < 1:
         raise ValueError(f"max_inflight must be >= 1, not {n}")
     return int(n)
-
-
-def default_max_streams() -> int:
-    """Streams a compiled plan may use by default.
-
-    The host runtime's kernels split their work over the intra-op pool that
-    every stream shares, so independent branches gain nothing from running on
-    several streams and pay the joins: measured on 2 cores, one stream ran the
-    inception-style model in 1.15 ms against 1.40 ms on two, the attention
-    block in 2.34 against 2.56 ms, and the others the same.  A device with a
-    graph engine (GE on Ascend) overlaps branches on its cores: 2 there.
-    """
-    return 1 if _native.backend == "host" else 2
-
-
-def compile_graph(
-    device: Device,
-    graph: Graph,
-    *,
-    optimize: int = 2,
-    max_streams: int | None = None,
-    mode: str = "auto",
-    max_inflight: int = MAX_INFLIGHT,
-    target: Target | str | None = None,
-) -> CompiledGraph:
-    """Synchronous compile + load (``Device.compile`` runs it off the event loop).
-
-    ``target``: what the compile may emit (default: the backend's, see :mod:`aioge.graph.target`).
-    """
-    from ..graph import lower_node, plan
-    from ..graph import optimize as run_passes
-
-    if mode not in ("auto", "sunk", "per_op"):
-        raise ValueError(f"mode must be 'auto', 'sunk' or 'per_op', not {mode!r}")
-    if mode == "auto":
-        mode = "sunk" if _native.has_graph_api else "per_op"
-    if mode == "sunk" and not _native.has_graph_api:
-        raise ValueError("sunk execution needs the aiogeGraph API (the host runtime, or a GE shim implementing it)")
-    tgt = target_for(target if target is not None else _native.backend)
-    steps = _trace.CompileSteps(graph.name, optimize)
-    g = run_passes(graph, level=optimize, target=tgt, on_pass=steps.note)
-    if max_streams is None:
-        max_streams = default_max_streams()
-    with steps.step("plan"):
-        p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
-    with steps.step("lower"):
-        lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node, target=tgt), tgt)
-                   for st in p.steps if not st.alias}  # fmt: skip
-    used = {x for ln in lowered.values() for op in ln.ops for x in op.inputs if isinstance(x, str)}
-    used |= {st.node.inputs[0] for st in p.steps if st.alias}
-    used |= set(g.outputs)
-    weights = [n for n in g.constants if n in used]
-    build = _Build(g, p, lowered, weights)
-    model = CompiledGraph(device, g, p, build, mode, lowered, max_inflight)
-    try:
-        with steps.step("load"):
-            model._load()
-    except BaseException:
-        model.close()
-        raise
-    device._models.add(model)
-    steps.finish(f"{mode}, {len(build.ops)} nodes in {len(build.segments)} segments on {p.num_streams} streams, "
-                 f"arena {build.total_arena} B (max live {p.max_live_bytes} B), {len(weights)} weights")  # fmt: skip
-    return model

@@ -16,8 +16,8 @@ from tracecheck import check_trace
 
 import aioge
 from aioge import _native
-from aioge.runtime import _trace
 from aioge._native import ffi, lib
+from aioge.runtime import _trace
 
 pytestmark = pytest.mark.anyio
 
