@@ -35,6 +35,18 @@ aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena,
                                 void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream);
 aclError aiogeGraphDestroy(aiogeGraph *graph);
 
+/* An execution from and to host memory in one task: the same as
+ * aiogeGraphExecuteAsync, and the task first copies hostInputs[i] (when not
+ * NULL; the graph's inputBytes[i] bytes of host memory) into inputs[i], and
+ * after the nodes copies outputs[j] into hostOutputs[j] (when not NULL).  A
+ * failed execution writes no host output.  Either array may be NULL, not
+ * both; the caller keeps the host memory alive (and unchanged) until the task
+ * has run.  One enqueue instead of one per copy: the cheap way to serve
+ * small requests. */
+aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                    void *const inputs[], const void *const hostInputs[], int32_t numOutputs,
+                                    void *const outputs[], void *const hostOutputs[], aclrtStream stream);
+
 /* Per-node timing, for profilers (untimed executions pay nothing): the same
  * as aiogeGraphExecuteAsync, and the task also writes node i's start and end
  * time to nodeTimes[2*i] and nodeTimes[2*i+1], in ns of CLOCK_MONOTONIC (the

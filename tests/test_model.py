@@ -75,8 +75,17 @@ async def test_sunk_graph_is_one_task_per_segment(dev, compiled):
     before = _native.counters()["tasks_executed"]
     await model.execute({"x": x})
     tasks = _native.counters()["tasks_executed"] - before
-    # one upload, one graph task, one download
-    assert tasks == 2 + len(model._build.segments)
+    # host memory in and out, one segment: ONE task, the copies in and out inside it
+    assert tasks == 1 == len(model._build.segments)
+    # device tensors in and out: the graph task of each segment and nothing else
+    t = dev.default_stream.upload(x)
+    await model.execute({"x": t}, as_tensors=True)
+    before = _native.counters()["tasks_executed"]
+    out = await model.execute({"x": t}, as_tensors=True)
+    assert _native.counters()["tasks_executed"] - before == len(model._build.segments)
+    ref = await model.execute({"x": x})
+    (name,) = model.outputs
+    np.testing.assert_array_equal(await out[name].numpy(), ref[name])
 
 
 @pytest.mark.parametrize("optimize", [0, 1, 2])
@@ -312,11 +321,14 @@ async def test_device_failure_names_the_graph_and_stream_stays_usable(dev, compi
         await s.synchronize()  # reported once more by the stream, as ACL does
     assert_same([await model.execute(good)], [want])
     # the upload and the graph's task fail (injected): the first failure is raised, naming the graph
+    # (from host memory a one-segment graph is one task, copies inside: that task is the first)
+    one_task = model._io_at is not None
     with s._enqueue:  # the stream's lock, open, context bound
-        _native.lib.aiogeHostInjectFailure(s._handle, 2, 507015)
+        _native.lib.aiogeHostInjectFailure(s._handle, 1 if one_task else 2, 507015)
     with pytest.raises(aioge.AclError) as ei:
         await model.execute(good)
-    assert ei.value.code == 507015 and ei.value.op == "lookup: input 'ids' (upload)", str(ei.value)
+    first = "lookup: execution from host memory" if one_task else "lookup: input 'ids' (upload)"
+    assert ei.value.code == 507015 and ei.value.op == first, str(ei.value)
     with pytest.raises(aioge.AclError):
         await s.synchronize()
     assert_same([await model.execute(good)], [want])
@@ -522,7 +534,9 @@ async def test_every_execution_raises_its_own_failure(dev, compiled, mode, as_te
     inject(s, 1)
     with pytest.raises(aioge.errors.AicoreExceptionError, match="injected") as ei:
         await run({"x": x + 100, "idx": good["idx"]})
-    assert ei.value.op == "gather_chain: input 'x' (upload)"
+    one_task = model._io_at is not None and not as_tensors  # host memory in and out: copies inside the task
+    first = "execution from host memory" if one_task else "input 'x' (upload)"
+    assert ei.value.op == f"gather_chain: {first}"
     with pytest.raises(aioge.errors.AicoreExceptionError):
         await s.synchronize()  # and, as ACL does, once more by the stream
     assert_same([await run(good)], [want])  # the stream stays usable
@@ -590,3 +604,37 @@ async def test_execute_timeout_is_the_documented_class(dev, compiled):
             await model.execute({"x": np.ones((4, 8), np.float32)}, timeout=0.05)
     finally:
         open_gate(g)
+
+
+async def test_one_task_executions_keep_stream_order_and_their_own_results(dev, compiled):
+    """A small execution from host memory may run on the caller's thread when its stream is idle
+    (AIOGE_HOST_INLINE_BYTES): behind a held stream it must queue instead, and executions in flight
+    together, inline or queued, each get their own outputs."""
+    import anyio
+
+    model = await compiled(ew_chain())
+    rng = np.random.default_rng(11)
+    feeds = [{"x": rng.standard_normal((3, 5)).astype(np.float32), "y": rng.standard_normal(5).astype(np.float32)}
+             for _ in range(12)]  # fmt: skip
+    want = [run_reference(ew_chain(), f) for f in feeds]
+    (name,) = model.outputs
+    async with dev.open_stream() as s:
+        g = _native.ffi.new("uint64_t *")
+        with s._enqueue:  # the stream's lock, open, context bound
+            _native.check(_native.lib.aiogeHostLaunchGate(s._handle, 20_000, g), "gate")
+        got: dict[int, np.ndarray] = {}
+
+        async def one(i: int) -> None:
+            got[i] = (await model.execute(feeds[i], stream=s))[name]
+
+        async with anyio.create_task_group() as tg:
+            for i in range(4):
+                tg.start_soon(one, i)
+            await anyio.sleep(0.05)
+            assert not got  # held behind the gate: none ran inline past it
+            _native.lib.aiogeHostOpenGate(int(g[0]))
+        async with anyio.create_task_group() as tg:  # an idle stream: inline and queued ones mixed
+            for i in range(4, 12):
+                tg.start_soon(one, i)
+    for i, w in enumerate(want):
+        np.testing.assert_allclose(got[i], w[name], rtol=1e-6, atol=1e-6)

@@ -416,6 +416,22 @@ def graph_execute(g: Handle, segment: int, arena: Handle, ins: tuple[int, Any], 
         raise error_class(rc)(rc, recent_error(), what)
 
 
+def offset_pointers(base: Handle, offsets: Sequence[int], tail: Sequence[Handle]) -> Any:
+    """A ``void *[]`` of ``base + offset`` for each offset, then the pointers of ``tail``."""
+    b = ffi.cast("char *", base)
+    return ffi.new("void *[]", [b + at for at in offsets] + list(tail))
+
+
+def graph_execute_host(g: Handle, segment: int, arena: Handle, ins: tuple[int, Any, Any], outs: tuple[int, Any, Any],
+                       stream: Handle, what: str) -> None:  # fmt: skip
+    """``aiogeGraphExecuteHostAsync``: one task copying host inputs in, running ``segment``, copying outputs out.
+
+    ``ins`` and ``outs`` are ``(count, device pointers, host pointers)``."""
+    rc = lib.aiogeGraphExecuteHostAsync(g, segment, arena, ins[0], ins[1], ins[2], outs[0], outs[1], outs[2], stream)
+    if rc:
+        raise error_class(rc)(rc, recent_error(), what)
+
+
 def timestamps(n: int) -> Any:
     """A ``uint64_t[n]`` for node timings."""
     return ffi.new("uint64_t[]", n)

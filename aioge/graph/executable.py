@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .lower import LoweredNode
     from .planner import Plan
 
-__all__ = ("ALIGN", "Layout", "Loc", "PlacedOp", "Segment", "kind_of")
+__all__ = ("ALIGN", "Layout", "Loc", "PlacedOp", "Segment", "aligned", "kind_of")
 
 
 class Loc(enum.IntEnum):
@@ -56,7 +56,8 @@ def kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:
     return tuple(v.shape), dtypes.normalize(v.dtype)
 
 
-def _aligned(n: int) -> int:
+def aligned(n: int) -> int:
+    """``n`` rounded up to :data:`ALIGN`."""
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
@@ -147,7 +148,7 @@ class Layout:
                 continue
             if buf.kind == "arena":
                 self.place[name] = (ARENA, int(buf.offset or 0))
-        self.arena_bytes = _aligned(p.arena_bytes)
+        self.arena_bytes = aligned(p.arena_bytes)
         self.segments, self.seg_of = _segments(p)
         self.ops: list[PlacedOp] = []
         self.scratch = 0
@@ -187,7 +188,7 @@ class Layout:
                 if t in alias_temps:
                     continue
                 places[t] = off
-                off += _aligned(math.prod(shape) * np.dtype(dt).itemsize)
+                off += aligned(math.prod(shape) * np.dtype(dt).itemsize)
             node_temps[st.index] = places
             scratch_need = max(scratch_need, off)
         self.scratch = scratch_need

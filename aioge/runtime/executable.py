@@ -39,7 +39,7 @@ from .. import _native, dtypes
 from .._native import acl
 from ..errors import AclError, BusyResourceError
 from ..graph import LoweredNode
-from ..graph.executable import Layout, kind_of
+from ..graph.executable import Layout, aligned, kind_of
 from ..graph.lower.host import host_attrs
 from ..graph.target import NCHW_OPS
 from . import _trace
@@ -190,6 +190,10 @@ class CompiledGraph(Resource):
         self._aux_of: weakref.WeakKeyDictionary[Stream, int] = weakref.WeakKeyDictionary()
         self._aux_next = 0
         self._weights: list[Tensor] = []
+        #: per arena: the graph's scratch, then (one-task executions from host memory) a slot per
+        #: user input and output; None where executions cannot be one task (see _load)
+        self._io_at: tuple[list[int], list[int]] | None = None
+        self._arena_bytes = max(build.total_arena, 1)
         self._opened()
 
     def __repr__(self) -> str:
@@ -231,6 +235,14 @@ class CompiledGraph(Resource):
         in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
         out_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.outputs.values()]
         self._handle = acl.graph_create(in_bytes, out_bytes, b.total_arena, max(len(b.segments), 1))
+        if len(b.segments) == 1 and self.plan.num_streams <= 1:
+            slots: list[int] = []
+            end = aligned(b.total_arena)
+            for n in in_bytes[: len(self.inputs)] + out_bytes:
+                slots.append(end)
+                end += aligned(n)
+            self._io_at = (slots[: len(self.inputs)], slots[len(self.inputs) :])
+            self._arena_bytes = max(end, 1)
         cache = dev._cache
         for op in b.ops:
             descs, locs, ats = [], [], []
@@ -325,6 +337,19 @@ class CompiledGraph(Resource):
         s0 = stream if stream is not None else self.device.default_stream
         await s0.drain()
         ticket: _Ticket | None = await self._admit()
+        if self._io_at is not None and not as_tensors and _trace.hub is None:
+            arrays = [_host_array(feeds[n]) for n in self.inputs]
+            if not any(isinstance(a, Tensor) for a in arrays):
+                assert ticket is not None
+                res, comp = self._run_host(arrays, s0, ticket)
+                ticket = None
+                with deadline(timeout, f"execute() of {self._describe()}"):
+                    await comp
+                if as_torch:
+                    from .frontends._tensors import from_numpy
+
+                    return {name: from_numpy(a) for name, a in res.items()}
+                return res
         try:
             ins: list[Tensor] = []
             uploads: list[Completion] = []  # this execution's copies in: their failures are its own
@@ -438,7 +463,7 @@ class CompiledGraph(Resource):
         f = self._flight
         mem = f.take_arena()
         if mem is None or mem.ptr is None:
-            mem = DeviceMemory(self.device, max(self._build.total_arena, 1), self.device.default_stream)
+            mem = DeviceMemory(self.device, self._arena_bytes, self.device.default_stream)
             with f.lock:
                 f.made += 1
         ticket.mem = mem
@@ -511,6 +536,33 @@ class CompiledGraph(Resource):
                                  deps=[*pre, *comps.values()])  # fmt: skip
         self._flight.track(join)
         return outs, [*comps.values(), *([] if last >= 0 else [join])]
+
+    def _run_host(self, arrays: list[Any], s0: Stream, ticket: _Ticket) -> tuple[dict[str, Any], Completion]:
+        """One task from host memory to host memory: copies in, the graph's one segment, copies out.
+
+        One enqueue and one completion per execution (instead of one per copy): what makes small
+        executions cheap.  The outputs are new host arrays that only this execution writes."""
+        assert self._io_at is not None
+        in_at, out_at = self._io_at
+        arena = self._arena(ticket)
+        host_in = [_native.contiguous(a) for a in arrays]
+        res = {n: np.empty(shape, dt) for n, (shape, dt) in self.outputs.items()}
+        weights = [w._memory() for w in self._weights]
+        in_ptrs = acl.offset_pointers(arena.ptr, in_at, [m.ptr for m in weights])
+        host_in_ptrs = acl.pointer_list([_native.host_ptr(a) for a in host_in] + [acl.NULL] * len(weights))
+        out_ptrs = acl.offset_pointers(arena.ptr, out_at, [])
+        host_out_ptrs = acl.pointer_list([_native.host_ptr(a) for a in res.values()])
+        keep = (ticket, host_in, res, weights, in_ptrs, host_in_ptrs, out_ptrs, host_out_ptrs)
+        del ticket
+        with s0._enqueue as tx:
+            tx.order(weights)
+            acl.graph_execute_host(self._handle, 0, arena.ptr, (len(in_at) + len(weights), in_ptrs, host_in_ptrs),
+                                   (len(out_at), out_ptrs, host_out_ptrs), tx.handle,
+                                   f"{self.graph.name} segment 0")  # fmt: skip
+            comp = tx.commit(keep, f"{self.graph.name}[0]", reads=weights,
+                             name=f"{self.graph.name}: execution from host memory")  # fmt: skip
+        self._flight.track(comp)
+        return res, comp
 
     def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
         """Launch every lowered op on ``s0``; the outputs and every launch, in order."""

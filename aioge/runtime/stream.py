@@ -281,6 +281,12 @@ class Stream(Resource):
                 "failed": lane.failed, "wakeups": lane.wakeups, "device_ms": lane.device_ms}  # fmt: skip
 
     # ---- the enqueue transaction ----
+    def _enter(self) -> None:
+        """Check open and bind the context, for callers holding ``self._lock`` around a raw
+        test-hook call (``with stream._enqueue:`` does both; launches go through it)."""
+        self._check_open()
+        _native.bind_context(self.device._ctx)
+
     def _new_event(self) -> Any:
         ev = self._lane.take_event()
         return ev if ev is not None else acl.create_event(_LAUNCH_EVENT)

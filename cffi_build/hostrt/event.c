@@ -143,7 +143,7 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     m->gen = ++e->rec_gen;
     e->stream_id = s->id;
     pthread_mutex_unlock(&e->mu);
-    hrt_stream_enqueue(s, &m->t);
+    hrt_stream_submit(s, &m->t, true); /* a marker on an idle stream: nothing to wait for */
     hrt_stream_release(s);
     return ACL_SUCCESS;
 }

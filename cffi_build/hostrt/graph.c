@@ -254,6 +254,8 @@ typedef struct {
     int nallocs;
     hrt_alloc **allocs;
     uint64_t *times;   /* aiogeGraphExecuteTimedAsync: 2 per node, else NULL */
+    const void **host_in; /* aiogeGraphExecuteHostAsync: copied into inputs[i] first (NULL: none) */
+    void **host_out;      /* ... and outputs[j] copied out after the nodes (NULL: none) */
 } graph_task;
 
 /* The node loop, specialised twice: `timed` is a constant in each caller, so
@@ -292,6 +294,40 @@ static inline __attribute__((always_inline)) aclError run_nodes(graph_task *gt, 
 }
 
 static aclError run_graph(hrt_task *t) { return run_nodes((graph_task *)t, false); }
+
+/* AIOGE_HOST_INLINE_BYTES (default 64 KiB; 0: never): an execution from host memory of a graph
+ * whose inputs, outputs and arena fit in it runs on the caller's thread when its stream is idle:
+ * such a graph takes microseconds, less than waking the stream's worker would. */
+static size_t inline_limit;
+static pthread_once_t inline_once = PTHREAD_ONCE_INIT;
+static void inline_init(void) {
+    const char *e = getenv("AIOGE_HOST_INLINE_BYTES");
+    char *end = NULL;
+    long long v = e && *e ? strtoll(e, &end, 10) : 65536;
+    inline_limit = (e && *e && (*end || v < 0)) ? 0 : (size_t)v;
+}
+
+static bool inline_ok(const aiogeGraph *g) {
+    pthread_once(&inline_once, inline_init);
+    size_t total = g->arena_bytes;
+    for (int i = 0; i < g->nin; i++) total += g->in_bytes[i];
+    for (int j = 0; j < g->nout; j++) total += g->out_bytes[j];
+    return total <= inline_limit;
+}
+
+/* Copies in, the nodes, copies out: one task, so an execution from host memory costs one
+ * enqueue and one wake-up of the stream's worker instead of one per copy. */
+static aclError run_graph_host(hrt_task *t) {
+    graph_task *gt = (graph_task *)t;
+    const aiogeGraph *g = gt->g;
+    for (int i = 0; i < g->nin; i++)
+        if (gt->host_in[i] && g->in_bytes[i]) memcpy(gt->inputs[i], gt->host_in[i], g->in_bytes[i]);
+    aclError rc = run_nodes(gt, false);
+    if (rc) return rc; /* outputs of a failed execution are never handed back */
+    for (int j = 0; j < g->nout; j++)
+        if (gt->host_out[j] && g->out_bytes[j]) memcpy(gt->host_out[j], gt->outputs[j], g->out_bytes[j]);
+    return ACL_SUCCESS;
+}
 static aclError run_graph_timed(hrt_task *t) { return run_nodes((graph_task *)t, true); }
 
 static void release_graph_task(hrt_task *t) {
@@ -318,7 +354,7 @@ static aclError take_block(graph_task *gt, void *p, size_t need, int dev, const 
 
 static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs, void *const inputs[],
                         int32_t numOutputs, void *const outputs[], aclrtStream stream, uint64_t *times,
-                        int32_t capacity) {
+                        int32_t capacity, const void *const hostIn[], void *const hostOut[]) {
     aclError rc;
     aiogeGraph *g = graph_get(graph, &rc);
     if (!g) return rc;
@@ -341,8 +377,11 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
         graph_unref(g);
         return rc;
     }
+    bool host = hostIn || hostOut;
     int nptr = g->nin + g->nout;
-    graph_task *gt = calloc(1, sizeof *gt + sizeof(void *) * (size_t)nptr + sizeof(hrt_alloc *) * (size_t)(nptr + 1));
+    size_t host_ptrs = host ? (size_t)nptr : 0;
+    graph_task *gt = calloc(1, sizeof *gt + sizeof(void *) * ((size_t)nptr + host_ptrs) +
+                                   sizeof(hrt_alloc *) * (size_t)(nptr + 1));
     if (!gt) {
         hrt_stream_release(st);
         graph_unref(g);
@@ -350,7 +389,9 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
     }
     gt->inputs = (void **)(gt + 1);
     gt->outputs = gt->inputs + g->nin;
-    gt->allocs = (hrt_alloc **)(gt->outputs + g->nout);
+    gt->host_in = host ? (const void **)(gt->outputs + g->nout) : NULL;
+    gt->host_out = host ? (void **)(gt->host_in + g->nin) : NULL;
+    gt->allocs = (hrt_alloc **)(gt->outputs + g->nout + host_ptrs);
     gt->g = g; /* the reference taken by graph_get moves into the task */
     gt->seg = segment;
     gt->arena = arena;
@@ -364,6 +405,8 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
         gt->outputs[j] = outputs[j];
         rc = take_block(gt, outputs[j], g->out_bytes[j], dev, "output", j);
     }
+    for (int i = 0; host && i < g->nin; i++) gt->host_in[i] = hostIn ? hostIn[i] : NULL;
+    for (int j = 0; host && j < g->nout; j++) gt->host_out[j] = hostOut ? hostOut[j] : NULL;
     if (rc) {
         release_graph_task(&gt->t);
         hrt_stream_release(st);
@@ -371,21 +414,31 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
     }
     gt->times = times;
     if (times) memset(times, 0, sizeof(uint64_t) * 2 * (size_t)g->seg[segment].n);
-    gt->t.run = times ? run_graph_timed : run_graph;
+    gt->t.run = host ? run_graph_host : times ? run_graph_timed : run_graph;
     gt->t.release = release_graph_task;
-    hrt_stream_enqueue(st, &gt->t);
+    hrt_stream_submit(st, &gt->t, host && inline_ok(g));
     hrt_stream_release(st);
     return ACL_SUCCESS;
 }
 
 aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                 void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream) {
-    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0);
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, NULL, NULL);
+}
+
+aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                    void *const inputs[], const void *const hostInputs[], int32_t numOutputs,
+                                    void *const outputs[], void *const hostOutputs[], aclrtStream stream) {
+    if (!hostInputs && !hostOutputs)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute from host: hostInputs and hostOutputs are both NULL");
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, hostInputs,
+                   hostOutputs);
 }
 
 aclError aiogeGraphExecuteTimedAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                      void *const inputs[], int32_t numOutputs, void *const outputs[],
                                      aclrtStream stream, uint64_t nodeTimes[], int32_t capacity) {
     if (!nodeTimes) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute timed: nodeTimes is NULL");
-    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, nodeTimes, capacity);
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, nodeTimes, capacity, NULL,
+                   NULL);
 }

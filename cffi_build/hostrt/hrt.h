@@ -132,6 +132,8 @@ struct hrt_stream {
     int sync_waiters;
     bool stop;
     bool worker_idle;           /* worker is blocked waiting for work */
+    bool worker_busy;           /* worker is running a task it took off the queue */
+    bool inline_busy;           /* a caller is running a task inline (hrt_stream_submit) */
     atomic_int users;           /* API calls currently using the stream */
     /* error reported by the next stream synchronize (first since last sync) */
     aclError sticky_code;
@@ -173,6 +175,12 @@ aclError hrt_resolve_stream(aclrtStream s, hrt_stream **out, const char *api);
 void hrt_stream_release(hrt_stream *s);
 /* Enqueue a task; takes ownership.  Never fails once resolved. */
 void hrt_stream_enqueue(hrt_stream *s, hrt_task *t);
+/* Enqueue a task, or, when `may_inline` and the stream has nothing queued or
+ * running, run it at once on the calling thread (the stream's order is the
+ * same either way: nothing is before it, and later tasks wait for it).  For
+ * tasks known to take microseconds, where the worker's wake-up would cost
+ * more than the work. */
+void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
 /* Wait until the task with sequence `seq` has run (no error reporting). */
 void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq);
 hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc);

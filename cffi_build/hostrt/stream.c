@@ -82,7 +82,7 @@ static inline void cpu_relax(void) {
 
 /* Called with s->mu held and the queue empty; returns with s->mu held. */
 static void idle_wait(hrt_stream *s) {
-    uint64_t budget = spin_ns();
+    uint64_t budget = s->inline_busy ? 0 : spin_ns(); /* a queued task waits for the inline one: sleep */
     if (budget) {
         pthread_mutex_unlock(&s->mu);
         uint64_t t0 = hrt_now_ns();
@@ -101,6 +101,40 @@ static void idle_wait(hrt_stream *s) {
     s->worker_idle = false;
 }
 
+/* Run a task taken off the queue (or inline), without s->mu; returns its sequence number. */
+static uint64_t run_task(hrt_stream *s, hrt_task *t, bool skip, bool *marker) {
+    aclError rc = ACL_SUCCESS;
+    hrt_task_fail_clear();
+    if (t->injected) {
+        rc = hrt_task_fail(t->injected, "injected failure (aiogeHostInjectFailure) of task %llu on stream %d",
+                           (unsigned long long)t->seq, s->id);
+    } else if (!skip) {
+        rc = t->run(t);
+    }
+    if (t->kind == HRT_TASK_WORK) {
+        atomic_fetch_add(&n_tasks_executed, 1);
+        s->work_since_marker = true;
+    }
+    if (rc) record_failure(s, t, rc);
+    uint64_t seq = t->seq;
+    *marker = t->kind == HRT_TASK_MARKER;
+    if (t->release) t->release(t);
+    else free(t);
+    return seq;
+}
+
+/* With s->mu held: task `seq` is done. */
+static void task_done(hrt_stream *s, uint64_t seq, bool marker) {
+    atomic_store(&s->completed, seq);
+    if (s->sync_waiters) pthread_cond_broadcast(&s->cv_done);
+    if (marker && s->notify_armed && s->notify_fd >= 0) {
+        uint64_t one = 1;
+        s->notify_armed = false;
+        ssize_t w = write(s->notify_fd, &one, sizeof one); /* under mu: the fd cannot be detached meanwhile */
+        (void)w;
+    }
+}
+
 static void *stream_worker(void *arg) {
     hrt_stream *s = arg;
     char name[16];
@@ -109,42 +143,22 @@ static void *stream_worker(void *arg) {
     hrt_thread_background();
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->stop) idle_wait(s);
+        while ((!s->head || s->inline_busy) && !s->stop) idle_wait(s);
         hrt_task *t = s->head;
         if (!t) break; /* stop requested and queue drained */
         atomic_fetch_sub_explicit(&s->queued, 1, memory_order_relaxed);
         s->head = t->next;
         if (!s->head) s->tail = NULL;
         bool skip = s->failed_stop && t->kind == HRT_TASK_WORK;
+        s->worker_busy = true;
         pthread_mutex_unlock(&s->mu);
 
-        aclError rc = ACL_SUCCESS;
-        hrt_task_fail_clear();
-        if (t->injected) {
-            rc = hrt_task_fail(t->injected, "injected failure (aiogeHostInjectFailure) of task %llu on stream %d",
-                               (unsigned long long)t->seq, s->id);
-        } else if (!skip) {
-            rc = t->run(t);
-        }
-        if (t->kind == HRT_TASK_WORK) {
-            atomic_fetch_add(&n_tasks_executed, 1);
-            s->work_since_marker = true;
-        }
-        if (rc) record_failure(s, t, rc);
-        uint64_t seq = t->seq;
-        bool marker = t->kind == HRT_TASK_MARKER;
-        if (t->release) t->release(t);
-        else free(t);
+        bool marker;
+        uint64_t seq = run_task(s, t, skip, &marker);
 
         pthread_mutex_lock(&s->mu);
-        atomic_store(&s->completed, seq);
-        if (s->sync_waiters) pthread_cond_broadcast(&s->cv_done);
-        if (marker && s->notify_armed && s->notify_fd >= 0) {
-            uint64_t one = 1;
-            s->notify_armed = false;
-            ssize_t w = write(s->notify_fd, &one, sizeof one); /* under mu: the fd cannot be detached meanwhile */
-            (void)w;
-        }
+        s->worker_busy = false;
+        task_done(s, seq, marker);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -235,6 +249,39 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     s->tail = t;
     atomic_fetch_add_explicit(&s->queued, 1, memory_order_release);
     bool wake = s->worker_idle;
+    pthread_mutex_unlock(&s->mu);
+    if (wake) pthread_cond_signal(&s->cv_work);
+}
+
+void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
+    if (!may_inline) {
+        hrt_stream_enqueue(s, t);
+        return;
+    }
+    t->next = NULL;
+    t->stream = s;
+    pthread_mutex_lock(&s->mu);
+    if (s->head || s->worker_busy || s->inline_busy || s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        hrt_stream_enqueue(s, t);
+        return;
+    }
+    if (t->kind == HRT_TASK_WORK && s->inject_left > 0) {
+        t->injected = s->inject_code;
+        s->inject_left--;
+    }
+    t->seq = ++s->submitted;
+    bool skip = s->failed_stop && t->kind == HRT_TASK_WORK;
+    s->inline_busy = true; /* the worker takes nothing queued meanwhile: it stays behind this task */
+    pthread_mutex_unlock(&s->mu);
+
+    bool marker;
+    uint64_t seq = run_task(s, t, skip, &marker);
+
+    pthread_mutex_lock(&s->mu);
+    s->inline_busy = false;
+    task_done(s, seq, marker);
+    bool wake = s->head != NULL;
     pthread_mutex_unlock(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
 }
