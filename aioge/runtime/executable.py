@@ -346,7 +346,7 @@ class CompiledGraph(Resource):
                 with deadline(timeout, f"execute() of {self._describe()}"):
                     await comp
                 if as_torch:
-                    from .frontends._tensors import from_numpy
+                    from ..frontends._tensors import from_numpy
 
                     return {name: from_numpy(a) for name, a in res.items()}
                 return res
