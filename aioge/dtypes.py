@@ -22,7 +22,7 @@ import numpy as np
 __all__ = ("ACL_CODE", "DataType", "Format", "DTypeLike", "bfloat16", "to_acl", "to_numpy", "normalize", "itemsize",
            "FLOAT_TYPES", "SIGNED_INT_TYPES", "UNSIGNED_INT_TYPES", "INT_TYPES")  # fmt: skip
 
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
+bfloat16: np.dtype = np.dtype(ml_dtypes.bfloat16)
 
 
 class DataType(enum.IntEnum):
@@ -103,7 +103,7 @@ def normalize(dtype: Any) -> np.dtype:
     if isinstance(dtype, DataType):
         return to_numpy(dtype)
     if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        return bfloat16  # type: ignore[no-any-return]
+        return bfloat16
     try:
         dt: np.dtype = np.dtype(dtype)
     except TypeError as e:
