@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import InvalidParamError
+from ..errors import InvalidParamError
 from .tensor import Tensor
 
 INPLACE = frozenset(
