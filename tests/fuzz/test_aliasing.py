@@ -18,9 +18,9 @@ from test_fuzz_ops import _materialise
 
 import aioge
 from aioge import TensorSpec
+from aioge.errors import InvalidParamError
 from aioge.runtime import aliasing as _aliasing
 from aioge.runtime.launch import launch
-from aioge.errors import InvalidParamError
 from aioge.runtime.tensor import Tensor
 from tests.rawacl import raw_runtime
 
