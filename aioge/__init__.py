@@ -17,11 +17,7 @@ Example:
 from __future__ import annotations
 
 from . import dtypes, errors, metrics, ops
-from ._dynamic import DynamicCompiledGraph
-from ._launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
 from ._native import backend
-from ._scheduler import Completion
-from .device import Device, device_count, open_device
 from .dtypes import DataType, Format, bfloat16
 from .errors import (
     AclCapacityError,
@@ -67,7 +63,6 @@ from .errors import (
     UnsupportedDynamicShapeError,
     WrongDeviceError,
 )
-from .event import Event
 from .frontends import from_torch
 from .graph import Graph, load_onnx
 from .graph.errors import (
@@ -87,11 +82,16 @@ from .graph.errors import (
     UnsupportedOpError,
     UnsupportedOpsetError,
 )
-from .model import CompiledGraph
 from .profiler import Profiler, profile
+from .runtime.device import Device, device_count, open_device
+from .runtime.dynamic import DynamicCompiledGraph
+from .runtime.event import Event
+from .runtime.executable import CompiledGraph
+from .runtime.launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
+from .runtime.scheduler import Completion
+from .runtime.stream import Stream
+from .runtime.tensor import Tensor, TensorSpec
 from .session import Session, SessionError
-from .stream import Stream
-from .tensor import Tensor, TensorSpec
 
 __version__ = "0.1.0"
 

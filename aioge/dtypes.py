@@ -19,9 +19,10 @@ from typing import Any, Union
 import ml_dtypes
 import numpy as np
 
-__all__ = ("ACL_CODE", "DataType", "Format", "DTypeLike", "bfloat16", "to_acl", "to_numpy", "normalize", "itemsize")
+__all__ = ("ACL_CODE", "DataType", "Format", "DTypeLike", "bfloat16", "to_acl", "to_numpy", "normalize", "itemsize",
+           "FLOAT_TYPES", "SIGNED_INT_TYPES", "UNSIGNED_INT_TYPES", "INT_TYPES")  # fmt: skip
 
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
+bfloat16: np.dtype = np.dtype(ml_dtypes.bfloat16)
 
 
 class DataType(enum.IntEnum):
@@ -82,6 +83,12 @@ _NP_TO_ACL: dict[np.dtype, DataType] = {
     np.dtype(np.complex128): DataType.COMPLEX128,
     bfloat16: DataType.BF16,
 }
+#: dtype families: the one table aioge.ops and aioge.graph check dtypes against
+FLOAT_TYPES: frozenset[np.dtype] = frozenset(np.dtype(t) for t in ("float16", "float32", "float64")) | {bfloat16}
+SIGNED_INT_TYPES: frozenset[np.dtype] = frozenset(np.dtype(t) for t in ("int8", "int16", "int32", "int64"))
+UNSIGNED_INT_TYPES: frozenset[np.dtype] = frozenset(np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64"))
+INT_TYPES: frozenset[np.dtype] = SIGNED_INT_TYPES | UNSIGNED_INT_TYPES
+
 _ACL_TO_NP: dict[DataType, np.dtype] = {v: k for k, v in _NP_TO_ACL.items()}
 #: numpy dtype -> aclDataType as a plain int (hot path of every launch)
 ACL_CODE: dict[np.dtype, int] = {k: int(v) for k, v in _NP_TO_ACL.items()}
@@ -96,7 +103,7 @@ def normalize(dtype: Any) -> np.dtype:
     if isinstance(dtype, DataType):
         return to_numpy(dtype)
     if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        return bfloat16  # type: ignore[no-any-return]
+        return bfloat16
     try:
         dt: np.dtype = np.dtype(dtype)
     except TypeError as e:

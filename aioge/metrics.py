@@ -12,7 +12,7 @@ launches enqueued, completed and failed on every stream ever opened, the
 launches in flight (queue depth: total and deepest stream), streams opened,
 and on the host runtime the op cache and device memory in use.
 
-Counted while enabled (through :mod:`aioge._trace`'s hooks, a Python call
+Counted while enabled (through :mod:`aioge.runtime._trace`'s hooks, a Python call
 per launch): launches by kind, bytes copied by direction, and per model the
 executions and their latency (enqueue to completion) as a histogram.
 """
@@ -25,12 +25,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import _native, _trace
+from . import _native
+from .runtime import _trace
 
 if TYPE_CHECKING:
-    from ._scheduler import Completion
-    from .model import CompiledGraph
-    from .stream import Stream
+    from .runtime.executable import CompiledGraph
+    from .runtime.scheduler import Completion
+    from .runtime.stream import Stream
 
 __all__ = ("LATENCY_BUCKETS", "Collector", "Histogram", "disable", "enable", "enabled", "register", "reset",
            "snapshot")  # fmt: skip

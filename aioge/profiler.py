@@ -22,7 +22,7 @@ the tightest value the recorded facts allow (no launch starts before the host
 enqueued it, none ends after the host saw it end).  A backend without
 timestamps places each launch so that it ends when the host saw it end.
 
-Off, it costs nothing: the runtime's hooks test one global (:mod:`aioge._trace`).
+Off, it costs nothing: the runtime's hooks test one global (:mod:`aioge.runtime._trace`).
 """
 
 from __future__ import annotations
@@ -39,21 +39,22 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from . import _native, _trace
-from ._native import ffi, lib
+from . import _native
+from ._native import acl
+from .runtime import _trace
 
 if TYPE_CHECKING:
-    from ._scheduler import Completion, Lane
-    from .model import CompiledGraph
-    from .stream import Stream
+    from .runtime.executable import CompiledGraph
+    from .runtime.scheduler import Completion, Lane
+    from .runtime.stream import Stream
 
 __all__ = ("Execution", "KeyAverage", "KeyAverages", "Launch", "Node", "Profiler", "profile")
 
 _COPIES = _trace.COPIES
 #: the runtime can time the nodes of sunk graph segments (aiogeGraphExecuteTimedAsync)
-has_node_times = hasattr(lib, "aiogeGraphExecuteTimedAsync")
+has_node_times = acl.has_entry("aiogeGraphExecuteTimedAsync")
 #: events carry absolute timestamps (aclrtEventGetTimestamp, CANN 8 and the host runtime)
-has_timestamps = hasattr(lib, "aclrtEventGetTimestamp")
+has_timestamps = acl.has_entry("aclrtEventGetTimestamp")
 
 
 @dataclass(slots=True)
@@ -273,7 +274,7 @@ class Profiler(_trace.Observer):
             self._by_comp.clear()
         _trace.detach(self)
 
-    # ---- hooks (see aioge._trace) ----
+    # ---- hooks (see aioge.runtime._trace) ----
     def stream_opened(self, stream: Stream) -> None:
         if not self._recording or stream.closed:
             return
@@ -348,7 +349,7 @@ class Profiler(_trace.Observer):
         if not (self._recording and self._node_times):
             return None
         names = self._segment_nodes(model, segment)
-        return ffi.new("uint64_t[]", max(2 * len(names), 2))
+        return acl.timestamps(max(2 * len(names), 2))
 
     def segment(self, comp: Completion, model: CompiledGraph, segment: int, times: Any) -> None:
         rec = self._by_comp.get(comp)
@@ -366,14 +367,13 @@ class Profiler(_trace.Observer):
         rec.error = rc
         dur_ns = 0
         if comp.start is not None:
-            ms = ffi.new("float *")
-            if lib.aclrtEventElapsedTime(ms, comp.start, comp.event) == 0:
-                dur_ns = max(int(float(ms[0]) * 1e6), 0)
+            ms = acl.try_elapsed_ms(comp.start, comp.event)
+            if ms is not None:
+                dur_ns = max(int(ms * 1e6), 0)
         if has_timestamps:
-            us = ffi.new("uint64_t *")
-            ev = comp.start if comp.start is not None else comp.event
-            if lib.aclrtEventGetTimestamp(ev, us) == 0:
-                rec._dev_start = int(us[0]) * 1000
+            us = acl.event_timestamp_us(comp.start if comp.start is not None else comp.event)
+            if us is not None:
+                rec._dev_start = us * 1000
                 rec._dev_end = rec._dev_start + dur_ns
         else:  # no device clock: it ended when the host saw it end
             rec._dev_end = t_ns
@@ -512,8 +512,18 @@ class Profiler(_trace.Observer):
                 args["execution"] = r.execution
             if r.waits_for:
                 args["waits_for"] = r.waits_for
-            events.append({"ph": "X", "cat": r.kind, "name": r.name, "pid": r.device, "tid": r.stream,
-                           "ts": us(r.start_ns), "dur": round((r.end_ns - r.start_ns) / 1e3, 3), "args": args})
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": r.kind,
+                    "name": r.name,
+                    "pid": r.device,
+                    "tid": r.stream,
+                    "ts": us(r.start_ns),
+                    "dur": round((r.end_ns - r.start_ns) / 1e3, 3),
+                    "args": args,
+                }
+            )
             for n in r.nodes or ():
                 events.append({"ph": "X", "cat": "node", "name": n.op_type, "pid": r.device, "tid": r.stream,
                                "ts": us(n.start_ns), "dur": round((n.end_ns - n.start_ns) / 1e3, 3),

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._resources import Resource
 from .errors import AioGeError
-from .tensor import Tensor
+from .runtime._resources import Resource
+from .runtime.tensor import Tensor
 
 if TYPE_CHECKING:
-    from ._dynamic import DynamicCompiledGraph
-    from .device import Device
     from .graph import Graph
-    from .model import CompiledGraph
-    from .stream import Stream
+    from .runtime.device import Device
+    from .runtime.dynamic import DynamicCompiledGraph
+    from .runtime.executable import CompiledGraph
+    from .runtime.stream import Stream
 
 __all__ = ("Session", "SessionError")
 

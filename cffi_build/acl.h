@@ -1,5 +1,5 @@
 /* The ACL C ABI subset that aioge binds, with CANN's exact names, signatures
- * and values (see shared research acl-spec.md; ACL 1.10 and 1.17 agree on all
+ * and values (see docs/acl-spec.md; ACL 1.10 and 1.17 agree on all
  * of it).  This one file is both:
  *   - the cdef cffi parses (so: no #include, no #if, plain #define integers),
  *   - the public header the embedded host runtime implements (hostrt/hrt.h

@@ -329,7 +329,7 @@ async def test_caching_allocator_reuses_freed_blocks(dev):
 
 
 def test_allocator_size_classes_and_release():
-    from aioge._allocator import size_class
+    from aioge.runtime.memory import size_class
 
     assert size_class(0) == 512 and size_class(1) == 512 and size_class(513) == 1024
     assert size_class(1 << 20) == 1 << 20 and size_class((1 << 20) + 1) == 2 << 20
@@ -379,7 +379,7 @@ def test_finalizers_never_wait_for_a_lock_their_own_thread_holds():
     """Issue 9 item 10: a collection can run a ticket's or a block's ``__del__`` inside
     code that holds the lock it gives back to (any allocation may collect): giving
     back must not take that lock (it deadlocked), and is settled by the next holder."""
-    from aioge.model import _Flight
+    from aioge.runtime.executable import _Flight
 
     flight = _Flight(1)
     tickets = [flight.admit()]

@@ -34,8 +34,7 @@ SCRIPT = textwrap.dedent(
 
     def delay(s, us=200_000):
         # work still in flight at exit: the exit hook must wait for it, without new threads
-        with s._lock:
-            s._enter()
+        with s._enqueue:  # the stream's lock, open, context bound
             _native.check(_native.lib.aiogeHostLaunchDelay(s._handle, us), "delay")
 
 
@@ -138,7 +137,7 @@ def test_a_stream_collected_during_finalization_starts_no_thread():
         dev = aioge.open_device(0)
         s = dev.open_stream()
         keep = [dev, s, s.upload(np.ones(4, np.float32))]
-        aioge._resources._at_exit.clear()  # as if the hook had not run: the GC path alone
+        aioge.runtime._resources._at_exit.clear()  # as if the hook had not run: the GC path alone
         """
     )
     out = run_script(code)

@@ -35,8 +35,7 @@ class Gate:
 
     def __init__(self, s: aioge.Stream) -> None:
         g = ffi.new("uint64_t *")
-        with s._lock:
-            s._enter()
+        with s._enqueue:  # the stream's lock, open, context bound
             _native.check(lib.aiogeHostLaunchGate(s._handle, 20_000, g), "gate")
         self.id = int(g[0])
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import aioge
-import aioge.model
+import aioge.runtime.compile
+import aioge.runtime.executable
 from aioge import _native
 from aioge.graph import Graph, run_reference
 
@@ -154,8 +155,7 @@ async def test_many_concurrent_executions_are_exact(dev, compiled):
 def gate(s: aioge.Stream, timeout_ms: int = 20_000) -> int:
     """Block ``s`` on the device until ``open_gate``: launches queue behind it."""
     g = _native.ffi.new("uint64_t *")
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.check(_native.lib.aiogeHostLaunchGate(s._handle, timeout_ms, g), "gate")
     return int(g[0])
 
@@ -175,7 +175,7 @@ async def test_backpressure_bounds_executions_and_arenas(dev, compiled, mode):
     with pytest.raises(ValueError, match="max_inflight"):
         await dev.compile(branches(64), mode=mode, max_inflight=0)
     model = await compiled(branches(64), mode=mode)
-    assert model.max_inflight == aioge.model.MAX_INFLIGHT
+    assert model.max_inflight == aioge.runtime.executable.MAX_INFLIGHT
     model.max_inflight = 4
     with pytest.raises(ValueError):
         model.max_inflight = 0
@@ -246,7 +246,7 @@ async def test_dropped_model_warns_and_releases_everything(dev):
     before = live()
     # compiled inline: after dev.compile() anyio's idle worker thread keeps the
     # last result (the model) referenced until it runs another job
-    model = aioge.model.compile_graph(dev, g, max_streams=2)
+    model = aioge.runtime.compile.compile_graph(dev, g, max_streams=2)
     outs, _ = model.launch([xd])  # still in flight when the model goes
     assert live()[0] == before[0] + 1 and model.stats["aux_streams"] == 1
     with pytest.warns(ResourceWarning, match="unclosed CompiledGraph 'branches'"):
@@ -323,8 +323,7 @@ async def test_device_failure_names_the_graph_and_stream_stays_usable(dev, compi
     # the upload and the graph's task fail (injected): the first failure is raised, naming the graph
     # (from host memory a one-segment graph is one task, copies inside: that task is the first)
     one_task = model._io_at is not None
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.lib.aiogeHostInjectFailure(s._handle, 1 if one_task else 2, 507015)
     with pytest.raises(aioge.AclError) as ei:
         await model.execute(good)
@@ -396,7 +395,8 @@ async def test_session_graph_options_reach_the_compile(dev):
     assert models[1].plan.num_streams == 2 and models[2].plan.num_streams == 1
     assert models[3].mode == "per_op" and not any("Fused" in op.op_type for op in models[3]._build.ops)
     assert models[4].plan.num_streams == 1
-    assert models[5].plan.num_streams == aioge.model.default_max_streams() == 1  # the host runtime's default
+    # the host runtime's default
+    assert models[5].plan.num_streams == aioge.runtime.compile.default_max_streams() == 1
     sess.close()
     assert all(m.closed for m in models.values())
 
@@ -446,18 +446,18 @@ async def test_cancelled_compile_returns_at_once_and_its_model_is_not_lost(dev, 
 
     import anyio
 
-    import aioge.model
+    import aioge.runtime.executable
 
     release = threading.Event()
     calls = []
-    real = aioge.model.compile_graph
+    real = aioge.runtime.compile.compile_graph
 
     def held(*args, **kwargs):  # a compile that takes as long as the test wants
         calls.append(1)
         assert release.wait(20)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(aioge.model, "compile_graph", held)
+    monkeypatch.setattr(aioge.runtime.compile, "compile_graph", held)
     g = mlp()
     with anyio.move_on_after(0.05):
         await dev.compile(g)
@@ -510,8 +510,7 @@ def gather_chain() -> Graph:
 
 def inject(s: aioge.Stream, count: int = 1, code: int = 507015) -> None:
     """The next ``count`` tasks of ``s`` fail on the device with ``code``."""
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.check(_native.lib.aiogeHostInjectFailure(s._handle, count, code), "inject")
 
 
@@ -621,8 +620,7 @@ async def test_one_task_executions_keep_stream_order_and_their_own_results(dev, 
     (name,) = model.outputs
     async with dev.open_stream() as s:
         g = _native.ffi.new("uint64_t *")
-        with s._lock:
-            s._enter()
+        with s._enqueue:  # the stream's lock, open, context bound
             _native.check(_native.lib.aiogeHostLaunchGate(s._handle, 20_000, g), "gate")
         got: dict[int, np.ndarray] = {}
 

@@ -16,7 +16,7 @@ import pytest
 import aioge
 from aioge import _native
 from aioge._native import ffi, lib
-from aioge._scheduler import SLICE_MS
+from aioge.runtime.scheduler import SLICE_MS
 
 pytestmark = pytest.mark.anyio
 
@@ -28,8 +28,7 @@ def lane_thread(request):
 
 def gate(s, timeout_ms=20_000) -> int:
     g = ffi.new("uint64_t *")
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.check(lib.aiogeHostLaunchGate(s._handle, timeout_ms, g), "gate")
     return g[0]
 
@@ -39,14 +38,12 @@ def open_gate(g: int) -> None:
 
 
 def inject(s, count=1, code=507015) -> None:
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.check(lib.aiogeHostInjectFailure(s._handle, count, code), "inject")
 
 
 def delay(s, us: int) -> None:
-    with s._lock:
-        s._enter()
+    with s._enqueue:  # the stream's lock, open, context bound
         _native.check(lib.aiogeHostLaunchDelay(s._handle, us), "delay")
 
 

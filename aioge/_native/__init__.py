@@ -124,7 +124,7 @@ def _load() -> tuple[Any, Any, str, str]:
     name = os.environ.get("AIOGE_BACKEND", "host").strip().lower() or "host"
     if name == "host":
         try:
-            from . import _hostrt
+            from . import _hostrt  # type: ignore[attr-defined]  # the built extension: no stub
         except ImportError as e:
             tree = _source_tree()
             if tree is not None:  # the checkout shadows an installed aioge (e.g. run from its root)
@@ -254,7 +254,7 @@ def _load_blas() -> str:
         candidates = [explicit] if explicit else []
         if not explicit:
             try:
-                import scipy_openblas32
+                import scipy_openblas32  # type: ignore[import-untyped]
 
                 libdir = pathlib.Path(scipy_openblas32.get_lib_dir())
                 candidates += [str(p) for p in sorted(libdir.glob(f"lib{scipy_openblas32.get_library()}*.so*"))]
@@ -276,7 +276,7 @@ def blas_info() -> str:
     """What the host runtime uses for GEMM ("" on a real backend)."""
     if not has_host_hooks:
         return ""
-    return ffi.string(lib.aiogeHostBlasInfo()).decode()
+    return str(ffi.string(lib.aiogeHostBlasInfo()).decode())
 
 
 _load_blas()

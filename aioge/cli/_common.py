@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _trace
+from ..runtime import _trace
 from ._progress import Bar
 
 __all__ = (

@@ -39,7 +39,7 @@ class HostRuntime:
             if self._dev is None:
                 from anyio.from_thread import start_blocking_portal
 
-                from ..device import open_device
+                from ..runtime.device import open_device
 
                 cm = start_blocking_portal()
                 portal = cm.__enter__()

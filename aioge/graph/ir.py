@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes as _dtypes
 from .errors import (
     DanglingValueError,
     DuplicateValueError,
@@ -85,10 +86,7 @@ Dim = int | str | None
 def normalize_dtype(dtype: Any) -> np.dtype:
     """numpy dtype of a dtype-like (``"float32"``, ``np.float32``, ``"bfloat16"`` ...)."""
     if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        import ml_dtypes
-
-        bf16: np.dtype = np.dtype(ml_dtypes.bfloat16)
-        return bf16
+        return _dtypes.bfloat16
     try:
         dt: np.dtype = np.dtype(dtype)
         return dt

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes
 from .errors import GraphError, GraphTypeError, UnknownOpError
 from .ir import Node, normalize_dtype
 
@@ -44,12 +45,8 @@ __all__ = (
 _D = np.dtype
 BOOL: np.dtype = _D("bool")
 I64: np.dtype = _D("int64")
-FLOAT_TYPES: frozenset[np.dtype] = frozenset(
-    {_D("float16"), _D("float32"), _D("float64"), normalize_dtype("bfloat16")}
-)
-INT_TYPES: frozenset[np.dtype] = frozenset(
-    _D(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-)
+FLOAT_TYPES: frozenset[np.dtype] = dtypes.FLOAT_TYPES
+INT_TYPES: frozenset[np.dtype] = dtypes.INT_TYPES
 NUM_TYPES: frozenset[np.dtype] = FLOAT_TYPES | INT_TYPES
 ANY_TYPES: frozenset[np.dtype] = NUM_TYPES | {BOOL}
 IDX_TYPES: frozenset[np.dtype] = frozenset({_D("int32"), I64})

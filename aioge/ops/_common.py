@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import dtypes
-from .._launch import Const, HostInput, launch
 from ..errors import UnsupportedDataTypeError
-from ..tensor import Tensor
+from ..runtime.launch import Const, HostInput, launch
+from ..runtime.tensor import Tensor
 
 if TYPE_CHECKING:
-    from ..stream import Stream
+    from ..runtime.stream import Stream
 
 __all__ = (
     "ALL",
@@ -32,8 +32,8 @@ __all__ = (
     "require_tensor",
 )
 
-FLOATS = frozenset(np.dtype(d) for d in ("float32", "float16", "float64")) | {dtypes.bfloat16}
-SIGNED = frozenset(np.dtype(d) for d in ("int8", "int16", "int32", "int64"))
+FLOATS = dtypes.FLOAT_TYPES
+SIGNED = dtypes.SIGNED_INT_TYPES
 INTS = SIGNED | {np.dtype("uint8")}
 ALL = FLOATS | INTS | {np.dtype("bool")}
 # dtypes the runtime moves by size (shape/data-movement ops): every fixed-size ACL type

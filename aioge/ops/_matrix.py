@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .._launch import Const
-from ..tensor import Tensor
+from ..runtime.launch import Const
+from ..runtime.tensor import Tensor
 from ._common import (
     FLOATS,
     as_tensor_like,

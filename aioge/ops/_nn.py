@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Tensor
+from ..runtime.tensor import Tensor
 from ._common import FLOATS, check_dtype, emit, host_ints, int_list, normalize_axis, require_tensor
 
 __all__ = (

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import dtypes
-from .._launch import Const
-from ..tensor import Tensor
+from ..runtime.launch import Const
+from ..runtime.tensor import Tensor
 from ._common import (
     MOVABLE,
     check_dtype,
@@ -30,7 +30,7 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
-    from ..stream import Stream
+    from ..runtime.stream import Stream
 
 __all__ = (
     "broadcast_to",

@@ -35,7 +35,7 @@ from .server import MAX_BODY_BYTES, InferenceServer, ModelSpec, Reply, error_rep
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from ..device import Device
+    from ..runtime.device import Device
     from .runner import ModelSource
 
 __all__ = ("app", "build_app")

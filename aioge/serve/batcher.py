@@ -30,7 +30,7 @@ import anyio
 import numpy as np
 
 from ..errors import ClosedResourceError
-from ..model import CompiledGraph
+from ..runtime.executable import CompiledGraph
 from .errors import DeadlineExceededError, InvalidInputError, QueueFullError
 from .runner import BucketedModel, Runner
 

@@ -29,12 +29,12 @@ import numpy as np
 
 from .. import dtypes
 from ..graph import Graph
-from ..model import CompiledGraph
+from ..runtime.executable import CompiledGraph
 from .errors import ModelLoadError
 
 if TYPE_CHECKING:
-    from ..device import Device
-    from ..stream import Stream
+    from ..runtime.device import Device
+    from ..runtime.stream import Stream
 
 __all__ = ("TensorInfo", "Runner", "BucketedModel", "load_model", "default_batch_sizes", "ModelSource")
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..device import Device, open_device
 from ..errors import AioGeError
+from ..runtime.device import Device, open_device
 from .batcher import Batcher
 from .errors import (
     InvalidInputError,

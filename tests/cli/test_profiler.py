@@ -15,8 +15,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from tracecheck import check_trace
 
 import aioge
-from aioge import _native, _trace
+from aioge import _native
 from aioge._native import ffi, lib
+from aioge.runtime import _trace
 
 pytestmark = pytest.mark.anyio
 
@@ -32,8 +33,7 @@ async def _workload(dev, model, s1, s2, x):
     # s1 is held on the device until the Add is enqueued, so the Add finds the MatMul still
     # pending and must wait for it (a MatMul that finished first would need no wait: a flake)
     g = ffi.new("uint64_t *")
-    with s1._lock:
-        s1._enter()
+    with s1._enqueue:  # the stream's lock, open, context bound
         _native.check(lib.aiogeHostLaunchGate(s1._handle, 20_000, g), "gate")
     try:
         a = s1.upload(np.full((32, 32), 0.5, np.float32))

@@ -1,6 +1,6 @@
 """numpy emulation of the CANN single ops that aioge.graph.lower emits.
 
-It follows the GE op prototypes of research/acl-spec.md §7 (input order, attr
+It follows the GE op prototypes of docs/acl-spec.md §7 (input order, attr
 names, NCHW conventions such as pads = [top, bottom, left, right]) *without*
 reusing the lowering's conversions, so running a lowered graph here and
 comparing with the reference executor checks the lowering.  ``SPEC`` lists,

@@ -28,7 +28,7 @@ from onnx_backend import Case, dir_cases, exotic_types, light_cases, node_cases,
 import aioge
 from aioge.graph import DynamicShapeError, LoweringError, MalformedModelError, UnsupportedOpError, load_onnx
 from aioge.graph.onnx_import import SUPPORTED_OPS
-from aioge.model import compile_graph
+from aioge.runtime.compile import compile_graph
 
 #: implemented ops' node tests that aioge refuses, with the reason (a typed error at load or compile)
 REFUSED = {

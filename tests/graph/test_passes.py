@@ -449,3 +449,21 @@ def test_fused_conv_resolves_auto_pad() -> None:
     (n,) = f.nodes
     assert "auto_pad" not in n.attrs and n.attrs["pads"] == [1, 1, 1, 1]
     same_outputs(g, f, {"x": rand(1, 2, 7, 7)})
+
+
+def test_fold_constants_materialises_big_weights() -> None:
+    # a ConstantOfShape read only as a MatMul's weights is folded whatever its size (the onnx light
+    # models' weights): it would be refilled on every run otherwise
+    g = Graph()
+    x = g.input("x", (1, 2048))
+    w = g.add_node(
+        "ConstantOfShape",
+        [g.constant(np.array([2048, 1024], np.int64))],
+        {"value": np.array([0.5], np.float32)},
+        name="w",
+    )
+    y = g.add_node("MatMul", [x, w], name="y")
+    g.output(y)
+    f = fold_constants(infer_shapes(g))
+    assert "w" in f.constants and f.op_counts() == {"MatMul": 1}
+    same_outputs(g, f, {"x": rand(1, 2048)})

@@ -87,7 +87,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 import models
 import aioge
-from aioge.model import compile_graph
+from aioge.runtime.compile import compile_graph
 
 async def main():
     async with aioge.open_device(0) as dev:

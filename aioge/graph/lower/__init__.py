@@ -64,7 +64,7 @@ Gemm                   ``MatMulV2`` transpose_x1=transA, transpose_x2=transB, bi
 Conv (1-D, 2-D)        ``Conv2D`` strides/dilations [1,1,h,w], pads [top,bottom,left,right],
                        groups, data_format "NCHW", offset_x 0 (1-D: reshaped to H=1)
 ConvTranspose          ``Conv2DTranspose(input_size, x, filter, bias)`` (same attrs plus
-                       output_padding [0,0,h,w]; not in acl-spec §7: GE nn_calculation_ops.h)
+                       output_padding [0,0,h,w]; not in docs/acl-spec.md §7: GE nn_calculation_ops.h)
 BatchNormalization     ``BatchNorm`` is_training=false, data_format "NCHW", epsilon;
                        5 scratch outputs; rank != 4 reshaped to 4-D
 InstanceNormalization  ``ReduceMeanD`` / ``Sub`` / ``Mul`` / ``ReduceMeanD`` / ``Add`` eps /

@@ -68,22 +68,25 @@ def simplify(graph: Graph) -> Graph:
     changed = True
     while changed:
         changed = False
+        # built once per sweep (not per reshape: that was quadratic); a bypass or collapse leaves the
+        # entries of every value still read valid (the values it strands are no longer read)
+        prods = g.producers()
         for n in list(g.topological_order()):
             if n.op_type in _RESHAPE_LIKE | {"Identity", "Dropout", "Cast", "Transpose"} and _is_noop(g, n):
                 if _bypass(g, n):
                     changed = True
                     continue
             if n.op_type in _RESHAPE_LIKE:
-                changed |= _collapse_reshape(g, n)
+                changed |= _collapse_reshape(g, n, prods)
             elif n.op_type == "Transpose":
-                changed |= _compose_transpose(g, n)
+                changed |= _compose_transpose(g, n, prods)
     g.prune_values()
     return g
 
 
-def _collapse_reshape(g: Graph, n: Node) -> bool:
+def _collapse_reshape(g: Graph, n: Node, prods: dict[str, Node]) -> bool:
     """Reshape-like fed by a reshape-like with no other use -> one Reshape from the first input."""
-    prod = g.producers().get(n.inputs[0])
+    prod = prods.get(n.inputs[0])
     if prod is None or prod.op_type not in _RESHAPE_LIKE:
         return False
     src = prod.inputs[0]
@@ -96,9 +99,9 @@ def _collapse_reshape(g: Graph, n: Node) -> bool:
     return True
 
 
-def _compose_transpose(g: Graph, n: Node) -> bool:
+def _compose_transpose(g: Graph, n: Node, prods: dict[str, Node]) -> bool:
     """Transpose fed by a Transpose -> one Transpose of the first input (perm q[k] = p1[p2[k]])."""
-    prod = g.producers().get(n.inputs[0])
+    prod = prods.get(n.inputs[0])
     if prod is None or prod.op_type != "Transpose":
         return False
     p1, p2 = get_attr(prod, "perm"), get_attr(n, "perm")

@@ -4,7 +4,7 @@
 #ifndef AIOGE_HRT_KCOMMON_H
 #define AIOGE_HRT_KCOMMON_H
 
-#include "../hrt.h"
+#include "../hrt_kernel.h"
 #include "kmath.h"
 
 #include <math.h>
@@ -168,6 +168,12 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *g, const 
 bool hrt_conv2d_winograd_ok(const k_conv_geom *g);
 aclError hrt_conv2d_winograd_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
                                  const float *bias, const k_act *act, float *y);
+
+/* NCHW float32 depthwise conv (groups == C_in, any multiplier) by a direct
+ * register-blocked kernel (conv_dw.c); w is OIHW. */
+bool hrt_conv2d_dw_ok(const k_conv_geom *g);
+aclError hrt_conv2d_dw_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
+                           const float *bias, const k_act *act, float *y);
 
 /* Outputs at least this big are written with non-temporal stores (they do
  * not fit in cache anyway; streaming saves the read-for-ownership). */

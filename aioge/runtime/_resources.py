@@ -25,8 +25,8 @@ import weakref
 from types import TracebackType
 from typing import Any
 
-from ._native import env_number
-from .errors import ClosedResourceError
+from .._native import env_number
+from ..errors import ClosedResourceError
 
 __all__ = ("Resource", "close_at_exit", "finalizing")
 

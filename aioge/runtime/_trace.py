@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._scheduler import Completion, Lane
-    from .model import CompiledGraph
+    from .executable import CompiledGraph
+    from .scheduler import Completion, Lane
     from .stream import Stream
 
 __all__ = (

@@ -36,9 +36,10 @@ from typing import Any, Generic, TypeVar
 
 import anyio.lowlevel
 
-from . import _native, _trace
-from ._native import lib
-from .errors import AclError, EventSyncTimeoutError, StreamSyncTimeoutError, error_class
+from .. import _native
+from .._native import acl
+from ..errors import AclError, EventSyncTimeoutError, StreamSyncTimeoutError, error_class
+from . import _trace
 
 __all__ = ("Completion", "Lane", "ThreadJob", "deadline", "wait_all")
 
@@ -49,7 +50,7 @@ POLL_EVERY = 512
 #: an await on one of the next two launches of a stream polls this long (s)
 #: before suspending: tiny device work then completes without a loop wake-up
 AWAIT_SPIN_S = _native.env_number("AIOGE_AWAIT_SPIN_US", 20, minimum=0) * 1e-6
-_EVENT_TIMEOUT = 507047  # ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
+_EVENT_TIMEOUT = acl.ERROR_WAIT_TIMEOUT
 
 _Poster = Callable[..., Any]
 _T = TypeVar("_T")
@@ -203,7 +204,7 @@ class Lane:
         #: first error since the last synchronize(): (code, message, what)
         self.unreported: tuple[int, str, str] | None = None
         self._free_events: list[Any] = []
-        self._ms = _native.ffi.new("float *")
+        self._elapsed = acl.ElapsedTimer()
         # notify-fd driver (host runtime only)
         self._fd: int | None = None
         self._fd_loop: asyncio.AbstractEventLoop | None = None
@@ -273,7 +274,7 @@ class Lane:
             self._fd_ok = False
             return False
         _native.bind_context(self._ctx)
-        _native.check(lib.aiogeHostStreamSetNotifyFd(self._handle, fd), "aiogeHostStreamSetNotifyFd")
+        acl.stream_set_notify_fd(self._handle, fd)
         self._fd, self._fd_loop = fd, loop
         self._arm()
         return True
@@ -284,7 +285,7 @@ class Lane:
             return
         self._fd = self._fd_loop = None
         _native.bind_context(self._ctx)
-        lib.aiogeHostStreamSetNotifyFd(self._handle, -1)
+        acl.stream_clear_notify_fd(self._handle)
         if loop is not None and not loop.is_closed():
             try:
                 loop.remove_reader(fd)
@@ -294,7 +295,7 @@ class Lane:
 
     def _arm(self) -> None:
         _native.bind_context(self._ctx)
-        lib.aiogeHostStreamArmNotify(self._handle)
+        acl.stream_arm_notify(self._handle)
         self.poll()  # whatever finished before arming
 
     def _on_readable(self) -> None:
@@ -331,7 +332,7 @@ class Lane:
 
     def _take_finished(self, batch: list[tuple[Completion, int, str]]) -> None:
         """Move the finished launches at the head of the queue to ``batch``; caller holds the lock."""
-        sync_to = lib.aclrtSynchronizeEventWithTimeout
+        sync_to = acl.synchronize_event_rc
         while self.pending:
             head = self.pending[0]
             rc = sync_to(head.event, 0)
@@ -356,7 +357,7 @@ class Lane:
 
     def _wait_head(self, head: Completion, slice_ms: int = SLICE_MS) -> None:
         """Wait up to one slice for ``head``; settle it and everything behind it that finished too."""
-        rc = lib.aclrtSynchronizeEventWithTimeout(head.event, slice_ms)
+        rc = acl.synchronize_event_rc(head.event, slice_ms)
         if rc == _EVENT_TIMEOUT:
             _native.recent_error()
             return
@@ -406,9 +407,10 @@ class Lane:
             released.append(comp.keep)
             comp.keep = None
             if comp.start is not None:
-                if lib.aclrtEventElapsedTime(self._ms, comp.start, comp.event) == 0:
-                    comp.device_ms = float(self._ms[0])
-                    self.device_ms += comp.device_ms
+                ms = self._elapsed(comp.start, comp.event)
+                if ms is not None:
+                    comp.device_ms = ms
+                    self.device_ms += ms
                 else:
                     _native.recent_error()
                 self._give_event(comp.start)
@@ -440,7 +442,7 @@ class Lane:
         """Pool a settled launch's event, or destroy it once the lane stopped
         (a joining lane may settle this lane's launches after ``stop()``)."""
         if self._stopped:
-            lib.aclrtDestroyEvent(ev)
+            acl.destroy_event(ev)
         else:
             self._free_events.append(ev)
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _native, _trace, dtypes
-from ._native import ffi, lib
+from .. import _native, dtypes
+from .._native import acl
+from ..errors import BusyResourceError, WrongDeviceError, error_class
+from . import _trace
 from ._resources import Resource, finalizing
-from ._scheduler import Completion, Lane, deadline
-from .errors import BusyResourceError, WrongDeviceError, error_class
+from .scheduler import Completion, Lane, deadline
 from .tensor import DeviceMemory, Tensor
 
 if TYPE_CHECKING:
@@ -25,8 +27,6 @@ if TYPE_CHECKING:
     from .event import Event
 
 __all__ = ("Stream",)
-
-_H2D, _D2H, _D2D = 1, 2, 3
 
 
 class _Pinned:
@@ -66,8 +66,163 @@ class _Download:
         comp._raise_if_failed()
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:
-            ffi.memmove(_native.host_ptr(out), self.staging.ptr, out.nbytes)
+            acl.memmove(_native.host_ptr(out), self.staging.ptr, out.nbytes)
         return out
+
+
+_record_event = acl.record_event_rc
+
+#: every launch's completion event: waitable by other streams, and timed on timing streams
+_LAUNCH_EVENT = acl.EventFlag.SYNC | acl.EventFlag.TIME_LINE
+
+
+class Enqueue:
+    """THE way work is put on a stream: one transaction per launch.
+
+    ``with stream._enqueue as tx:`` holds the stream's lock, checks it is
+    open and binds the device's context; inside, ``tx.order(reads, writes)``
+    makes the stream wait (on the device) for the other streams' launches
+    the work depends on -- read-after-write, write-after-write and
+    write-after-read -- ``tx.mark_start()`` records the start event of a
+    timing stream, the caller enqueues its ACL call on ``tx.handle``, and
+    ``tx.commit(...)`` records the completion and notes who read and who
+    wrote each memory (what the next ``order`` of any stream consults).
+    Leaving the block without a commit gives an unused start event back.
+
+    One reusable object per stream (no allocation per launch): the lock
+    makes its state exclusive.  Every launch path uses it: ``Stream`` copies,
+    ``aioge.op``, compiled graphs (sunk segments and per-op).
+    """
+
+    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_lock", "_start", "handle", "stream")
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        self.handle = stream._handle
+        self._dev = stream.device
+        self._lane = stream._lane
+        self._lock = stream._lock
+        self._start: Any = None
+        self._cap = (0, 0)
+        self._arrays: tuple[Any, Any, Any, Any] = (None, None, None, None)
+
+    def __enter__(self) -> Enqueue:
+        self._lock.acquire()
+        try:
+            s = self.stream
+            if s._closed:
+                s._check_open()
+            _native.bind_context(self._dev._ctx)
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        start = self._start
+        if start is not None:  # not committed: the launch was refused
+            self._start = None
+            self._lane._give_event(start)
+        self._lock.release()
+
+    def scratch(self, n_in: int, n_out: int) -> tuple[Any, Any, Any, Any]:
+        """Reusable pointer arrays for an op launch (input descs, input buffers,
+        output descs, output buffers): the lock makes them this launch's, and
+        ACL copies what it needs during the call."""
+        cap_in, cap_out = self._cap
+        if n_in > cap_in or n_out > cap_out:
+            cap_in, cap_out = max(n_in, cap_in, 8), max(n_out, cap_out, 4)
+            self._arrays = acl.pointer_arrays(cap_in, cap_out)
+            self._cap = (cap_in, cap_out)
+        return self._arrays
+
+    def wait(self, comp: Completion | None) -> None:
+        """Make the stream wait (on the device) for a launch of another stream."""
+        if comp is None or comp._done or comp.lane is self._lane:
+            return
+        acl.stream_wait_event(self.handle, comp.event)
+        if _trace.hub is not None:
+            _trace.hub.waited(self.stream, comp)
+
+    def order(self, reads: Sequence[DeviceMemory], writes: Sequence[DeviceMemory] = ()) -> None:
+        """Order this launch after what it depends on in other streams.
+
+        A read waits for the memory's writer; a write also waits for every
+        other stream's last read of it (write-after-read).  Memory of
+        another device is a :class:`~aioge.WrongDeviceError`.
+        """
+        dev, lane = self._dev, self._lane
+        for m in reads:
+            if m.device is not dev:
+                raise self.stream._wrong_device(m)
+            w = m.writer
+            if w is not None and not w._done and w.lane is not lane:
+                self.wait(w)
+        for m in writes:
+            if m.device is not dev:
+                raise self.stream._wrong_device(m)
+            w = m.writer
+            if w is not None and not w._done and w.lane is not lane:
+                self.wait(w)
+            r = m.readers
+            if r and (len(r) > 1 or lane not in r):
+                for other, comp in list(r.items()):
+                    if other is not lane:
+                        self.wait(comp)
+
+    def mark_start(self) -> None:
+        """Timing streams: record the start event of the launch about to be enqueued."""
+        if self.stream.timing and self._start is None:
+            ev = self.stream._new_event()
+            try:
+                acl.record_event(ev, self.handle)
+            except BaseException:
+                self._lane._give_event(ev)
+                raise
+            self._start = ev
+
+    def commit(self, keep: Any, what: str, *, reads: Sequence[DeviceMemory] = (),
+               writes: Sequence[DeviceMemory] = (), deps: list[Completion] | None = None,
+               name: str | None = None) -> Completion:  # fmt: skip
+        """Record the launch's completion event; note it as the last reader of
+        ``reads`` and the writer of ``writes``.  ``keep`` stays alive until it ran;
+        ``deps`` are earlier launches whose errors this completion reports too."""
+        lane = self._lane
+        ev = lane.take_event()
+        if ev is None:
+            ev = acl.create_event(_LAUNCH_EVENT)
+        rc = _record_event(ev, self.handle)
+        if rc:
+            acl.destroy_event(ev)
+            acl.raise_for(rc, "aclrtRecordEvent")
+        start, self._start = self._start, None
+        comp = lane.submit(ev, keep, what, start, deps, name)
+        for m in reads:  # as note(), inlined: this is every launch's path
+            m.readers[lane] = comp
+        if writes:
+            s = self.stream
+            for m in writes:
+                m.writer = comp
+                m.stream = s
+                if m.readers:
+                    m.readers.clear()
+        return comp
+
+    def note(self, comp: Completion, *, reads: Sequence[DeviceMemory] = (),
+             writes: Sequence[DeviceMemory] = ()) -> None:  # fmt: skip
+        """Note ``comp`` (a launch of this stream) as the last reader of ``reads``
+        and the writer of ``writes``: what later ``order`` calls wait for."""
+        lane = comp.lane
+        for m in reads:
+            # every stream's last read, the writer's own stream's too: a later
+            # write on another stream waits for it (write-after-read)
+            m.readers[lane] = comp
+        s = self.stream
+        for m in writes:
+            m.writer = comp
+            m.stream = s
+            if m.readers:
+                m.readers.clear()
 
 
 class Stream(Resource):
@@ -89,18 +244,16 @@ class Stream(Resource):
     def __init__(self, device: Device, *, high_water: int = 1024, timing: bool = False) -> None:
         device._check_open()
         _native.bind_context(device._ctx)
-        p = ffi.new("aclrtStream *")
-        _native.check(lib.aclrtCreateStream(p), "aclrtCreateStream")
-        self._handle = p[0]
+        self._handle = acl.create_stream()
         self.device = device
         self.id = next(Stream._ids)
         self.high_water = high_water
         #: every launch also records a start event; its Completion.device_ms is set
         self.timing = timing
         self._lock = threading.Lock()
-        self._scratch_n = (0, 0)
-        self._scratch_arrays: tuple[Any, Any, Any, Any] = (None, None, None, None)
         self._lane = Lane(device._ctx, f"aioge-lane-{device.id}-{self.id}", self._handle)
+        #: THE enqueue primitive of this stream (see :class:`Enqueue`)
+        self._enqueue = Enqueue(self)
         self._opened()
         _trace.stream_opened(self)
 
@@ -127,81 +280,22 @@ class Stream(Resource):
         return {"launched": lane.launched, "completed": lane.completed, "in_flight": lane.in_flight,
                 "failed": lane.failed, "wakeups": lane.wakeups, "device_ms": lane.device_ms}  # fmt: skip
 
-    # ---- internals used by launches (caller holds self._lock) ----
+    # ---- the enqueue transaction ----
     def _enter(self) -> None:
+        """Check open and bind the context, for callers holding ``self._lock`` around a raw
+        test-hook call (``with stream._enqueue:`` does both; launches go through it)."""
         self._check_open()
         _native.bind_context(self.device._ctx)
 
-    def _scratch(self, n_in: int, n_out: int) -> tuple[Any, Any, Any, Any]:
-        """Reusable pointer arrays for a launch (the caller holds the lock;
-        ACL copies what it needs during the call)."""
-        cap_in, cap_out = self._scratch_n
-        if n_in > cap_in or n_out > cap_out:
-            cap_in, cap_out = max(n_in, cap_in, 8), max(n_out, cap_out, 4)
-            self._scratch_arrays = (
-                ffi.new("aclTensorDesc *[]", cap_in), ffi.new("aclDataBuffer *[]", cap_in),
-                ffi.new("aclTensorDesc *[]", cap_out), ffi.new("aclDataBuffer *[]", cap_out),
-            )  # fmt: skip
-            self._scratch_n = (cap_in, cap_out)
-        return self._scratch_arrays
-
     def _new_event(self) -> Any:
         ev = self._lane.take_event()
-        if ev is None:
-            p = ffi.new("aclrtEvent *")
-            # SYNC: usable by aclrtStreamWaitEvent; TIME_LINE: by aclrtEventElapsedTime
-            _native.check(lib.aclrtCreateEventWithFlag(p, 0x1 | 0x8), "aclrtCreateEventWithFlag")
-            ev = p[0]
-        return ev
+        return ev if ev is not None else acl.create_event(_LAUNCH_EVENT)
 
-    def _start_mark(self) -> Any:
-        """Timing streams: record the start event of the next launch."""
-        if not self.timing:
-            return None
-        ev = self._new_event()
-        _native.check(lib.aclrtRecordEvent(ev, self._handle), "aclrtRecordEvent")
-        return ev
-
-    def _record(self, keep: Any, what: str, start: Any = None, deps: list[Completion] | None = None,
-                name: str | None = None) -> Completion:  # fmt: skip
-        ev = self._new_event()
-        rc = lib.aclrtRecordEvent(ev, self._handle)
-        if rc:
-            lib.aclrtDestroyEvent(ev)
-            _native.check(rc, "aclrtRecordEvent")
-        return self._lane.submit(ev, keep, what, start, deps, name)
-
-    def _wait_for(self, comp: Completion | None) -> None:
-        """Make this stream wait (on the device) for a launch of another stream."""
-        if comp is None or comp.done or comp.lane is self._lane:
-            return
-        _native.check(lib.aclrtStreamWaitEvent(self._handle, comp.event), "aclrtStreamWaitEvent")
-        if _trace.hub is not None:
-            _trace.hub.waited(self, comp)
-
-    def _order_read(self, m: DeviceMemory) -> None:
-        if m.device is not self.device:
-            raise WrongDeviceError(
-                f"a tensor of {m.device!r} used on {self.device!r}: every open_device() call is a device "
-                "object of its own (a context), and tensors stay with the one that made them"
-            )
-        self._wait_for(m.writer)
-
-    def _order_write(self, m: DeviceMemory) -> None:
-        self._order_read(m)
-        for lane, comp in list(m.readers.items()):
-            if lane is not self._lane:
-                self._wait_for(comp)
-
-    def _note_read(self, m: DeviceMemory, comp: Completion) -> None:
-        # every stream's last read, the writer's own stream's too: a later
-        # write on another stream waits for it (write-after-read)
-        m.readers[self._lane] = comp
-
-    def _note_write(self, m: DeviceMemory, comp: Completion) -> None:
-        m.writer = comp
-        m.stream = self
-        m.readers.clear()
+    def _wrong_device(self, m: DeviceMemory) -> WrongDeviceError:
+        return WrongDeviceError(
+            f"a tensor of {m.device!r} used on {self.device!r}: every open_device() call is a device "
+            "object of its own (a context), and tensors stay with the one that made them"
+        )
 
     # ---- launches ----
     def upload(self, array: Any, dtype: dtypes.DTypeLike | None = None) -> Tensor:
@@ -220,69 +314,55 @@ class Stream(Resource):
         arr = np.asarray(array, dtype=None if dtype is None else dtypes.normalize(dtype))
         dt = dtypes.normalize(arr.dtype)
         arr = _native.contiguous(arr)
-        with self._lock:
-            self._enter()
+        with self._enqueue as tx:
             mem = DeviceMemory(self.device, arr.nbytes, self)
             t = Tensor(mem, arr.shape, dt)
-            start = self._start_mark()
+            tx.mark_start()
             if arr.nbytes:
-                _native.check(
-                    lib.aclrtMemcpyAsync(mem.ptr, arr.nbytes, _native.host_ptr(arr), arr.nbytes, _H2D, self._handle),
-                    "aclrtMemcpyAsync",
-                )
-            self._note_write(mem, self._record((mem, arr), "upload", start, name=name))
+                acl.memcpy_async(mem.ptr, _native.host_ptr(arr), arr.nbytes, acl.MemcpyKind.HOST_TO_DEVICE, tx.handle)
+            tx.commit((mem, arr), "upload", writes=(mem,), name=name)
         return t
 
     def empty(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:
         """A new uninitialised tensor on this stream."""
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
-        with self._lock:
-            self._enter()
+        with self._enqueue:
             return Tensor._empty(self, shape, dtypes.normalize(dtype))
 
     def zeros(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:
         """A new tensor filled with zeros (``aclrtMemsetAsync``)."""
         t = self.empty(shape, dtype)
-        with self._lock:
-            self._enter()
+        with self._enqueue as tx:
             mem = t._memory()
-            self._order_write(mem)
+            tx.order((), (mem,))
             if t.nbytes:
-                _native.check(lib.aclrtMemsetAsync(mem.ptr, t.nbytes, 0, t.nbytes, self._handle), "aclrtMemsetAsync")
-            self._note_write(mem, self._record((mem,), "zeros"))
+                acl.memset_async(mem.ptr, t.nbytes, 0, tx.handle)
+            tx.commit((mem,), "zeros", writes=(mem,))
         return t
 
     def copy(self, src: Tensor) -> Tensor:
         """A device-to-device copy of ``src`` into a new tensor on this stream."""
-        with self._lock:
-            self._enter()
+        with self._enqueue as tx:
             smem = src._memory()
-            self._order_read(smem)
+            tx.order((smem,))
             t = Tensor._empty(self, src.shape, src.dtype)
             dmem = t._memory()
-            start = self._start_mark()
+            tx.mark_start()
             if t.nbytes:
-                _native.check(
-                    lib.aclrtMemcpyAsync(dmem.ptr, t.nbytes, smem.ptr, t.nbytes, _D2D, self._handle),
-                    "aclrtMemcpyAsync",
-                )
-            comp = self._record((smem, dmem), "copy", start)
-            self._note_read(smem, comp)
-            self._note_write(dmem, comp)
+                acl.memcpy_async(dmem.ptr, smem.ptr, t.nbytes, acl.MemcpyKind.DEVICE_TO_DEVICE, tx.handle)
+            tx.commit((smem, dmem), "copy", reads=(smem,), writes=(dmem,))
         return t
 
     def _enqueue_download(self, t: Tensor) -> _Download:
-        with self._lock:
-            self._enter()
+        with self._enqueue as tx:
             mem = t._memory()
-            self._order_read(mem)
+            tx.order((mem,))
             n = t.nbytes
             staging = _Pinned(self.device, n)
-            start = self._start_mark()
+            tx.mark_start()
             if n:
-                _native.check(lib.aclrtMemcpyAsync(staging.ptr, n, mem.ptr, n, _D2H, self._handle), "aclrtMemcpyAsync")
-            comp = self._record((mem, staging), "download", start)
-            self._note_read(mem, comp)
+                acl.memcpy_async(staging.ptr, mem.ptr, n, acl.MemcpyKind.DEVICE_TO_HOST, tx.handle)
+            comp = tx.commit((mem, staging), "download", reads=(mem,))
             return _Download(comp, mem.writer if mem.writer is not comp else None, staging, t)
 
     async def _download(self, t: Tensor, timeout: float | None) -> np.ndarray:
@@ -295,18 +375,16 @@ class Stream(Resource):
         """Record an event capturing the work issued so far (``aclrtRecordEvent``)."""
         from .event import Event
 
-        with self._lock:
-            self._enter()
-            return Event._record(self, timing)
+        with self._enqueue as tx:
+            return Event._record(tx, timing)
 
     def wait_event(self, event: Event) -> None:
         """Make later work on this stream wait for ``event`` on the device (the host never blocks)."""
-        with self._lock:
-            self._enter()
+        with self._enqueue as tx:
             event._check_open()
             if event.device is not self.device:
                 raise WrongDeviceError("event of another device")
-            _native.check(lib.aclrtStreamWaitEvent(self._handle, event._handle), "aclrtStreamWaitEvent")
+            acl.stream_wait_event(tx.handle, event._handle)
             if _trace.hub is not None:
                 _trace.hub.waited(self, event._comp)
 
@@ -324,9 +402,8 @@ class Stream(Resource):
         Cancellation: returns control at once; nothing is lost, the pending
         error (if any) is reported by the next ``synchronize()``.
         """
-        with self._lock:
-            self._enter()
-            comp = self._record(None, "synchronize")
+        with self._enqueue as tx:
+            comp = tx.commit(None, "synchronize")
         if not comp.done:
             with deadline(timeout, f"synchronize() of {self._describe()}"):
                 await comp._wait_pending()
@@ -365,10 +442,10 @@ class Stream(Resource):
 
     def _destroy(self) -> None:
         for ev in self._lane.stop():
-            lib.aclrtDestroyEvent(ev)
+            acl.destroy_event(ev)
         if not self.device.closed:
             _native.bind_context(self.device._ctx)
-            lib.aclrtDestroyStream(self._handle)
+            acl.destroy_stream(self._handle)
         self.device._streams.discard(self)
 
     async def _drain(self) -> None:

@@ -30,238 +30,35 @@ import sys
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy as np
 
-from . import _native, _trace, dtypes
-from ._launch import Const, launch
-from ._native import ffi, lib
+from .. import _native, dtypes
+from .._native import acl
+from ..errors import AclError, BusyResourceError
+from ..graph import LoweredNode
+from ..graph.executable import Layout, aligned, kind_of
+from ..graph.lower.host import host_attrs
+from ..graph.target import NCHW_OPS
+from . import _trace
 from ._resources import Resource
-from ._scheduler import Completion, deadline, wait_all
-from .errors import AclError, BusyResourceError, error_class
-from .graph import LoweredNode
-from .graph.lower.host import expand_host_ops, host_attrs
-from .graph.target import NCHW_OPS, Target, target_for
+from .launch import Const, launch
+from .scheduler import Completion, deadline, wait_all
 from .tensor import DeviceMemory, Tensor
 
 if TYPE_CHECKING:
+    from ..graph import Graph, Plan
     from .device import Device
-    from .graph import Graph, Plan
     from .stream import Stream
 
-__all__ = ("CompiledGraph", "compile_graph")
+__all__ = ("MAX_INFLIGHT", "CompiledGraph")
 
 #: executions of one model in flight at once before ``execute()`` waits (``model.max_inflight``)
 MAX_INFLIGHT = 8
 #: caller streams that get auxiliary streams of their own; further ones share those round-robin
 MAX_AUX_SETS = 8
-
-ARENA, INPUT, OUTPUT, CONST, ABSENT = 0, 1, 2, 3, 4
-_ALIGN = 64
-
-
-def _kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:
-    """Static shape and dtype of a graph value (after shape inference)."""
-    v = g.value(name)
-    if v.shape is None or v.dtype is None:
-        raise ValueError(f"value {name!r} has no inferred shape/dtype")
-    return tuple(v.shape), dtypes.normalize(v.dtype)
-
-
-def _aligned(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
-@dataclass
-class _Segment:
-    index: int
-    stream: int
-    steps: list[int] = field(default_factory=list)
-    waits: set[int] = field(default_factory=set)  # segment indices
-    record: bool = False
-
-
-@dataclass
-class _Op:
-    """One lowered op with resolved operand places."""
-
-    op_type: str
-    name: str
-    segment: int
-    inputs: list[tuple[Any, int, int]]  # (kind-or-const, loc, at): kind = (dtype, shape) or np.ndarray or None
-    outputs: list[tuple[tuple[np.dtype, tuple[int, ...]], int, int]]
-    attrs: dict[str, Any]
-
-
-def _segments(p: Plan) -> tuple[list[_Segment], dict[int, int]]:
-    """Cut each stream's steps at incoming waits and outgoing records."""
-    segs: list[_Segment] = []
-    open_seg: dict[int, _Segment] = {}
-    seg_of: dict[int, int] = {}
-    for st in p.steps:
-        if st.alias:
-            continue
-        cur = open_seg.get(st.stream)
-        if cur is None or st.waits:
-            cur = _Segment(len(segs), st.stream)
-            segs.append(cur)
-            open_seg[st.stream] = cur
-        for w in st.waits:
-            w_seg = seg_of.get(_real_step(p, w))
-            if w_seg is not None and w_seg != cur.index:
-                cur.waits.add(w_seg)
-        cur.steps.append(st.index)
-        seg_of[st.index] = cur.index
-        if st.record:
-            cur.record = True
-            open_seg.pop(st.stream)  # the next step on this stream starts a new segment
-    return segs, seg_of
-
-
-def _real_step(p: Plan, idx: int) -> int:
-    """Waits on an alias step mean waiting on what produced its storage: the closest earlier real step."""
-    st = p.steps[idx]
-    while st.alias:
-        src = st.node.inputs[0]
-        prod = next((s for s in p.steps[: st.index] if src in s.node.outputs), None)
-        if prod is None:
-            return -1
-        st = prod
-    return st.index
-
-
-class _Build:
-    """Placements of every operand of a planned, lowered graph."""
-
-    def __init__(self, g: Graph, p: Plan, lowered: Mapping[str, LoweredNode], weight_names: Sequence[str]) -> None:
-        self.g = g
-        self.p = p
-        self.inputs = list(g.inputs)
-        self.outputs = list(g.outputs)
-        self.weights = list(weight_names)
-        self.place: dict[str, tuple[int, int]] = {}
-        for i, name in enumerate(self.inputs):
-            self.place[name] = (INPUT, i)
-        for k, name in enumerate(self.weights):
-            self.place[name] = (INPUT, len(self.inputs) + k)
-        self.copies: list[tuple[str, int]] = []  # (value, output index): outputs that need a copy
-        claimed: set[str] = set()
-        for j, o in enumerate(self.outputs):
-            root = self._root(o)
-            buf = p.buffers.get(root)
-            if buf is not None and buf.kind == "arena" and root not in claimed and o not in self.inputs:
-                claimed.add(root)
-                self.place[root] = (OUTPUT, j)
-            else:
-                self.copies.append((o, j))
-        for name, buf in p.buffers.items():
-            if name in self.place:
-                continue
-            if buf.kind == "arena":
-                self.place[name] = (ARENA, int(buf.offset or 0))
-        self.arena_bytes = _aligned(p.arena_bytes)
-        self.segments, self.seg_of = _segments(p)
-        self.ops: list[_Op] = []
-        self.scratch = 0
-        self._lower_all(lowered)
-
-    def _root(self, name: str) -> str:
-        buf = self.p.buffers.get(name)
-        while buf is not None and buf.kind == "alias" and buf.root != name:
-            name = buf.root
-            buf = self.p.buffers.get(name)
-        return name
-
-    def where(self, name: str) -> tuple[int, int]:
-        if name in self.place:
-            return self.place[name]
-        root = self._root(name)
-        if root in self.place:
-            return self.place[root]
-        raise KeyError(name)
-
-    def value_kind(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
-        shape, dt = _kind_of(self.g, name)
-        return dt, shape
-
-    def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
-        # temporaries live in a per-stream scratch region after the arena
-        scratch_need = 0
-        node_temps: dict[int, dict[str, int]] = {}
-        for st in self.p.steps:
-            if st.alias:
-                continue
-            ln = lowered[st.node.name]
-            off = 0
-            places: dict[str, int] = {}
-            alias_temps = {op.outputs[0] for op in ln.ops if op.alias}
-            for t, (shape, dt) in ln.temps.items():
-                if t in alias_temps:
-                    continue
-                places[t] = off
-                off += _aligned(math.prod(shape) * np.dtype(dt).itemsize)
-            node_temps[st.index] = places
-            scratch_need = max(scratch_need, off)
-        self.scratch = scratch_need
-        for st in self.p.steps:
-            if st.alias:
-                continue
-            ln = lowered[st.node.name]
-            seg = self.seg_of[st.index]
-            base = self.arena_bytes + st.stream * self.scratch
-            temp_place = {t: (ARENA, base + o) for t, o in node_temps[st.index].items()}
-            temp_kind = {t: (np.dtype(dt), tuple(shape)) for t, (shape, dt) in ln.temps.items()}
-
-            def loc(name: str, temp_place: dict[str, tuple[int, int]] = temp_place) -> tuple[int, int]:
-                return temp_place[name] if name in temp_place else self.where(name)
-
-            def kind(name: str, temp_kind: dict[str, Any] = temp_kind) -> tuple[np.dtype, tuple[int, ...]]:
-                return temp_kind[name] if name in temp_kind else self.value_kind(name)
-
-            for k, op in enumerate(ln.ops):
-                name = f"{st.node.name}" if len(ln.ops) == 1 else f"{st.node.name}/{k}:{op.op_type}"
-                as_kind: dict[str, Any] = {}
-                if op.alias:
-                    src, dst = op.inputs[0], op.outputs[0]
-                    assert isinstance(src, str), "an alias views a value"
-                    if dst in temp_kind and dst not in temp_place:
-                        temp_place[dst] = loc(src)  # a view: same bytes
-                        continue
-                    if loc(src) == loc(dst):
-                        continue
-                    # the view must land in a separately placed value: copy the bytes, the source described
-                    # with the destination's shape (a Reshape to a scalar would need an empty const, which ACL refuses)
-                    op_type, attrs = "Identity", {}
-                    ins: list[Any] = [src]
-                    if kind(src)[1] != kind(dst)[1]:
-                        as_kind[src] = kind(dst)
-                else:
-                    op_type, ins, attrs = op.op_type, list(op.inputs), host_attrs(op.op_type, op.attrs)
-                r_ins: list[tuple[Any, int, int]] = []
-                for x in ins:
-                    if x is None:
-                        r_ins.append((None, ABSENT, 0))
-                    elif isinstance(x, str):
-                        r_ins.append((as_kind.get(x) or kind(x), *loc(x)))
-                    else:  # ConstInput
-                        r_ins.append((_native.contiguous(x.value), CONST, 0))
-                r_outs = [(kind(o), *loc(o)) for o in op.outputs]
-                self.ops.append(_Op(op_type, name, seg, r_ins, r_outs, attrs))
-        # outputs that alias an input, a weight or another output: one copy each, at the end
-        if self.copies:
-            final = _Segment(len(self.segments), 0, waits={s.index for s in self.segments if s.stream != 0})
-            self.segments.append(final)
-            for o, j in self.copies:
-                self.ops.append(_Op("Identity", f"output:{o}", final.index, [(self.value_kind(o), *self.where(o))],
-                                    [(self.value_kind(o), OUTPUT, j)], {}))  # fmt: skip
-
-    @property
-    def total_arena(self) -> int:
-        return self.arena_bytes + self.p.num_streams * self.scratch
-
 
 class _Flight:
     """The executions in flight of one model and its idle arenas.
@@ -375,7 +172,7 @@ class CompiledGraph(Resource):
     graph and buffers once running executions no longer need them.
     """
 
-    def __init__(self, device: Device, graph: Graph, plan: Plan, build: _Build, mode: str,
+    def __init__(self, device: Device, graph: Graph, plan: Plan, build: Layout, mode: str,
                  lowered: Mapping[str, LoweredNode], max_inflight: int = MAX_INFLIGHT) -> None:  # fmt: skip
         self.device = device
         self.graph = graph
@@ -383,8 +180,8 @@ class CompiledGraph(Resource):
         self.mode = mode
         self._build = build
         self._lowered = lowered
-        self.inputs = {n: _kind_of(graph, n) for n in graph.inputs}
-        self.outputs = {n: _kind_of(graph, n) for n in graph.outputs}
+        self.inputs = {n: kind_of(graph, n) for n in graph.inputs}
+        self.outputs = {n: kind_of(graph, n) for n in graph.outputs}
         self._handle: Any = None
         self._descs: list[Any] = []
         self._lock = threading.Lock()
@@ -437,17 +234,13 @@ class CompiledGraph(Resource):
             return
         in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
         out_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.outputs.values()]
-        p = ffi.new("aiogeGraph **")
-        _native.check(lib.aiogeGraphCreate(p, len(in_bytes), ffi.new("size_t[]", in_bytes), len(out_bytes),
-                                           ffi.new("size_t[]", out_bytes), b.total_arena, max(len(b.segments), 1)),
-                      "aiogeGraphCreate")  # fmt: skip
-        self._handle = p[0]
+        self._handle = acl.graph_create(in_bytes, out_bytes, b.total_arena, max(len(b.segments), 1))
         if len(b.segments) == 1 and self.plan.num_streams <= 1:
             slots: list[int] = []
-            end = -(-b.total_arena // 64) * 64
+            end = aligned(b.total_arena)
             for n in in_bytes[: len(self.inputs)] + out_bytes:
                 slots.append(end)
-                end += -(-n // 64) * 64
+                end += aligned(n)
             self._io_at = (slots[: len(self.inputs)], slots[len(self.inputs) :])
             self._arena_bytes = max(end, 1)
         cache = dev._cache
@@ -463,32 +256,26 @@ class CompiledGraph(Resource):
                 olocs.append(loc)
                 oats.append(at)
             attr = cache.attr(op.attrs)
-            rc = lib.aiogeGraphAddNode(
-                self._handle, op.segment, op.op_type.encode(), op.name.encode(),
-                len(descs), ffi.new("aclTensorDesc *[]", descs), ffi.new("int32_t[]", locs), ffi.new("int64_t[]", ats),
-                len(odescs), ffi.new("aclTensorDesc *[]", odescs), ffi.new("int32_t[]", olocs),
-                ffi.new("int64_t[]", oats), attr,
-            )  # fmt: skip
-            if rc:
-                raise error_class(rc)(rc, _native.recent_error(), f"compile node {op.name!r} ({op.op_type})")
+            acl.graph_add_node(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats), (odescs, olocs, oats),
+                               attr)  # fmt: skip
 
     def _desc(self, kind: Any, op_type: str) -> Any:
-        fmt = 0 if op_type in NCHW_OPS else 2  # NCHW : ND
+        nd = int(acl.Format.ND)
         if kind is None:
-            d = lib.aclCreateTensorDesc(-1, 0, ffi.NULL, -1)
+            d = acl.absent_tensor_desc()
         elif isinstance(kind, np.ndarray):
             a = kind
-            d = lib.aclCreateTensorDesc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.ndim,
-                                        ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL, 2)  # fmt: skip
-            if d != ffi.NULL and a.nbytes:
-                _native.check(lib.aclSetTensorConst(d, _native.host_ptr(a), a.nbytes), "aclSetTensorConst")
+            d = acl.create_tensor_desc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.shape, nd)
+            if a.nbytes:
+                try:
+                    acl.set_tensor_const(d, _native.host_ptr(a), a.nbytes)
+                except BaseException:
+                    acl.destroy_tensor_desc(d)
+                    raise
         else:
             dt, shape = kind
-            fmt = fmt if len(shape) == 4 else 2
-            dims = ffi.new("int64_t[]", shape) if shape else ffi.NULL
-            d = lib.aclCreateTensorDesc(dtypes.ACL_CODE[dt], len(shape), dims, fmt)
-        if d == ffi.NULL:
-            raise error_class(100000)(100000, _native.recent_error(), "aclCreateTensorDesc")
+            fmt = int(acl.Format.NCHW) if op_type in NCHW_OPS and len(shape) == 4 else nd
+            d = acl.create_tensor_desc(dtypes.ACL_CODE[dt], shape, fmt)
         self._descs.append(d)
         return d
 
@@ -559,7 +346,7 @@ class CompiledGraph(Resource):
                 with deadline(timeout, f"execute() of {self._describe()}"):
                     await comp
                 if as_torch:
-                    from .frontends._tensors import from_numpy
+                    from ..frontends._tensors import from_numpy
 
                     return {name: from_numpy(a) for name, a in res.items()}
                 return res
@@ -585,7 +372,7 @@ class CompiledGraph(Resource):
             downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
             res = {name: await d.result() for name, d in downloads}
             if as_torch:
-                from .frontends._tensors import from_numpy
+                from ..frontends._tensors import from_numpy
 
                 return {name: from_numpy(a) for name, a in res.items()}
             return res
@@ -645,11 +432,9 @@ class CompiledGraph(Resource):
                 for y, (name, t) in zip(outputs, list(outs.items())):
                     comps.append(launch(s0, "Identity", [t], [y], what=f"{self.graph.name}: output {name!r}"))
                     outs[name] = y
-            with s0._lock:  # one stream: a marker after the last launch holds the ticket and joins them all
-                s0._enter()
-                done = s0._record(ticket, f"{self.graph.name}:done", deps=[*pre, *comps])
-                for t in outs.values():
-                    s0._note_write(t._memory(), done)
+            with s0._enqueue as tx:  # one stream: a marker after the last launch holds the ticket and joins them all
+                done = tx.commit(ticket, f"{self.graph.name}:done", writes=[t._memory() for t in outs.values()],
+                                 deps=[*pre, *comps])  # fmt: skip
             self._flight.track(done)
             if observed is not None and _trace.hub is not None:
                 _trace.hub.execution_ends(observed, done)
@@ -714,8 +499,8 @@ class CompiledGraph(Resource):
             outs = {n: Tensor._empty(s0, shape, dt) for n, (shape, dt) in self.outputs.items()}
         in_mems = [t._memory() for t in ins] + [w._memory() for w in self._weights]
         out_mems = [t._memory() for t in outs.values()]
-        in_ptrs = ffi.new("void *[]", [m.ptr for m in in_mems])
-        out_ptrs = ffi.new("void *[]", [m.ptr for m in out_mems])
+        in_ptrs = acl.pointer_list([m.ptr for m in in_mems])
+        out_ptrs = acl.pointer_list([m.ptr for m in out_mems])
         keep = (ticket, in_mems, out_mems)
         del ticket
         comps: dict[int, Completion] = {}
@@ -724,41 +509,31 @@ class CompiledGraph(Resource):
         last = b.segments[-1].index if b.segments and len(streams) == 1 else -1
         for seg in b.segments:
             s = streams[seg.stream]
-            with s._lock:
-                s._enter()
-                for m in in_mems:
-                    s._order_read(m)
-                for m in out_mems:
-                    s._order_write(m)
+            with s._enqueue as tx:
+                tx.order(in_mems, out_mems)
                 for w in seg.waits:
-                    s._wait_for(comps.get(w))
-                start = s._start_mark()
+                    tx.wait(comps.get(w))
+                tx.mark_start()
+                # profiling: the runtime also times every node
                 times = _trace.hub.node_times(self, seg.index) if _trace.hub is not None else None
-                if times is None:
-                    rc = lib.aiogeGraphExecuteAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out,
-                                                    out_ptrs, s._handle)  # fmt: skip
-                else:  # profiling: the runtime also times every node
-                    rc = lib.aiogeGraphExecuteTimedAsync(self._handle, seg.index, arena.ptr, n_in, in_ptrs, n_out,
-                                                         out_ptrs, s._handle, times, len(times))  # fmt: skip
-                if rc:
-                    raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment {seg.index}")
+                acl.graph_execute(self._handle, seg.index, arena.ptr, (n_in, in_ptrs), (n_out, out_ptrs), tx.handle,
+                                  times, f"{self.graph.name} segment {seg.index}")  # fmt: skip
                 deps = [*pre, *comps.values()] if seg.index == last else None
-                comps[seg.index] = s._record(keep, f"{self.graph.name}[{seg.index}]", start, deps)
+                # reads and writes are noted once, at the join (the graph as a whole)
+                comps[seg.index] = tx.commit(keep, f"{self.graph.name}[{seg.index}]", deps=deps)
                 if times is not None and _trace.hub is not None:
                     _trace.hub.segment(comps[seg.index], self, seg.index, times)
         # the outputs are written by the graph as a whole: their writer is the join of all segments
-        with s0._lock:
-            s0._enter()
-            if last >= 0:
-                join = comps[last]
-            else:
+        if last >= 0:
+            join = comps[last]
+            with s0._enqueue as tx:
+                tx.note(join, reads=in_mems, writes=out_mems)
+        else:
+            with s0._enqueue as tx:
                 for c in comps.values():
-                    s0._wait_for(c)
-                join = s0._record(keep, f"{self.graph.name}:join", deps=[*pre, *comps.values()])
-            for m in out_mems:
-                s0._note_write(m, join)
-            for m in in_mems:
-                s0._note_read(m, join)
+                    tx.wait(c)
+                join = tx.commit(keep, f"{self.graph.name}:join", reads=in_mems, writes=out_mems,
+                                 deps=[*pre, *comps.values()])  # fmt: skip
         self._flight.track(join)
         return outs, [*comps.values(), *([] if last >= 0 else [join])]
 
@@ -770,27 +545,22 @@ class CompiledGraph(Resource):
         assert self._io_at is not None
         in_at, out_at = self._io_at
         arena = self._arena(ticket)
-        base = ffi.cast("char *", arena.ptr)
         host_in = [_native.contiguous(a) for a in arrays]
         res = {n: np.empty(shape, dt) for n, (shape, dt) in self.outputs.items()}
         weights = [w._memory() for w in self._weights]
-        in_ptrs = ffi.new("void *[]", [base + at for at in in_at] + [m.ptr for m in weights])
-        host_in_ptrs = ffi.new("void *[]", [_native.host_ptr(a) for a in host_in] + [ffi.NULL] * len(weights))
-        out_ptrs = ffi.new("void *[]", [base + at for at in out_at])
-        host_out_ptrs = ffi.new("void *[]", [_native.host_ptr(a) for a in res.values()])
+        in_ptrs = acl.offset_pointers(arena.ptr, in_at, [m.ptr for m in weights])
+        host_in_ptrs = acl.pointer_list([_native.host_ptr(a) for a in host_in] + [acl.NULL] * len(weights))
+        out_ptrs = acl.offset_pointers(arena.ptr, out_at, [])
+        host_out_ptrs = acl.pointer_list([_native.host_ptr(a) for a in res.values()])
         keep = (ticket, host_in, res, weights, in_ptrs, host_in_ptrs, out_ptrs, host_out_ptrs)
         del ticket
-        with s0._lock:
-            s0._enter()
-            for m in weights:
-                s0._order_read(m)
-            rc = lib.aiogeGraphExecuteHostAsync(self._handle, 0, arena.ptr, len(in_ptrs), in_ptrs, host_in_ptrs,
-                                                len(out_ptrs), out_ptrs, host_out_ptrs, s0._handle)  # fmt: skip
-            if rc:
-                raise error_class(rc)(rc, _native.recent_error(), f"{self.graph.name} segment 0")
-            comp = s0._record(keep, f"{self.graph.name}[0]", name=f"{self.graph.name}: execution from host memory")
-            for m in weights:
-                s0._note_read(m, comp)
+        with s0._enqueue as tx:
+            tx.order(weights)
+            acl.graph_execute_host(self._handle, 0, arena.ptr, (len(in_at) + len(weights), in_ptrs, host_in_ptrs),
+                                   (len(out_at), out_ptrs, host_out_ptrs), tx.handle,
+                                   f"{self.graph.name} segment 0")  # fmt: skip
+            comp = tx.commit(keep, f"{self.graph.name}[0]", reads=weights,
+                             name=f"{self.graph.name}: execution from host memory")  # fmt: skip
         self._flight.track(comp)
         return res, comp
 
@@ -806,7 +576,7 @@ class CompiledGraph(Resource):
             node = st.node
             if st.alias:
                 src = vals[node.inputs[0]]
-                vals[node.outputs[0]] = src.reshape(_kind_of(g, node.outputs[0])[0])
+                vals[node.outputs[0]] = src.reshape(kind_of(g, node.outputs[0])[0])
                 continue
             ln = self._lowered[node.name]
             temps = dict(ln.temps)
@@ -821,7 +591,7 @@ class CompiledGraph(Resource):
                         args.append(Const(_native.contiguous(x.value)))
                 if op.alias:
                     o = op.outputs[0]
-                    shape = temps[o][0] if o in temps else _kind_of(g, o)[0]
+                    shape = temps[o][0] if o in temps else kind_of(g, o)[0]
                     vals[o] = vals[op.inputs[0]].reshape(tuple(shape))  # type: ignore[index]
                     continue
                 outs = []
@@ -829,14 +599,15 @@ class CompiledGraph(Resource):
                     if o in temps:
                         shape, dt = temps[o]
                     else:
-                        shape, dt = _kind_of(g, o)
+                        shape, dt = kind_of(g, o)
                     t = Tensor._empty(s0, tuple(shape), dtypes.normalize(dt))
                     vals[o] = t
                     outs.append(t)
                 fmts = None
                 if op.op_type in NCHW_OPS:
-                    fmts = [0 if isinstance(a, Tensor) and a.ndim == 4 else 2 for a in args] + \
-                           [0 if t.ndim == 4 else 2 for t in outs]  # fmt: skip
+                    nchw, nd = int(acl.Format.NCHW), int(acl.Format.ND)
+                    fmts = [nchw if isinstance(a, Tensor) and a.ndim == 4 else nd for a in args] + \
+                           [nchw if t.ndim == 4 else nd for t in outs]  # fmt: skip
                 what = f"{g.name}: node {node.name!r} ({op.op_type})"
                 comps.append(launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts, what))
         result: dict[str, Tensor] = {}
@@ -881,9 +652,9 @@ class CompiledGraph(Resource):
         f.try_settle()  # settles what was given back (lock-free: this may run in __del__)
         if not self.device.closed:
             if self._handle is not None:
-                lib.aiogeGraphDestroy(self._handle)  # queued executions keep the C graph alive until they ran
+                acl.graph_destroy(self._handle)  # queued executions keep the C graph alive until they ran
             for d in self._descs:
-                lib.aclDestroyTensorDesc(d)  # the graph's kernels hold copies
+                acl.destroy_tensor_desc(d)  # the graph's kernels hold copies
         self._handle = None
         self._descs = []
         arenas, f.arenas = f.arenas, []
@@ -905,7 +676,7 @@ def _host_array(x: Any) -> Any:
     """Feeds as numpy: a torch CPU tensor as a view sharing its memory (no copy), others unchanged."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        from .frontends._tensors import to_numpy
+        from ..frontends._tensors import to_numpy
 
         return to_numpy(x, check_grad=False)
     return x if isinstance(x, Tensor) else np.asarray(x)
@@ -915,67 +686,3 @@ def _positive(n: int) -> int:
     if int(n) < 1:
         raise ValueError(f"max_inflight must be >= 1, not {n}")
     return int(n)
-
-
-def default_max_streams() -> int:
-    """Streams a compiled plan may use by default.
-
-    The host runtime's kernels split their work over the intra-op pool that
-    every stream shares, so independent branches gain nothing from running on
-    several streams and pay the joins: measured on 2 cores, one stream ran the
-    inception-style model in 1.15 ms against 1.40 ms on two, the attention
-    block in 2.34 against 2.56 ms, and the others the same.  A device with a
-    graph engine (GE on Ascend) overlaps branches on its cores: 2 there.
-    """
-    return 1 if _native.backend == "host" else 2
-
-
-def compile_graph(
-    device: Device,
-    graph: Graph,
-    *,
-    optimize: int = 2,
-    max_streams: int | None = None,
-    mode: str = "auto",
-    max_inflight: int = MAX_INFLIGHT,
-    target: Target | str | None = None,
-) -> CompiledGraph:
-    """Synchronous compile + load (``Device.compile`` runs it off the event loop).
-
-    ``target``: what the compile may emit (default: the backend's, see :mod:`aioge.graph.target`).
-    """
-    from .graph import lower_node, plan
-    from .graph import optimize as run_passes
-
-    if mode not in ("auto", "sunk", "per_op"):
-        raise ValueError(f"mode must be 'auto', 'sunk' or 'per_op', not {mode!r}")
-    if mode == "auto":
-        mode = "sunk" if _native.has_graph_api else "per_op"
-    if mode == "sunk" and not _native.has_graph_api:
-        raise ValueError("sunk execution needs the aiogeGraph API (the host runtime, or a GE shim implementing it)")
-    tgt = target_for(target if target is not None else _native.backend)
-    steps = _trace.CompileSteps(graph.name, optimize)
-    g = run_passes(graph, level=optimize, target=tgt, on_pass=steps.note)
-    if max_streams is None:
-        max_streams = default_max_streams()
-    with steps.step("plan"):
-        p = plan(g, max_streams=max_streams if mode == "sunk" else 1, alignment=_ALIGN)
-    with steps.step("lower"):
-        lowered = {st.node.name: expand_host_ops(g, lower_node(g, st.node, target=tgt), tgt)
-                   for st in p.steps if not st.alias}  # fmt: skip
-    used = {x for ln in lowered.values() for op in ln.ops for x in op.inputs if isinstance(x, str)}
-    used |= {st.node.inputs[0] for st in p.steps if st.alias}
-    used |= set(g.outputs)
-    weights = [n for n in g.constants if n in used]
-    build = _Build(g, p, lowered, weights)
-    model = CompiledGraph(device, g, p, build, mode, lowered, max_inflight)
-    try:
-        with steps.step("load"):
-            model._load()
-    except BaseException:
-        model.close()
-        raise
-    device._models.add(model)
-    steps.finish(f"{mode}, {len(build.ops)} nodes in {len(build.segments)} segments on {p.num_streams} streams, "
-                 f"arena {build.total_arena} B (max live {p.max_live_bytes} B), {len(weights)} weights")  # fmt: skip
-    return model

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import dtypes
-from ._scheduler import Completion
-from .errors import ClosedResourceError, InvalidParamError
+from .. import dtypes
+from ..errors import ClosedResourceError, InvalidParamError
+from .scheduler import Completion
 
 if TYPE_CHECKING:
-    from ._scheduler import Lane
     from .device import Device
+    from .scheduler import Lane
     from .stream import Stream
 
 __all__ = ("Tensor", "TensorSpec")

@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from . import _native, _trace, dtypes
-from ._native import ffi, lib
-from ._scheduler import Completion
-from .dtypes import ACL_CODE as _ACL_CODE
-from .errors import error_class
-from .tensor import Tensor, TensorSpec
+from .. import _native, dtypes
+from .._native import acl
+from ..dtypes import ACL_CODE as _ACL_CODE
+from . import _trace, aliasing
+from .scheduler import Completion
+from .tensor import DeviceMemory, Tensor, TensorSpec
 
 if TYPE_CHECKING:
     from .stream import Stream
 
 __all__ = ("Attr", "Const", "HostInput", "LaunchCache", "OpCacheInfo", "launch", "op", "op_cache_info")
 
-_ND = int(dtypes.Format.ND)
-_MEMTYPE_HOST = 1
+_ND = int(acl.Format.ND)
+_compile_and_execute = acl.compile_and_execute_rc
 _ATTR_KINDS = ("Bool", "Int", "Float", "String", "DataType", "ListBool", "ListInt", "ListFloat", "ListString")
 
 
@@ -102,30 +102,6 @@ def _attr_kind(value: Any) -> tuple[str, Any]:
     raise TypeError(f"cannot infer an ACL attr type for {value!r}; wrap it in aioge.Attr(kind, value)")
 
 
-def _set_attr(h: Any, name: str, kind: str, v: Any) -> None:
-    n = name.encode()
-    if kind == "Bool":
-        rc = lib.aclopSetAttrBool(h, n, 1 if v else 0)
-    elif kind == "Int":
-        rc = lib.aclopSetAttrInt(h, n, int(v))
-    elif kind == "Float":
-        rc = lib.aclopSetAttrFloat(h, n, float(v))
-    elif kind == "String":
-        rc = lib.aclopSetAttrString(h, n, str(v).encode())
-    elif kind == "DataType":
-        rc = lib.aclopSetAttrDataType(h, n, int(v))
-    elif kind == "ListBool":
-        rc = lib.aclopSetAttrListBool(h, n, len(v), ffi.new("uint8_t[]", [1 if x else 0 for x in v]))
-    elif kind == "ListInt":
-        rc = lib.aclopSetAttrListInt(h, n, len(v), ffi.new("int64_t[]", [int(x) for x in v]))
-    elif kind == "ListFloat":
-        rc = lib.aclopSetAttrListFloat(h, n, len(v), ffi.new("float[]", [float(x) for x in v]))
-    else:  # ListString
-        keep = [ffi.new("char[]", str(x).encode()) for x in v]
-        rc = lib.aclopSetAttrListString(h, n, len(v), ffi.new("char *[]", keep))
-    _native.check(rc, f"aclopSetAttr{kind}({name!r})")
-
-
 class LaunchCache:
     """Per-device caches of tensor descs and attrs (host objects)."""
 
@@ -153,23 +129,25 @@ class LaunchCache:
         if d is None:
             if len(self._descs) >= self.MAX_DESCS:
                 self._clear_descs()
-            d = lib.aclCreateTensorDesc(dt, len(shape), ffi.new("int64_t[]", shape) if shape else ffi.NULL, fmt)
-            if d == ffi.NULL:
-                raise error_class(100000)(100000, _native.recent_error(), "aclCreateTensorDesc")
+            d = acl.create_tensor_desc(dt, shape, fmt)
             if host:
-                _native.check(lib.aclSetTensorPlaceMent(d, _MEMTYPE_HOST), "aclSetTensorPlaceMent")
+                try:
+                    acl.set_tensor_placement(d, acl.MemType.HOST)
+                except BaseException:
+                    acl.destroy_tensor_desc(d)
+                    raise
             self._descs[key] = d
         return d
 
     def absent(self) -> tuple[Any, Any]:
         """The optional-input convention: UNDEFINED desc + (NULL, 0) buffer."""
         if self._absent is None:
-            self._absent = lib.aclCreateTensorDesc(-1, 0, ffi.NULL, -1)
+            self._absent = acl.absent_tensor_desc()
         return self._absent, self.null_buffer()
 
     def null_buffer(self) -> Any:
         if self._null is None:
-            self._null = lib.aclCreateDataBuffer(ffi.NULL, 0)
+            self._null = acl.create_data_buffer(acl.NULL, 0)
         return self._null
 
     def attr(self, attrs: Mapping[str, Any] | None) -> Any:
@@ -184,36 +162,34 @@ class LaunchCache:
         if h is None:
             if len(self._attrs) >= self.MAX_ATTRS:
                 self._clear_attrs()
-            h = lib.aclopCreateAttr()
-            if h == ffi.NULL:
-                raise MemoryError("aclopCreateAttr failed")
+            h = acl.create_attr()
             try:
                 for name, kind, v in key:
-                    _set_attr(h, name, kind, v)
+                    acl.set_attr(h, name, kind, v)
             except BaseException:
-                lib.aclopDestroyAttr(h)
+                acl.destroy_attr(h)
                 raise
             self._attrs[key] = h
         return h
 
     def _clear_descs(self) -> None:
         for d in self._descs.values():
-            lib.aclDestroyTensorDesc(d)
+            acl.destroy_tensor_desc(d)
         self._descs.clear()  # the same dict object: desc_table stays valid
 
     def _clear_attrs(self) -> None:
         for h in self._attrs.values():
-            lib.aclopDestroyAttr(h)
+            acl.destroy_attr(h)
         self._attrs.clear()
 
     def clear(self) -> None:
         self._clear_descs()
         self._clear_attrs()
         if self._absent is not None:
-            lib.aclDestroyTensorDesc(self._absent)
+            acl.destroy_tensor_desc(self._absent)
             self._absent = None
         if self._null is not None:
-            lib.aclDestroyDataBuffer(self._null)
+            acl.destroy_data_buffer(self._null)
             self._null = None
 
 
@@ -241,15 +217,13 @@ def launch(
     cache = stream.device._cache
     n_in, n_out = len(inputs), len(outputs)
     codes = _ACL_CODE
-    with stream._lock:
-        if stream._closed:
-            stream._check_open()
-        _native.bind_context(stream.device._ctx)
+    with stream._enqueue as tx:
         attr_h = cache.attr(attrs)
         descs = cache.desc_table
-        din, bin_, dout, bout = stream._scratch(n_in, n_out)
+        din, bin_, dout, bout = tx.scratch(n_in, n_out)
         keep: list[Any] = []
-        reads = []
+        reads: list[DeviceMemory] = []
+        writes: list[DeviceMemory] = []
         temp_descs: list[Any] = []
         temp_bufs: list[Any] = []
         try:
@@ -258,11 +232,6 @@ def launch(
                     m = x._mem
                     if m is None or m.ptr is None:
                         m = x._memory()  # raises ClosedResourceError
-                    if m.device is not stream.device:
-                        stream._order_read(m)  # raises WrongDeviceError
-                    w = m.writer
-                    if w is not None and not w._done and w.lane is not stream._lane:
-                        stream._wait_for(w)
                     key = (codes[x.dtype], x.shape, formats[i] if formats else _ND, False)
                     d = descs.get(key)
                     din[i] = d if d is not None else cache.desc(*key)
@@ -273,51 +242,38 @@ def launch(
                     din[i], bin_[i] = cache.absent()
                 elif isinstance(x, Const):
                     a = x.array
-                    fmt = formats[i] if formats else _ND
-                    dims = ffi.new("int64_t[]", a.shape) if a.ndim else ffi.NULL
-                    d = lib.aclCreateTensorDesc(codes[a.dtype], a.ndim, dims, fmt)
+                    d = acl.create_tensor_desc(codes[a.dtype], a.shape, formats[i] if formats else _ND)
                     temp_descs.append(d)
                     if a.nbytes:
-                        _native.check(lib.aclSetTensorConst(d, _native.host_ptr(a), a.nbytes), "aclSetTensorConst")
+                        acl.set_tensor_const(d, _native.host_ptr(a), a.nbytes)
                     din[i], bin_[i] = d, cache.null_buffer()
                 else:
                     a = x.array if isinstance(x, HostInput) else _native.contiguous(x)
                     din[i] = cache.desc(int(dtypes.to_acl(a.dtype)), a.shape, formats[i] if formats else _ND, True)
-                    b = lib.aclCreateDataBuffer(_native.host_ptr(a) if a.nbytes else ffi.NULL, a.nbytes)
+                    b = acl.create_data_buffer(_native.host_ptr(a) if a.nbytes else acl.NULL, a.nbytes)
                     temp_bufs.append(b)
                     bin_[i] = b
                     keep.append(a)
             for j, y in enumerate(outputs):
                 m = y._memory()
-                stream._order_write(m)
                 key = (codes[y.dtype], y.shape, formats[n_in + j] if formats else _ND, False)
                 d = descs.get(key)
                 dout[j] = d if d is not None else cache.desc(*key)
                 bout[j] = m.buffer
                 keep.append(m)
-            start = stream._start_mark() if stream.timing else None
-            rc = lib.aclopCompileAndExecute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h,
-                                            0, 0, ffi.NULL, stream._handle)  # fmt: skip
+                writes.append(m)
+            tx.order(reads, writes)
+            tx.mark_start()
+            acl.compile_and_execute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h, tx.handle,
+                                    op_type)  # fmt: skip
         finally:
             for d in temp_descs:
-                lib.aclDestroyTensorDesc(d)
+                acl.destroy_tensor_desc(d)
             for b in temp_bufs:
-                lib.aclDestroyDataBuffer(b)
-        if rc:
-            if start is not None:
-                stream._lane._give_event(start)
-            raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, op_type, start, name=what)
+                acl.destroy_data_buffer(b)
+        comp = tx.commit(keep, op_type, reads=reads, writes=writes, name=what)
         if _trace.hub is not None:
             _trace.hub.annotate(comp, inputs, outputs)
-        for m in reads:
-            m.readers[comp.lane] = comp  # for write-after-read ordering (Stream._note_read)
-        for y in outputs:
-            om = y._memory()
-            om.writer = comp
-            om.stream = stream
-            if om.readers:
-                om.readers.clear()
     return comp
 
 
@@ -333,64 +289,42 @@ def _launch_tensors(
 
     Same semantics, fewer Python steps (this is what a tight loop of tiny ops pays).
     """
-    dev = stream.device
-    cache = dev._cache
-    lane = stream._lane
+    cache = stream.device._cache
     codes = _ACL_CODE
     descs = cache.desc_table
     n_in, n_out = len(inputs), len(outputs)
-    with stream._lock:
-        if stream._closed:
-            stream._check_open()
-        _native.bind_context(dev._ctx)
+    with stream._enqueue as tx:
         attr_h = cache.attr(attrs)
-        cap_in, cap_out = stream._scratch_n
-        if n_in > cap_in or n_out > cap_out:
-            stream._scratch(n_in, n_out)
-        din, bin_, dout, bout = stream._scratch_arrays
-        keep: list[Any] = []
+        cap_in, cap_out = tx._cap
+        din, bin_, dout, bout = tx._arrays if n_in <= cap_in and n_out <= cap_out else tx.scratch(n_in, n_out)
+        reads: list[DeviceMemory] = []
         i = 0
         for x in inputs:
             m = x._mem
             if m is None or m.ptr is None:
                 m = x._memory()  # raises ClosedResourceError
-            if m.device is not dev:
-                stream._order_read(m)  # raises WrongDeviceError
-            w = m.writer
-            if w is not None and not w._done and w.lane is not lane:
-                stream._wait_for(w)
             key = (codes[x.dtype], x.shape, _ND, False)
             d = descs.get(key)
             din[i] = d if d is not None else cache.desc(*key)
             bin_[i] = m.buffer
-            keep.append(m)
+            reads.append(m)
             i += 1
+        writes: list[DeviceMemory] = []
         j = 0
         for y in outputs:
             m = y._memory()
-            r = m.readers
-            if (r and (len(r) > 1 or lane not in r)) or (m.writer is not None and m.writer.lane is not lane) \
-                    or m.device is not dev:  # fmt: skip
-                stream._order_write(m)
             key = (codes[y.dtype], y.shape, _ND, False)
             d = descs.get(key)
             dout[j] = d if d is not None else cache.desc(*key)
             bout[j] = m.buffer
-            keep.append(m)
+            writes.append(m)
             j += 1
-        rc = lib.aclopCompileAndExecute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h,
-                                        0, 0, ffi.NULL, stream._handle)  # fmt: skip
+        tx.order(reads, writes)
+        rc = _compile_and_execute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h, 0, 0, acl.NULL,
+                                  tx.handle)  # fmt: skip
         if rc:
-            raise error_class(rc)(rc, _native.recent_error(), op_type)
-        comp = stream._record(keep, op_type, name=what)
-        for m in keep[:n_in]:
-            m.readers[comp.lane] = comp  # for write-after-read ordering (Stream._note_read)
-        for m in keep[n_in:]:
-            m.writer = comp
-            m.stream = stream
-            if m.readers:
-                m.readers.clear()
-    return comp
+            acl.raise_for(rc, op_type)
+        return tx.commit((reads, writes), op_type, reads=reads, writes=writes, name=what)
 
 
 def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: Stream | None) -> Stream:
@@ -436,6 +370,7 @@ def op(
         >>> (y,) = aioge.op("Add", [x, x], [aioge.TensorSpec((2, 3), "float32")], stream=s)
     """
     s = _pick_stream(inputs, outputs, stream)
+    aliasing.check(op_type, inputs, outputs)  # before launch, so every backend refuses the same
     outs = [y if type(y) is Tensor else Tensor._empty(s, _spec(y).shape, _spec(y).dtype) for y in outputs]
     launch(s, op_type, inputs, outs, attrs, formats)
     return outs

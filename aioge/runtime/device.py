@@ -10,24 +10,23 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from . import _native
-from ._native import ffi, lib
+from .. import _native
+from .._native import acl
+from ..errors import BusyResourceError
 from ._resources import Resource, close_at_exit
-from ._scheduler import ThreadJob, deadline
-from .errors import BusyResourceError, error_class
+from .scheduler import ThreadJob, deadline
 from .stream import Stream
 
 if TYPE_CHECKING:
-    from ._dynamic import DynamicCompiledGraph
-    from ._launch import LaunchCache
+    from ..graph import Graph
+    from .dynamic import DynamicCompiledGraph
     from .event import Event
-    from .graph import Graph
-    from .model import CompiledGraph
+    from .executable import CompiledGraph
+    from .launch import LaunchCache
     from .tensor import DeviceMemory
 
 __all__ = ("Device", "open_device", "device_count")
 
-_REPEAT_INITIALIZE = 100002
 _rt_lock = threading.Lock()
 _rt_users = 0
 
@@ -36,11 +35,7 @@ def _runtime_acquire() -> None:
     global _rt_users
     with _rt_lock:
         if _rt_users == 0:
-            rc = lib.aclInit(ffi.NULL)
-            if rc == _REPEAT_INITIALIZE:  # someone else in the process initialised ACL
-                _native.recent_error()
-            else:
-                _native.check(rc, "aclInit")
+            acl.init()
         _rt_users += 1
 
 
@@ -49,16 +44,13 @@ def _runtime_release() -> None:
     with _rt_lock:
         _rt_users -= 1
         if _rt_users == 0:
-            lib.aclFinalize()
-            _native.recent_error()
+            acl.finalize()
             _native.forget_context()
 
 
 def device_count() -> int:
     """Number of devices the backend offers (``aclrtGetDeviceCount``)."""
-    n = ffi.new("uint32_t *")
-    _native.check(lib.aclrtGetDeviceCount(n), "aclrtGetDeviceCount")
-    return int(n[0])
+    return acl.device_count()
 
 
 class Device(Resource):
@@ -81,18 +73,16 @@ class Device(Resource):
         self.backend: str = _native.backend
         _runtime_acquire()
         try:
-            _native.check(lib.aclrtSetDevice(self.id), "aclrtSetDevice")
+            acl.set_device(self.id)
         except BaseException:
             _runtime_release()
             raise
-        p = ffi.new("aclrtContext *")
-        rc = lib.aclrtCreateContext(p, self.id)
-        if rc:
-            err = _native.recent_error()
-            lib.aclrtResetDevice(self.id)
+        try:
+            self._ctx = acl.create_context(self.id)
+        except BaseException:
+            acl.reset_device(self.id)
             _runtime_release()
-            raise error_class(rc)(rc, err, "aclrtCreateContext")
-        self._ctx = p[0]
+            raise
         _native.forget_context()
         _native.bind_context(self._ctx)
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
@@ -105,13 +95,12 @@ class Device(Resource):
         self._models: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
         #: compiles in flight, by (graph id, options): concurrent callers share them
         self._compiling: dict[Any, ThreadJob[CompiledGraph]] = {}
-        from ._allocator import BlockPool, PinnedPool
-        from ._launch import LaunchCache
+        from .launch import LaunchCache
+        from .memory import BlockPool, PinnedPool
 
         self._cache: LaunchCache = LaunchCache()
-        free, total = ffi.new("size_t *"), ffi.new("size_t *")
-        cap = int(total[0]) // 4 if lib.aclrtGetMemInfo(1, free, total) == 0 else 1 << 30
-        _native.recent_error()
+        info = acl.mem_info(acl.MemAttr.HBM)
+        cap = info[1] // 4 if info is not None else 1 << 30
         #: freed device blocks kept for reuse (at most a quarter of the device's memory)
         self._pool = BlockPool(self._ctx, cap)
         self._pinned = PinnedPool()
@@ -152,9 +141,7 @@ class Device(Resource):
         """``(free, total)`` device memory in bytes (``aclrtGetMemInfo``)."""
         self._check_open()
         _native.bind_context(self._ctx)
-        free, total = ffi.new("size_t *"), ffi.new("size_t *")
-        _native.check(lib.aclrtGetMemInfo(1, free, total), "aclrtGetMemInfo")  # ACL_HBM_MEM
-        return int(free[0]), int(total[0])
+        return acl.mem_info_checked(acl.MemAttr.HBM)
 
     async def compile(
         self,
@@ -168,7 +155,7 @@ class Device(Resource):
         """Compile and load a graph (GE ``CompileGraph`` + ``LoadGraph``), off the event loop.
 
         A graph with symbolic input dims gives a :class:`aioge.DynamicCompiledGraph`
-        (compiled per concrete input shape on first use, see :mod:`aioge._dynamic`).
+        (compiled per concrete input shape on first use, see :mod:`aioge.runtime.dynamic`).
 
         Args:
             graph: an :class:`aioge.Graph` (e.g. from :func:`aioge.load_onnx`), or an
@@ -183,7 +170,7 @@ class Device(Resource):
                 segment), ``"per_op"`` (each op through ``aclopCompileAndExecute``)
                 or ``"auto"`` (sunk where the backend supports it).
             max_inflight: executions of the model in flight at once before
-                ``execute()`` waits for room (default ``aioge.model.MAX_INFLIGHT``).
+                ``execute()`` waits for room (default ``aioge.runtime.executable.MAX_INFLIGHT``).
 
         Concurrent calls with the same graph and options share one compile,
         which runs on its own thread (``aioge-compile``).
@@ -194,8 +181,9 @@ class Device(Resource):
         closed when the compile ends.  ``aclose()`` of the device waits for
         compiles in flight (``close()`` refuses while there are any).
         """
-        from .graph import Graph, load_onnx
-        from .model import MAX_INFLIGHT, compile_graph
+        from ..graph import Graph, load_onnx
+        from .compile import compile_graph
+        from .executable import MAX_INFLIGHT
 
         self._check_open()
         if not isinstance(graph, Graph):
@@ -206,7 +194,7 @@ class Device(Resource):
                                 f"onnx.ModelProto), not {type(graph).__name__}")  # fmt: skip
         limit = MAX_INFLIGHT if max_inflight is None else max_inflight
         if graph.is_dynamic:  # symbolic dims: a plan per concrete shape, compiled on first use
-            from ._dynamic import DynamicCompiledGraph
+            from .dynamic import DynamicCompiledGraph
 
             opts = {"optimize": optimize, "max_streams": max_streams, "mode": mode, "max_inflight": limit}
             return await DynamicCompiledGraph.create(self, graph, opts)
@@ -302,8 +290,8 @@ class Device(Resource):
         self._pool.release()
         self._pinned.release()
         self._cache.clear()
-        lib.aclrtDestroyContext(self._ctx)
-        lib.aclrtResetDevice(self.id)
+        acl.destroy_context(self._ctx)
+        acl.reset_device(self.id)
         _native.recent_error()
         _native.forget_context(self._ctx)
         self._closed = True  # before releasing ACL: memory finalizers now skip aclrtFree

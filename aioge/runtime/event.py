@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _native
-from ._native import ffi, lib
+from .. import _native
+from .._native import acl
 from ._resources import Resource
-from ._scheduler import Completion, deadline
+from .scheduler import Completion, deadline
 
 if TYPE_CHECKING:
     from .device import Device
-    from .stream import Stream
+    from .stream import Enqueue, Stream
 
 __all__ = ("Event",)
-
-_EVENT_SYNC, _EVENT_TIME_LINE = 0x1, 0x8
 
 
 class Event(Resource):
@@ -38,19 +36,18 @@ class Event(Resource):
         self.device._events.add(self)
 
     @classmethod
-    def _record(cls, stream: Stream, timing: bool) -> Event:
-        p = ffi.new("aclrtEvent *")
-        flags = _EVENT_SYNC | (_EVENT_TIME_LINE if timing else 0)
-        _native.check(lib.aclrtCreateEventWithFlag(p, flags), "aclrtCreateEventWithFlag")
-        handle = p[0]
-        rc = lib.aclrtRecordEvent(handle, stream._handle)
-        if rc:
-            lib.aclrtDestroyEvent(handle)
-            _native.check(rc, "aclrtRecordEvent")
+    def _record(cls, tx: Enqueue, timing: bool) -> Event:
+        """Record a new event inside ``tx`` (the stream's enqueue transaction)."""
+        handle = acl.create_event(acl.EventFlag.SYNC | (acl.EventFlag.TIME_LINE if timing else 0))
+        try:
+            acl.record_event(handle, tx.handle)
+        except BaseException:
+            acl.destroy_event(handle)
+            raise
         # the lane waits on a pooled twin recorded right behind it, so the
         # user's handle is never recycled
-        comp = stream._record(None, "event")
-        return cls(stream, handle, comp)
+        comp = tx.commit(None, "event")
+        return cls(tx.stream, handle, comp)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("done" if self._comp.done else "pending")
@@ -64,10 +61,8 @@ class Event(Resource):
     def query(self) -> bool:
         """Ask the runtime (``aclrtQueryEventStatus``) whether the event completed."""
         self._check_open()
-        st = ffi.new("aclrtEventRecordedStatus *")
         _native.bind_context(self.device._ctx)
-        _native.check(lib.aclrtQueryEventStatus(self._handle, st), "aclrtQueryEventStatus")
-        return bool(st[0] == 1)
+        return acl.query_event_done(self._handle)
 
     async def wait(self, *, timeout: float | None = None) -> None:
         """Wait until the captured work has run (raising its error, if any).
@@ -86,13 +81,11 @@ class Event(Resource):
         """Device time in ms from ``start`` to this event (both complete, both ``timing=True``)."""
         self._check_open()
         start._check_open()
-        ms = ffi.new("float *")
         _native.bind_context(self.device._ctx)
-        _native.check(lib.aclrtEventElapsedTime(ms, start._handle, self._handle), "aclrtEventElapsedTime")
-        return float(ms[0])
+        return acl.elapsed_ms(start._handle, self._handle)
 
     def _close(self) -> None:
         if not self.device.closed:
-            lib.aclrtDestroyEvent(self._handle)
+            acl.destroy_event(self._handle)
 
     _gc_release = _close

@@ -13,7 +13,7 @@ inputs); the first execution at a new concrete shape specialises the graph
   exceed it -- once no execution is using it.
 * Concurrent first executions at one shape share one specialisation and one
   compile (the same specialised graph goes to ``Device.compile``, whose
-  :class:`~aioge._scheduler.ThreadJob` they share).
+  :class:`~aioge.runtime.scheduler.ThreadJob` they share).
 * ``stats``: ``plans``, ``max_plans``, ``hits``, ``misses``, ``compiles``
   (specialisations started), ``evictions``, ``compiling`` (in flight).
 * ``launch()`` never compiles (it never waits): ``await model.specialize(shapes)``
@@ -32,18 +32,18 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import numpy as np
 
-from . import dtypes
+from .. import dtypes
+from ..errors import BusyResourceError
+from ..graph import GraphError
+from ..graph.ir import Dim
 from ._resources import Resource
-from ._scheduler import Completion, ThreadJob
-from .errors import BusyResourceError
-from .graph import GraphError
-from .graph.ir import Dim
-from .model import CompiledGraph
+from .executable import CompiledGraph
+from .scheduler import Completion, ThreadJob
 from .tensor import Tensor
 
 if TYPE_CHECKING:
+    from ..graph import Graph
     from .device import Device
-    from .graph import Graph
     from .stream import Stream
 
 __all__ = ("DynamicCompiledGraph", "MAX_PLANS")
@@ -324,7 +324,7 @@ def _probe_outputs(graph: Graph) -> dict[str, tuple[tuple[Dim, ...] | None, np.d
     position table bounds a sequence length), then multiples of 32 (a
     strided model needs them); a graph that rejects both has unknown outputs.
     """
-    from .graph.passes.infer_shapes import infer_shapes
+    from ..graph.passes.infer_shapes import infer_shapes
 
     index: dict[Any, int] = {}  # a dim name, or (input, axis) for an anonymous dim -> its number
     for n in graph.inputs:

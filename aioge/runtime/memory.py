@@ -19,9 +19,9 @@ import collections
 import threading
 from typing import Any
 
-from . import _native
-from ._native import ffi, lib
-from .errors import InvalidParamError, OutOfDeviceMemoryError, error_class
+from .. import _native
+from .._native import acl
+from ..errors import InvalidParamError, error_class
 
 __all__ = ("BlockPool", "PinnedPool", "size_class")
 
@@ -81,21 +81,21 @@ class BlockPool:
         if block is not None:
             return block[0], block[1], cap
         _native.bind_context(self._ctx)
-        p = ffi.new("void **")
-        rc = lib.aclrtMalloc(p, cap, 0)
+        rc, ptr = acl.malloc_rc(cap)
         if rc:
             msg = _native.recent_error()
             if self.cached or self._returned:  # give the cached blocks back to the device, then try once more
                 self.release()
-                rc = lib.aclrtMalloc(p, cap, 0)
+                rc, ptr = acl.malloc_rc(cap)
                 msg = _native.recent_error() if rc else ""
             if rc:
                 raise error_class(rc)(rc, msg, "aclrtMalloc")
-        buf = lib.aclCreateDataBuffer(p[0], cap)
-        if buf == ffi.NULL:
-            lib.aclrtFree(p[0])
-            raise OutOfDeviceMemoryError(207001, "aclCreateDataBuffer failed", "aclrtMalloc")
-        return p[0], buf, cap
+        try:
+            buf = acl.create_data_buffer(ptr, cap)
+        except BaseException:
+            acl.free(ptr)
+            raise
+        return ptr, buf, cap
 
     def give(self, ptr: Any, buf: Any, cap: int) -> None:
         """Return a block the device is done with (lock-free: see the module docstring)."""
@@ -109,9 +109,9 @@ class BlockPool:
                 self._destroy(*b)
 
     def _destroy(self, ptr: Any, buf: Any) -> None:
-        lib.aclDestroyDataBuffer(buf)
+        acl.destroy_data_buffer(buf)
         _native.bind_context(self._ctx)
-        lib.aclrtFree(ptr)
+        acl.free(ptr)
 
     def release(self) -> None:
         """Free every cached block."""
@@ -160,12 +160,10 @@ class PinnedPool:
             if ptr is not None:
                 self.cached -= cap
         for p in over:
-            lib.aclrtFreeHost(p)
+            acl.free_host(p)
         if ptr is not None:
             return ptr, cap
-        p = ffi.new("void **")
-        _native.check(lib.aclrtMallocHost(p, cap), "aclrtMallocHost")
-        return p[0], cap
+        return acl.malloc_host(cap), cap
 
     def give(self, ptr: Any, cap: int) -> None:
         """Return a buffer (lock-free: see the module docstring)."""
@@ -176,7 +174,7 @@ class PinnedPool:
             finally:
                 self._lock.release()
             for p in over:
-                lib.aclrtFreeHost(p)
+                acl.free_host(p)
 
     def release(self) -> None:
         with self._lock:
@@ -186,4 +184,4 @@ class PinnedPool:
             while self._returned:  # popleft: a finalizer may append meanwhile
                 ptrs.append(self._returned.popleft()[0])
         for p in ptrs:
-            lib.aclrtFreeHost(p)
+            acl.free_host(p)

@@ -1,0 +1,460 @@
+"""A typed wrapper per ACL call the runtime core makes.
+
+The core (``aioge.runtime``) calls C only through this module: every wrapper
+checks the return code inside (raising the :class:`~aioge.AclError` subclass
+for it) unless its docstring says it returns the code, and every magic number
+of the ACL headers is an ``IntEnum`` here, its values read from cffi's named
+constants of ``cffi_build/acl.h`` (so they cannot drift from the header).
+
+Handles (``aclrtStream``, ``aclrtEvent``, ``aclTensorDesc *``...) stay opaque
+cffi pointers (``Handle``).  Calls on the hot path of a launch
+(:func:`compile_and_execute`, :func:`record_event`, :func:`stream_wait_event`)
+are one Python frame over the cffi call; keep them so.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import OutOfDeviceMemoryError, error_class
+from . import check, ffi, lib, recent_error
+
+Handle = Any  # an opaque cffi pointer (aclrtStream, aclrtEvent, aclTensorDesc *, ...)
+
+__all__ = (
+    "NULL", "Handle", "MemcpyKind", "MemType", "EventFlag", "MemAttr", "MallocPolicy", "Format", "DataType",
+    "EventStatus", "ERROR_INVALID_PARAM", "ERROR_REPEAT_INITIALIZE", "ERROR_WAIT_TIMEOUT",
+)  # fmt: skip
+
+NULL = ffi.NULL
+
+
+class MemcpyKind(enum.IntEnum):
+    """``aclrtMemcpyKind``."""
+
+    HOST_TO_HOST = lib.ACL_MEMCPY_HOST_TO_HOST
+    HOST_TO_DEVICE = lib.ACL_MEMCPY_HOST_TO_DEVICE
+    DEVICE_TO_HOST = lib.ACL_MEMCPY_DEVICE_TO_HOST
+    DEVICE_TO_DEVICE = lib.ACL_MEMCPY_DEVICE_TO_DEVICE
+
+
+class MemType(enum.IntEnum):
+    """``aclMemType``: where a tensor's bytes are placed (``aclSetTensorPlaceMent``)."""
+
+    DEVICE = lib.ACL_MEMTYPE_DEVICE
+    HOST = lib.ACL_MEMTYPE_HOST
+
+
+class EventFlag(enum.IntFlag):
+    """``aclrtCreateEventWithFlag`` flags."""
+
+    #: usable by aclrtStreamWaitEvent
+    SYNC = lib.ACL_EVENT_SYNC
+    #: usable by aclrtEventElapsedTime
+    TIME_LINE = lib.ACL_EVENT_TIME_LINE
+
+
+class MemAttr(enum.IntEnum):
+    """``aclrtMemAttr`` (``aclrtGetMemInfo``)."""
+
+    DDR = lib.ACL_DDR_MEM
+    HBM = lib.ACL_HBM_MEM
+
+
+class MallocPolicy(enum.IntEnum):
+    """``aclrtMemMallocPolicy``."""
+
+    HUGE_FIRST = lib.ACL_MEM_MALLOC_HUGE_FIRST
+
+
+class Format(enum.IntEnum):
+    """``aclFormat`` values the runtime core uses (the public table is :class:`aioge.dtypes.Format`)."""
+
+    UNDEFINED = lib.ACL_FORMAT_UNDEFINED
+    NCHW = lib.ACL_FORMAT_NCHW
+    ND = lib.ACL_FORMAT_ND
+
+
+class DataType(enum.IntEnum):
+    """``aclDataType`` values the runtime core names (the public table is :class:`aioge.dtypes.DataType`)."""
+
+    UNDEFINED = lib.ACL_DT_UNDEFINED
+
+
+class EventStatus(enum.IntEnum):
+    """``aclrtEventRecordedStatus``."""
+
+    NOT_READY = lib.ACL_EVENT_RECORDED_STATUS_NOT_READY
+    COMPLETE = lib.ACL_EVENT_RECORDED_STATUS_COMPLETE
+
+
+ERROR_INVALID_PARAM = int(lib.ACL_ERROR_INVALID_PARAM)
+ERROR_REPEAT_INITIALIZE = int(lib.ACL_ERROR_REPEAT_INITIALIZE)
+ERROR_WAIT_TIMEOUT = int(lib.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT)
+
+
+def has_entry(name: str) -> bool:
+    """The loaded backend defines the entry point ``name`` (optional calls are probed so)."""
+    return hasattr(lib, name)
+
+
+# ---- runtime, devices, contexts -------------------------------------------------------
+def init() -> None:
+    """``aclInit(NULL)``; a process where someone else initialised ACL already is fine."""
+    rc = lib.aclInit(NULL)
+    if rc == ERROR_REPEAT_INITIALIZE:
+        recent_error()
+    else:
+        check(rc, "aclInit")
+
+
+def finalize() -> None:
+    """``aclFinalize``; its failure at teardown is not for anyone (the text is cleared)."""
+    lib.aclFinalize()
+    recent_error()
+
+
+def device_count() -> int:
+    n = ffi.new("uint32_t *")
+    check(lib.aclrtGetDeviceCount(n), "aclrtGetDeviceCount")
+    return int(n[0])
+
+
+def set_device(device_id: int) -> None:
+    check(lib.aclrtSetDevice(device_id), "aclrtSetDevice")
+
+
+def reset_device(device_id: int) -> None:
+    """``aclrtResetDevice``, unchecked (teardown and failure paths)."""
+    lib.aclrtResetDevice(device_id)
+
+
+def create_context(device_id: int) -> Handle:
+    p = ffi.new("aclrtContext *")
+    check(lib.aclrtCreateContext(p, device_id), "aclrtCreateContext")
+    return p[0]
+
+
+def destroy_context(ctx: Handle) -> None:
+    """``aclrtDestroyContext``, unchecked (teardown)."""
+    lib.aclrtDestroyContext(ctx)
+
+
+def mem_info(attr: MemAttr = MemAttr.HBM) -> tuple[int, int] | None:
+    """``(free, total)`` bytes, or ``None`` when the backend cannot tell."""
+    free, total = ffi.new("size_t *"), ffi.new("size_t *")
+    if lib.aclrtGetMemInfo(int(attr), free, total):
+        recent_error()
+        return None
+    return int(free[0]), int(total[0])
+
+
+def mem_info_checked(attr: MemAttr = MemAttr.HBM) -> tuple[int, int]:
+    free, total = ffi.new("size_t *"), ffi.new("size_t *")
+    check(lib.aclrtGetMemInfo(int(attr), free, total), "aclrtGetMemInfo")
+    return int(free[0]), int(total[0])
+
+
+# ---- memory ---------------------------------------------------------------------------
+def malloc_rc(nbytes: int) -> tuple[int, Handle]:
+    """``aclrtMalloc``: returns ``(rc, ptr)`` so the caller can retry after freeing its cache."""
+    p = ffi.new("void **")
+    rc = lib.aclrtMalloc(p, nbytes, int(MallocPolicy.HUGE_FIRST))
+    return int(rc), p[0]
+
+
+def free(ptr: Handle) -> None:
+    """``aclrtFree``, unchecked (a finalizer frees)."""
+    lib.aclrtFree(ptr)
+
+
+def malloc_host(nbytes: int) -> Handle:
+    p = ffi.new("void **")
+    check(lib.aclrtMallocHost(p, nbytes), "aclrtMallocHost")
+    return p[0]
+
+
+def free_host(ptr: Handle) -> None:
+    lib.aclrtFreeHost(ptr)
+
+
+def create_data_buffer(ptr: Handle, nbytes: int) -> Handle:
+    """``aclCreateDataBuffer``; NULL is :class:`~aioge.OutOfDeviceMemoryError`."""
+    b = lib.aclCreateDataBuffer(ptr, nbytes)
+    if b == NULL:
+        raise OutOfDeviceMemoryError(207001, "aclCreateDataBuffer failed", "aclCreateDataBuffer")
+    return b
+
+
+def destroy_data_buffer(buf: Handle) -> None:
+    lib.aclDestroyDataBuffer(buf)
+
+
+def memcpy_async(dst: Handle, src: Handle, nbytes: int, kind: MemcpyKind, stream: Handle) -> None:
+    check(lib.aclrtMemcpyAsync(dst, nbytes, src, nbytes, kind, stream), "aclrtMemcpyAsync")
+
+
+def memset_async(dst: Handle, nbytes: int, value: int, stream: Handle) -> None:
+    check(lib.aclrtMemsetAsync(dst, nbytes, value, nbytes, stream), "aclrtMemsetAsync")
+
+
+def memmove(dst: Any, src: Any, nbytes: int) -> None:
+    """A host copy (``ffi.memmove``)."""
+    ffi.memmove(dst, src, nbytes)
+
+
+# ---- streams and events ---------------------------------------------------------------
+def create_stream() -> Handle:
+    p = ffi.new("aclrtStream *")
+    check(lib.aclrtCreateStream(p), "aclrtCreateStream")
+    return p[0]
+
+
+def destroy_stream(stream: Handle) -> None:
+    """``aclrtDestroyStream``, unchecked (teardown)."""
+    lib.aclrtDestroyStream(stream)
+
+
+def create_event(flags: EventFlag = EventFlag.SYNC | EventFlag.TIME_LINE) -> Handle:
+    p = ffi.new("aclrtEvent *")
+    check(lib.aclrtCreateEventWithFlag(p, int(flags)), "aclrtCreateEventWithFlag")
+    return p[0]
+
+
+def destroy_event(ev: Handle) -> None:
+    """``aclrtDestroyEvent``, unchecked (events are pooled and destroyed at teardown)."""
+    lib.aclrtDestroyEvent(ev)
+
+
+def record_event(ev: Handle, stream: Handle) -> None:
+    check(lib.aclrtRecordEvent(ev, stream), "aclrtRecordEvent")
+
+
+def stream_wait_event(stream: Handle, ev: Handle) -> None:
+    check(lib.aclrtStreamWaitEvent(stream, ev), "aclrtStreamWaitEvent")
+
+
+#: ``aclrtSynchronizeEventWithTimeout(ev, ms) -> rc``: the raw entry point, for the
+#: completion lanes that interpret its codes (timeout, the launch's own error) themselves
+synchronize_event_rc = lib.aclrtSynchronizeEventWithTimeout
+
+
+def query_event_done(ev: Handle) -> bool:
+    st = ffi.new("aclrtEventRecordedStatus *")
+    check(lib.aclrtQueryEventStatus(ev, st), "aclrtQueryEventStatus")
+    return int(st[0]) == EventStatus.COMPLETE
+
+
+class ElapsedTimer:
+    """``aclrtEventElapsedTime`` with one reused out-parameter (per completion lane)."""
+
+    __slots__ = ("_ms",)
+
+    def __init__(self) -> None:
+        self._ms = ffi.new("float *")
+
+    def __call__(self, start: Handle, end: Handle) -> float | None:
+        """Milliseconds between two recorded events, or ``None`` when the runtime cannot tell."""
+        if lib.aclrtEventElapsedTime(self._ms, start, end):
+            return None
+        return float(self._ms[0])
+
+
+def try_elapsed_ms(start: Handle, end: Handle) -> float | None:
+    """Milliseconds between two recorded events, or ``None`` when the runtime cannot tell."""
+    return ElapsedTimer()(start, end)
+
+
+def elapsed_ms(start: Handle, end: Handle) -> float:
+    ms = ffi.new("float *")
+    check(lib.aclrtEventElapsedTime(ms, start, end), "aclrtEventElapsedTime")
+    return float(ms[0])
+
+
+def event_timestamp_us(ev: Handle) -> int | None:
+    us = ffi.new("uint64_t *")
+    if lib.aclrtEventGetTimestamp(ev, us):
+        return None
+    return int(us[0])
+
+
+# ---- tensor descriptors, attrs, single ops ---------------------------------------------
+def _dims(shape: Sequence[int]) -> Any:
+    return ffi.new("int64_t[]", list(shape)) if len(shape) else NULL
+
+
+def create_tensor_desc(dtype: int, shape: Sequence[int], fmt: int) -> Handle:
+    d = lib.aclCreateTensorDesc(dtype, len(shape), _dims(shape), fmt)
+    if d == NULL:
+        raise error_class(ERROR_INVALID_PARAM)(ERROR_INVALID_PARAM, recent_error(), "aclCreateTensorDesc")
+    return d
+
+
+def absent_tensor_desc() -> Handle:
+    """The optional-input convention: an UNDEFINED desc (``aclCreateTensorDesc(-1, 0, NULL, -1)``)."""
+    return create_tensor_desc(int(DataType.UNDEFINED), (), int(Format.UNDEFINED))
+
+
+def destroy_tensor_desc(d: Handle) -> None:
+    lib.aclDestroyTensorDesc(d)
+
+
+def set_tensor_const(d: Handle, ptr: Handle, nbytes: int) -> None:
+    check(lib.aclSetTensorConst(d, ptr, nbytes), "aclSetTensorConst")
+
+
+def set_tensor_placement(d: Handle, where: MemType) -> None:
+    check(lib.aclSetTensorPlaceMent(d, int(where)), "aclSetTensorPlaceMent")
+
+
+def create_attr() -> Handle:
+    h = lib.aclopCreateAttr()
+    if h == NULL:
+        raise MemoryError("aclopCreateAttr failed")
+    return h
+
+
+def destroy_attr(h: Handle) -> None:
+    lib.aclopDestroyAttr(h)
+
+
+def set_attr(h: Handle, name: str, kind: str, v: Any) -> None:
+    """``aclopSetAttr<kind>``; ``kind`` is one of ``Bool Int Float String DataType List*``."""
+    n = name.encode()
+    if kind == "Bool":
+        rc = lib.aclopSetAttrBool(h, n, 1 if v else 0)
+    elif kind == "Int":
+        rc = lib.aclopSetAttrInt(h, n, int(v))
+    elif kind == "Float":
+        rc = lib.aclopSetAttrFloat(h, n, float(v))
+    elif kind == "String":
+        rc = lib.aclopSetAttrString(h, n, str(v).encode())
+    elif kind == "DataType":
+        rc = lib.aclopSetAttrDataType(h, n, int(v))
+    elif kind == "ListBool":
+        rc = lib.aclopSetAttrListBool(h, n, len(v), ffi.new("uint8_t[]", [1 if x else 0 for x in v]))
+    elif kind == "ListInt":
+        rc = lib.aclopSetAttrListInt(h, n, len(v), ffi.new("int64_t[]", [int(x) for x in v]))
+    elif kind == "ListFloat":
+        rc = lib.aclopSetAttrListFloat(h, n, len(v), ffi.new("float[]", [float(x) for x in v]))
+    else:  # ListString
+        keep = [ffi.new("char[]", str(x).encode()) for x in v]
+        rc = lib.aclopSetAttrListString(h, n, len(v), ffi.new("char *[]", keep))
+    check(rc, f"aclopSetAttr{kind}({name!r})")
+
+
+def pointer_arrays(n_in: int, n_out: int) -> tuple[Any, Any, Any, Any]:
+    """Input descs, input buffers, output descs, output buffers: the arrays of one op launch."""
+    return (ffi.new("aclTensorDesc *[]", n_in), ffi.new("aclDataBuffer *[]", n_in),
+            ffi.new("aclTensorDesc *[]", n_out), ffi.new("aclDataBuffer *[]", n_out))  # fmt: skip
+
+
+#: ``aclopCompileAndExecute(op, n_in, descs, bufs, n_out, descs, bufs, attr, engine, compile, path, stream) -> rc``:
+#: the raw entry point for the launch hot path (one cffi call, no Python frame); check with :func:`raise_for`
+compile_and_execute_rc = lib.aclopCompileAndExecute
+#: ``aclrtRecordEvent(event, stream) -> rc``, raw, for the enqueue transaction's commit
+record_event_rc = lib.aclrtRecordEvent
+
+
+def raise_for(rc: int, what: str) -> None:
+    """Raise the :class:`~aioge.AclError` subclass of a raw entry point's non-zero code."""
+    raise error_class(rc)(rc, recent_error(), what)
+
+
+def compile_and_execute(op: bytes, n_in: int, din: Any, bin_: Any, n_out: int, dout: Any, bout: Any, attr: Handle,
+                        stream: Handle, what: str) -> None:  # fmt: skip
+    """``aclopCompileAndExecute`` (engine, compile type and path: ACL's defaults); a refusal raises naming ``what``."""
+    rc = compile_and_execute_rc(op, n_in, din, bin_, n_out, dout, bout, attr, 0, 0, NULL, stream)
+    if rc:
+        raise_for(rc, what)
+
+
+# ---- compiled graphs (the aiogeGraph API) ----------------------------------------------
+def graph_create(in_bytes: Sequence[int], out_bytes: Sequence[int], arena: int, segments: int) -> Handle:
+    p = ffi.new("aiogeGraph **")
+    check(lib.aiogeGraphCreate(p, len(in_bytes), ffi.new("size_t[]", list(in_bytes)), len(out_bytes),
+                               ffi.new("size_t[]", list(out_bytes)), arena, segments), "aiogeGraphCreate")  # fmt: skip
+    return p[0]
+
+
+def graph_destroy(g: Handle) -> None:
+    lib.aiogeGraphDestroy(g)
+
+
+def graph_add_node(g: Handle, segment: int, op_type: str, name: str,
+                   inputs: tuple[Sequence[Handle], Sequence[int], Sequence[int]],
+                   outputs: tuple[Sequence[Handle], Sequence[int], Sequence[int]], attr: Handle) -> None:  # fmt: skip
+    """One node: ``(descs, locations, offsets)`` of its inputs and of its outputs."""
+    di, li, ai = inputs
+    do, lo, ao = outputs
+    rc = lib.aiogeGraphAddNode(
+        g, segment, op_type.encode(), name.encode(),
+        len(di), ffi.new("aclTensorDesc *[]", list(di)), ffi.new("int32_t[]", list(li)), ffi.new("int64_t[]", list(ai)),
+        len(do), ffi.new("aclTensorDesc *[]", list(do)), ffi.new("int32_t[]", list(lo)), ffi.new("int64_t[]", list(ao)),
+        attr,
+    )  # fmt: skip
+    if rc:
+        raise error_class(rc)(rc, recent_error(), f"compile node {name!r} ({op_type})")
+
+
+def pointer_list(ptrs: Sequence[Handle]) -> Any:
+    """A ``void *[]`` of device pointers (kept alive by the caller)."""
+    return ffi.new("void *[]", list(ptrs))
+
+
+def graph_execute(g: Handle, segment: int, arena: Handle, ins: tuple[int, Any], outs: tuple[int, Any],
+                  stream: Handle, times: Any, what: str) -> None:  # fmt: skip
+    """Enqueue one segment; ``times`` (a :func:`timestamps` array, or None) also times every node."""
+    if times is None:
+        rc = lib.aiogeGraphExecuteAsync(g, segment, arena, ins[0], ins[1], outs[0], outs[1], stream)
+    else:
+        rc = lib.aiogeGraphExecuteTimedAsync(g, segment, arena, ins[0], ins[1], outs[0], outs[1], stream, times,
+                                             len(times))  # fmt: skip
+    if rc:
+        raise error_class(rc)(rc, recent_error(), what)
+
+
+def offset_pointers(base: Handle, offsets: Sequence[int], tail: Sequence[Handle]) -> Any:
+    """A ``void *[]`` of ``base + offset`` for each offset, then the pointers of ``tail``."""
+    b = ffi.cast("char *", base)
+    return ffi.new("void *[]", [b + at for at in offsets] + list(tail))
+
+
+def graph_execute_host(g: Handle, segment: int, arena: Handle, ins: tuple[int, Any, Any], outs: tuple[int, Any, Any],
+                       stream: Handle, what: str) -> None:  # fmt: skip
+    """``aiogeGraphExecuteHostAsync``: one task copying host inputs in, running ``segment``, copying outputs out.
+
+    ``ins`` and ``outs`` are ``(count, device pointers, host pointers)``."""
+    rc = lib.aiogeGraphExecuteHostAsync(g, segment, arena, ins[0], ins[1], ins[2], outs[0], outs[1], outs[2], stream)
+    if rc:
+        raise error_class(rc)(rc, recent_error(), what)
+
+
+def timestamps(n: int) -> Any:
+    """A ``uint64_t[n]`` for node timings."""
+    return ffi.new("uint64_t[]", n)
+
+
+# ---- host runtime notify hooks ---------------------------------------------------------
+def stream_set_notify_fd(stream: Handle, fd: int) -> None:
+    check(lib.aiogeHostStreamSetNotifyFd(stream, fd), "aiogeHostStreamSetNotifyFd")
+
+
+def stream_clear_notify_fd(stream: Handle) -> None:
+    lib.aiogeHostStreamSetNotifyFd(stream, -1)
+
+
+def stream_arm_notify(stream: Handle) -> None:
+    lib.aiogeHostStreamArmNotify(stream)
+
+
+class Loc(enum.IntEnum):
+    """Where a compiled-graph node's tensor lives (``AIOGE_LOC_*`` of ``aioge_graph.h``)."""
+
+    ARENA = lib.AIOGE_LOC_ARENA
+    INPUT = lib.AIOGE_LOC_INPUT
+    OUTPUT = lib.AIOGE_LOC_OUTPUT
+    CONST = lib.AIOGE_LOC_CONST
+    ABSENT = lib.AIOGE_LOC_ABSENT
