@@ -6,6 +6,8 @@
 2. add of 16M f32, GB/s (2 reads + 1 write)         vs numpy: into a preallocated output (np.add out=)
                                                     and allocating the result (a + b)  target >= 1.0x
 3. 3x3 conv, N=1, 64->64 ch, 56x56, pad 1           vs onnxruntime single-node Conv   target >= 0.8x
+   depthwise 3x3 convs (MobileNet v1/v2 shapes) and small-channel convs (16->16 at 28x28, ...)
+                                                    vs onnxruntime single-node Conv   target >= 1.0x
 4. softmax over the last axis of (64, 1024) f32     vs numpy (max, exp, sum, divide)  target >= 1.0x
 5. layernorm over the last axis of (64, 1024) f32   vs numpy (mean, var, affine)      target >= 1.0x
 6. launch cost of a cached tiny op (Add of 16 floats), pipelined and awaited one by one
@@ -70,15 +72,24 @@ def line(name: str, value: str, ratio: float, target: str) -> None:
     print(f"  {name:<46} {value:<44} ratio {ratio:5.2f}x  (target {target})")
 
 
-def ort_conv_session(w: np.ndarray, spin: bool = False) -> Any:
+def ort_conv_session(
+    w: np.ndarray,
+    spin: bool = False,
+    x_shape: tuple[int, ...] = (1, 64, 56, 56),
+    stride: int = 1,
+    pad: int = 1,
+    group: int = 1,
+) -> Any:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
-    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    k = w.shape[2]
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[k, k], pads=[pad] * 4, strides=[stride] * 2,
+                            group=group)  # fmt: skip
     g = helper.make_graph(
         [node], "conv",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 56, 56])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 56, 56])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         initializer=[numpy_helper.from_array(w, "w")],
     )  # fmt: skip
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
@@ -143,6 +154,8 @@ async def main(quick: bool) -> None:
         line("conv 3x3 64ch 56x56 (ms, GFLOP/s)",
              f"{t_a * 1e3:6.2f} ms {fl / t_a / 1e9:5.1f} vs ORT {t_r * 1e3:6.2f} ms {fl / t_r / 1e9:5.1f}",
              t_r / t_a, ">= 0.8x")  # fmt: skip
+        for case in CONV_CASES:
+            await conv_case(s, rng, *case, quick=quick, rounds=rounds)
 
         # 4. softmax / 5. layernorm
         xs = rng.standard_normal((64, 1024)).astype(np.float32)
@@ -209,6 +222,51 @@ async def main(quick: bool) -> None:
              t1 / t2, ">= 0.9x, no collapse")  # fmt: skip
         c = _native.counters()
         print(f"op cache: {c['op_cache_entries']} entries, {c['op_cache_hits']} hits, {c['op_cache_misses']} misses")
+
+
+# (label, C_in, H=W, C_out, kernel, stride, pad, groups): MobileNet v1/v2 depthwise layers and small convs
+CONV_CASES = [
+    ("dw 3x3 32ch 112x112", 32, 112, 32, 3, 1, 1, 32),
+    ("dw 3x3 s2 96ch 112x112", 96, 112, 96, 3, 2, 1, 96),
+    ("dw 3x3 144ch 56x56", 144, 56, 144, 3, 1, 1, 144),
+    ("dw 3x3 s2 144ch 56x56", 144, 56, 144, 3, 2, 1, 144),
+    ("dw 3x3 192ch 28x28", 192, 28, 192, 3, 1, 1, 192),
+    ("dw 3x3 576ch 14x14", 576, 14, 576, 3, 1, 1, 576),
+    ("dw 3x3 960ch 7x7", 960, 7, 960, 3, 1, 1, 960),
+    ("conv 3x3 16->16 28x28", 16, 28, 16, 3, 1, 1, 1),
+    ("conv 3x3 8->16 56x56", 8, 56, 16, 3, 1, 1, 1),
+    ("conv 1x1 16->64 28x28", 16, 28, 64, 1, 1, 0, 1),
+    ("conv 1x1 64->16 56x56", 64, 56, 16, 1, 1, 0, 1),
+    ("grouped 3x3 64ch g4 28x28", 64, 28, 64, 3, 1, 1, 4),
+]
+
+
+async def conv_case(s: Any, rng: np.random.Generator, label: str, ci: int, hw: int, co: int, k: int, stride: int,
+                    pad: int, groups: int, *, quick: bool, rounds: int) -> None:  # fmt: skip
+    x = rng.standard_normal((1, ci, hw, hw)).astype(np.float32)
+    w = (rng.standard_normal((co, ci // groups, k, k)) * 0.1).astype(np.float32)
+    sess = ort_conv_session(w, x_shape=x.shape, stride=stride, pad=pad, group=groups)
+    tx, tw = s.upload(x), s.upload(w)
+    ref = sess.run(None, {"x": x})[0]
+
+    ho = (hw + 2 * pad - k) // stride + 1
+    out = s.empty((1, co, ho, ho), "float32")
+    attrs = {"strides": [1, 1, stride, stride], "pads": [pad] * 4, "dilations": [1, 1, 1, 1], "groups": groups,
+             "data_format": "NCHW"}  # fmt: skip
+
+    def launch() -> Any:  # into a preallocated output, as onnxruntime reuses its arena (and a compiled graph does)
+        return aioge.op("Conv2D", [tx, tw, None, None], [out], attrs, formats=[0, 0, 2, 2, 0])[0]
+
+    got = await launch().numpy()
+    assert np.allclose(await ops.conv2d(tx, tw, strides=stride, pads=pad, groups=groups).numpy(), got)
+    assert np.allclose(got, ref, rtol=1e-3, atol=1e-3), f"{label}: result differs from onnxruntime"
+    fl = 2 * co * (ci // groups) * k * k * ref.shape[2] * ref.shape[3]
+    t_r1 = _np_time(lambda: sess.run(None, {"x": x}), 3)
+    reps = max(5, min(200, int((0.02 if quick else 0.06) / max(t_r1, 1e-6))))
+    t_a, t_r = await compare(launch, lambda: sess.run(None, {"x": x}), reps, rounds)
+    line(f"{label} (us, GFLOP/s)",
+         f"{t_a * 1e6:7.1f} us {fl / t_a / 1e9:5.1f} vs ORT {t_r * 1e6:7.1f} us {fl / t_r / 1e9:5.1f}",
+         t_r / t_a, ">= 1.0x")  # fmt: skip
 
 
 def raw_launch_cost(s: Any, t16: Any, reps: int, rounds: int) -> float:

@@ -5,7 +5,9 @@
 - ``aioge._native._acl_abi``: out-of-line ABI mode, the same declarations
   for ``ffi.dlopen()`` of a real ``libascendcl.so``.
 
-Set ``AIOGE_PORTABLE=1`` to build without ``-march=native``.
+Set ``AIOGE_PORTABLE=1`` to build without ``-march=native``.  ``AIOGE_SANITIZE`` (e.g.
+``address,undefined`` or ``thread``) builds with that ``-fsanitize=`` at ``-O1`` for
+``.ci/sanitize``; the process then needs the sanitizer runtime preloaded.
 """
 
 from __future__ import annotations
@@ -30,11 +32,20 @@ def _sources() -> list[str]:
     return [os.path.relpath(p, ROOT) for p in files]
 
 
+def _sanitize() -> list[str]:
+    kinds = os.environ.get("AIOGE_SANITIZE", "")
+    if not kinds:
+        return []
+    # every report aborts (a sanitizer that only logs lets a test pass)
+    return [f"-fsanitize={kinds}", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
+
+
 def _cflags() -> list[str]:
-    flags = ["-O3", "-std=gnu11", "-fwrapv", "-pthread", "-Wall", "-Wno-unused-function"]
+    opt = "-O1" if _sanitize() else "-O3"
+    flags = [opt, "-std=gnu11", "-fwrapv", "-pthread", "-Wall", "-Wno-unused-function"]
     if os.environ.get("AIOGE_PORTABLE", "") not in ("1", "true", "yes"):
         flags.append("-march=native")
-    return flags
+    return flags + _sanitize()
 
 
 ffibuilder = FFI()
@@ -45,6 +56,7 @@ ffibuilder.set_source(
     sources=_sources(),
     include_dirs=[os.path.relpath(HERE, ROOT)],
     extra_compile_args=_cflags(),
+    extra_link_args=_sanitize(),
     libraries=["pthread", "dl", "m"],
 )
 

@@ -27,7 +27,7 @@ KEEP_WHOLE = frozenset({
     "_upsample_nearest_exact1d.vec", "_upsample_nearest_exact2d.vec", "_upsample_nearest_exact1d.default",
     "_upsample_nearest_exact2d.default", "upsample_linear1d.vec", "upsample_bilinear2d.vec",
     "upsample_linear1d.default", "upsample_bilinear2d.default", "upsample_bicubic2d.vec",
-    "upsample_bicubic2d.default", "instance_norm.default",
+    "upsample_bicubic2d.default", "instance_norm.default", "_safe_softmax.default",
 })  # fmt: skip
 
 
@@ -548,6 +548,22 @@ def _softmax(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
     dt = cx.out_dtype(n)
     op = "LogSoftmax" if "log" in n.target.__name__ else "Softmax"
     return cx.emit(op, [cx.ir(p["self"], dt)], cx.out_shape(n), dt, axis=int(p["dim"]))
+
+
+@handler("_safe_softmax.default")
+def _safe_softmax(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
+    # softmax whose rows of all -inf give 0 (scaled_dot_product_attention's): the decomposition
+    # spends 7 nodes on the row test (eq, not, cast, any, not...); max(row) == -inf is it in 2
+    # (a NaN row stays NaN either way)
+    dt = cx.out_dtype(n)
+    x = cx.ir(p["self"], dt)
+    shape = cx.out_shape(n)
+    axis = int(p["dim"]) % len(shape) if shape else 0
+    s = cx.emit("Softmax", [x], shape, dt, axis=axis)
+    red = tuple(1 if i == axis else d for i, d in enumerate(shape))
+    m = cx.emit("ReduceMax", [x, cx.const(_i64([axis]))], red, dt, keepdims=1)
+    dead = cx.emit("Equal", [m.name, cx.const(np.array(-np.inf, dt))], red, np.bool_)
+    return cx.emit("Where", [dead.name, cx.const(np.array(0, dt)), s.name], shape, dt)
 
 
 # ----------------------------------------------------------------------- pooling

@@ -70,7 +70,9 @@ __all__ = (
 )
 
 _BOOL = np.dtype(np.bool_)
-_ARITH = FLOATS | INTS
+#: uint16/32/64: the binary, comparison and cast kernels take them (the unary ones do not)
+_WIDE_UINTS = frozenset(np.dtype(d) for d in ("uint16", "uint32", "uint64"))
+_ARITH = FLOATS | INTS | _WIDE_UINTS
 
 
 def _binary(op_type: str, name: str, a: Any, b: Any, allowed: frozenset[np.dtype], *, bool_out: bool = False) -> Tensor:
@@ -170,7 +172,7 @@ def equal(a: Any, b: Any) -> Tensor:
     Example:
         >>> m = aioge.ops.equal(x, 0.0)
     """
-    return _binary("Equal", "equal", a, b, ALL, bool_out=True)
+    return _binary("Equal", "equal", a, b, ALL | _WIDE_UINTS, bool_out=True)
 
 
 def not_equal(a: Any, b: Any) -> Tensor:
@@ -179,7 +181,7 @@ def not_equal(a: Any, b: Any) -> Tensor:
     Example:
         >>> m = aioge.ops.not_equal(x, 0.0)
     """
-    return _binary("NotEqual", "not_equal", a, b, ALL, bool_out=True)
+    return _binary("NotEqual", "not_equal", a, b, ALL | _WIDE_UINTS, bool_out=True)
 
 
 def less(a: Any, b: Any) -> Tensor:
@@ -188,7 +190,7 @@ def less(a: Any, b: Any) -> Tensor:
     Example:
         >>> m = aioge.ops.less(x, 0.5)
     """
-    return _binary("Less", "less", a, b, ALL, bool_out=True)
+    return _binary("Less", "less", a, b, ALL | _WIDE_UINTS, bool_out=True)
 
 
 def less_equal(a: Any, b: Any) -> Tensor:
@@ -197,7 +199,7 @@ def less_equal(a: Any, b: Any) -> Tensor:
     Example:
         >>> m = aioge.ops.less_equal(x, 0.5)
     """
-    return _binary("LessEqual", "less_equal", a, b, ALL, bool_out=True)
+    return _binary("LessEqual", "less_equal", a, b, ALL | _WIDE_UINTS, bool_out=True)
 
 
 def greater(a: Any, b: Any) -> Tensor:
@@ -206,7 +208,7 @@ def greater(a: Any, b: Any) -> Tensor:
     Example:
         >>> m = aioge.ops.greater(x, 0.5)
     """
-    return _binary("Greater", "greater", a, b, ALL, bool_out=True)
+    return _binary("Greater", "greater", a, b, ALL | _WIDE_UINTS, bool_out=True)
 
 
 def greater_equal(a: Any, b: Any) -> Tensor:
@@ -215,7 +217,7 @@ def greater_equal(a: Any, b: Any) -> Tensor:
     Example:
         >>> m = aioge.ops.greater_equal(x, 0.5)
     """
-    return _binary("GreaterEqual", "greater_equal", a, b, ALL, bool_out=True)
+    return _binary("GreaterEqual", "greater_equal", a, b, ALL | _WIDE_UINTS, bool_out=True)
 
 
 def where(condition: Any, x: Any, y: Any) -> Tensor:
@@ -241,7 +243,7 @@ def where(condition: Any, x: Any, y: Any) -> Tensor:
     dx, dy = dtype_of(xx), dtype_of(yy)
     if dx != dy:
         raise TypeError(f"where: x and y have different dtypes ({dx} and {dy})")
-    check_dtype("where", dx, ALL)
+    check_dtype("where", dx, ALL | _WIDE_UINTS)
     shapes = (c.shape, shape_of(xx), shape_of(yy))
     out = broadcast_shape("where", *shapes)
     op = "Select" if shapes[0] == shapes[1] == shapes[2] else "SelectV2"
@@ -506,6 +508,6 @@ def cast(x: Any, dtype: dtypes.DTypeLike) -> Tensor:
     """
     x = require_tensor(x)
     dt = dtypes.normalize(dtype)
-    check_dtype("cast", x.dtype, ALL)
-    check_dtype("cast", dt, ALL, "the target dtype")
+    check_dtype("cast", x.dtype, ALL | _WIDE_UINTS)
+    check_dtype("cast", dt, ALL | _WIDE_UINTS, "the target dtype")
     return emit("Cast", [x], [(x.shape, dt)], {"dst_type": int(dtypes.to_acl(dt))})[0]

@@ -367,7 +367,7 @@ def fill(shape: Sequence[int], value: Any, dtype: dtypes.DTypeLike = "float32", 
         >>> z = aioge.ops.fill((2, 3), 0.0, stream=s)
     """
     dt = dtypes.normalize(dtype)
-    check_dtype("fill", dt, MOVABLE - {np.dtype(t) for t in ("uint16", "uint32", "uint64")}, "dtype")
+    check_dtype("fill", dt, MOVABLE, "dtype")
     sh = int_list(shape, None, "fill", "shape")
     if any(d < 0 for d in sh):
         raise ValueError(f"fill: shape {sh} has a negative dim")

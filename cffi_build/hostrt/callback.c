@@ -238,27 +238,21 @@ aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBloc
     if (blockType != ACL_CALLBACK_BLOCK && blockType != ACL_CALLBACK_NO_BLOCK)
         return hrt_error(ACL_ERROR_INVALID_PARAM, api, "unknown blockType %d", (int)blockType);
     hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, api);
+    cb_task *t;
+    aclError rc = hrt_task_begin(stream, api, sizeof *t, run_callback, &s, (void **)&t);
     if (rc) return rc;
     pthread_mutex_lock(&s->mu);
     bool subscribed = s->subscribed;
     pthread_mutex_unlock(&s->mu);
     if (!subscribed) {
-        hrt_stream_release(s);
-        return hrt_error(ACL_ERROR_RT_STREAM_NO_CB_REG, api, "stream %d has no subscribed report thread", s->id);
+        int id = s->id;
+        hrt_task_cancel(s, &t->t);
+        return hrt_error(ACL_ERROR_RT_STREAM_NO_CB_REG, api, "stream %d has no subscribed report thread", id);
     }
-    cb_task *t = calloc(1, sizeof *t);
-    if (!t) {
-        hrt_stream_release(s);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
-    }
-    t->t.run = run_callback;
     t->fn = fn;
     t->user = userData;
     t->block = blockType == ACL_CALLBACK_BLOCK;
-    hrt_stream_enqueue(s, &t->t);
-    hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return hrt_task_commit(s, &t->t, false);
 }
 
 aclError aclrtProcessReport(int32_t timeout) {

@@ -124,18 +124,12 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     hrt_event *e = ev_get(event, "aclrtRecordEvent", &rc);
     if (!e) return rc;
     hrt_stream *s;
-    rc = hrt_resolve_stream(stream, &s, "aclrtRecordEvent");
+    ev_task *m;
+    rc = hrt_task_begin(stream, "aclrtRecordEvent", sizeof *m, run_marker, &s, (void **)&m);
     if (rc) {
         ev_unref(e);
         return rc;
     }
-    ev_task *m = calloc(1, sizeof *m);
-    if (!m) {
-        hrt_stream_release(s);
-        ev_unref(e);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, "aclrtRecordEvent", "out of host memory");
-    }
-    m->t.run = run_marker;
     m->t.release = release_ev_task;
     m->t.kind = HRT_TASK_MARKER;
     m->e = e; /* the reference taken by ev_get moves into the task */
@@ -143,9 +137,7 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     m->gen = ++e->rec_gen;
     e->stream_id = s->id;
     pthread_mutex_unlock(&e->mu);
-    hrt_stream_submit(s, &m->t, true); /* a marker on an idle stream: nothing to wait for */
-    hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return hrt_task_commit(s, &m->t, true); /* a marker on an idle stream: nothing to wait for */
 }
 
 static aclError run_noop(hrt_task *t) {
@@ -162,26 +154,18 @@ aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtResetEvent", "event was created without ACL_EVENT_SYNC");
     }
     hrt_stream *s;
-    rc = hrt_resolve_stream(stream, &s, "aclrtResetEvent");
+    ev_task *m;
+    /* A reset orders after the stream's prior work; its state change (back
+     * to "not recorded") happens when the stream reaches it. */
+    rc = hrt_task_begin(stream, "aclrtResetEvent", sizeof *m, run_noop, &s, (void **)&m);
     if (rc) {
         ev_unref(e);
         return rc;
     }
-    ev_task *m = calloc(1, sizeof *m);
-    if (!m) {
-        hrt_stream_release(s);
-        ev_unref(e);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, "aclrtResetEvent", "out of host memory");
-    }
-    /* A reset orders after the stream's prior work; its state change (back
-     * to "not recorded") happens when the stream reaches it. */
-    m->t.run = run_noop;
     m->t.release = release_ev_task;
     m->t.kind = HRT_TASK_MARKER;
     m->e = e;
-    hrt_stream_enqueue(s, &m->t);
-    hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return hrt_task_commit(s, &m->t, false);
 }
 
 static bool ev_done_locked(hrt_event *e) { return e->done_gen >= e->rec_gen; }

@@ -281,7 +281,7 @@ static inline __attribute__((always_inline)) aclError run_nodes(graph_task *gt, 
         }
         hrt_task_fail_clear();
         if (timed) gt->times[2 * i] = hrt_now_ns();
-        rc = nd->k->run(nd->k, ptrs, ptrs + nd->nin);
+        rc = hrt_kernel_run(nd->k, ptrs, ptrs + nd->nin);
         if (timed) gt->times[2 * i + 1] = hrt_now_ns();
         if (rc) {
             char inner[HRT_MSG_LEN];
@@ -298,17 +298,8 @@ static aclError run_graph(hrt_task *t) { return run_nodes((graph_task *)t, false
 /* AIOGE_HOST_INLINE_BYTES (default 64 KiB; 0: never): an execution from host memory of a graph
  * whose inputs, outputs and arena fit in it runs on the caller's thread when its stream is idle:
  * such a graph takes microseconds, less than waking the stream's worker would. */
-static size_t inline_limit;
-static pthread_once_t inline_once = PTHREAD_ONCE_INIT;
-static void inline_init(void) {
-    const char *e = getenv("AIOGE_HOST_INLINE_BYTES");
-    char *end = NULL;
-    long long v = e && *e ? strtoll(e, &end, 10) : 65536;
-    inline_limit = (e && *e && (*end || v < 0)) ? 0 : (size_t)v;
-}
-
 static bool inline_ok(const aiogeGraph *g) {
-    pthread_once(&inline_once, inline_init);
+    size_t inline_limit = (size_t)hrt_env_get()->inline_bytes;
     size_t total = g->arena_bytes;
     for (int i = 0; i < g->nin; i++) total += g->in_bytes[i];
     for (int j = 0; j < g->nout; j++) total += g->out_bytes[j];

@@ -1,4 +1,5 @@
-/* Internal header of the embedded host runtime (the "hrt").
+/* Runtime header of the embedded host runtime (the "hrt"); the kernels'
+ * part is hrt_kernel.h, which this includes.
  *
  * The runtime implements the ACL C ABI declared in ../acl.h on the CPU:
  * streams are worker threads with FIFO queues, events are stream markers,
@@ -11,37 +12,27 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <stdint.h>
-#include <stddef.h>
-#include <stdbool.h>
-#include <stdatomic.h>
 #include <pthread.h>
-#include <string.h>
 
-#include "../acl.h"
+#include "hrt_kernel.h"
 #include "../aioge_host.h"
 #include "../aioge_graph.h"
 
 #define HRT_VERSION 2
-#define HRT_MSG_LEN 512
 #define HRT_MAX_DEVICES 64
-#define HRT_MAXDIM 8          /* rank limit of kernel tensors */
 
-#define HRT_LIKELY(x) __builtin_expect(!!(x), 1)
-#define HRT_UNLIKELY(x) __builtin_expect(!!(x), 0)
-
-/* ---------------------------------------------------------------- errors */
-/* Record `code` with a formatted message as the calling thread's recent error
- * (what aclGetRecentErrMsg returns) and return `code`. */
-aclError hrt_error(aclError code, const char *api, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Push an already formatted message (e.g. an async error carried by a stream). */
-void hrt_error_push(aclError code, const char *api, const char *msg);
-/* For kernels running on a stream worker: set the failure text of the task
- * being run and return `code`; the worker stores it in the stream. */
-aclError hrt_task_fail(aclError code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const char *hrt_task_fail_msg(void);
-void hrt_task_fail_clear(void);
+/* Lock hierarchy.  A thread holding a lock may only take locks further down
+ * this list, never one above it (so no two threads can wait on each other):
+ *   1. hrt_rt_mu     (runtime.c)   devices, contexts, stream lists
+ *   2. cb_mu         (callback.c)  host-callback subscriptions and records
+ *   3. hrt_stream.mu (stream.c)    one stream's queue and error state
+ *   4. event mu      (event.c)     one event's record/done generations
+ *   5. h_mu          (common.c)    the live-handle registry
+ * Leaves, held without taking any other lock: cache_mu, reg_mu, opt_mu
+ * (op.c), pool_mu (pool.c), blas_mu (blas.c), gate_mu (stream.c); memory.c
+ * uses atomics.  A kernel runs with no runtime lock held and takes only
+ * pool_mu (through hrt_parallel_for).  Checked in CI by ThreadSanitizer's
+ * lock-order-inversion detector (.ci/sanitize tsan). */
 
 /* ------------------------------------------------------- handle registry */
 typedef enum {
@@ -181,6 +172,16 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t);
  * tasks known to take microseconds, where the worker's wake-up would cost
  * more than the work. */
 void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
+/* The shared shape of an entry point that puts one task on a stream:
+ *     rc = hrt_task_begin(stream, api, sizeof(my_task), run_fn, &s, (void **)&t);
+ *     if (rc) return rc;          // stream resolved and pinned, task zeroed, t->t.run set
+ *     ... fill t (or hrt_task_cancel(s, &t->t) and return an error) ...
+ *     hrt_task_commit(s, &t->t, may_inline);  // submit, unpin, ACL_SUCCESS
+ * `size` covers the whole task struct, whose first member is the hrt_task. */
+aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
+                        void **task);
+aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline);
+void hrt_task_cancel(hrt_stream *s, hrt_task *t);
 /* Wait until the task with sequence `seq` has run (no error reporting). */
 void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq);
 hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc);
@@ -208,31 +209,6 @@ struct aclTensorDesc {
     size_t const_len;
 };
 
-enum {
-    HRT_ATTR_BOOL = 1, HRT_ATTR_INT, HRT_ATTR_FLOAT, HRT_ATTR_STRING, HRT_ATTR_DTYPE,
-    HRT_ATTR_LIST_BOOL, HRT_ATTR_LIST_INT, HRT_ATTR_LIST_FLOAT, HRT_ATTR_LIST_STRING
-};
-
-typedef struct hrt_attr_value {
-    char *name;
-    int type;
-    int n;                 /* list length */
-    union {
-        int64_t i;
-        double f;
-        char *s;
-        int64_t *li;       /* ListInt and ListBool (0/1) */
-        float *lf;
-        char **ls;
-    } v;
-} hrt_attr_value;
-
-struct aclopAttr {
-    int n, cap;
-    hrt_attr_value *items;  /* sorted by name */
-};
-
-const hrt_attr_value *hrt_attr_find(const aclopAttr *a, const char *name);
 /* Append a canonical byte encoding of the attrs to a key buffer. */
 typedef struct hrt_buf {
     uint8_t *p;
@@ -244,55 +220,8 @@ void hrt_buf_put(hrt_buf *b, const void *data, size_t n);
 void hrt_buf_free(hrt_buf *b);
 void hrt_attr_encode(const aclopAttr *a, hrt_buf *b);
 void hrt_attr_free(aclopAttr *a);
-size_t hrt_dtype_size(aclDataType dt);   /* 0 for unknown/unsized */
-const char *hrt_dtype_name(aclDataType dt);
-const char *hrt_format_name(aclFormat f);
 
-/* ------------------------------------------------------------ op layer */
-typedef struct hrt_tensor {
-    aclDataType dtype;
-    aclFormat format;
-    int ndim;
-    int64_t dims[HRT_MAXDIM];
-    int64_t numel;
-    size_t nbytes;
-    const void *data;     /* const or host-placed value, owned by the kernel */
-    bool is_const;
-    bool is_host;
-    bool absent;          /* optional input left out */
-} hrt_tensor;
-
-typedef struct hrt_kernel hrt_kernel;
-/* Run a compiled kernel.  in[i] is NULL for absent inputs; const and
- * host-placed inputs point at the kernel's own copy of the value. */
-typedef aclError (*hrt_run_fn)(const hrt_kernel *k, void *const *in, void *const *out);
-
-typedef struct hrt_opdef {
-    const char *name;
-    /* Validate k->in/k->out against the op's signature and shape rule, parse
-     * attrs, set k->run (and k->plan).  Errors: hrt_error(...) codes. */
-    aclError (*compile)(hrt_kernel *k, const aclopAttr *attrs);
-    struct hrt_opdef *next_registered;
-} hrt_opdef;
-
-struct hrt_kernel {
-    const hrt_opdef *op;
-    const char *op_name;
-    int n_in, n_out;
-    hrt_tensor *in, *out;
-    hrt_run_fn run;
-    void *plan;
-    void (*plan_free)(void *plan);
-    int64_t iparam[8];          /* small per-op parameters */
-    double fparam[4];
-    /* cache bookkeeping (op.c) */
-    atomic_int refs;
-    uint64_t hash;
-    uint8_t *key;
-    size_t key_len;
-    hrt_kernel *hnext, *lru_prev, *lru_next;
-};
-
+/* ------------------------------------------------ op layer (runtime side) */
 /* A tensor view of a desc given without a buffer (absent, const, or device). */
 aclError hrt_view_desc(const char *opType, const char *what, int idx, const aclTensorDesc *d, hrt_tensor *t,
                        const void **value);
@@ -301,111 +230,19 @@ aclError hrt_view_desc(const char *opType, const char *what, int idx, const aclT
 aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const void *const *values, int nout,
                         const hrt_tensor *out, const aclopAttr *attr, hrt_kernel **k);
 
-void hrt_register_op(hrt_opdef *def);
+/* Run a compiled kernel; inputs past k->n_in read as NULL (absent) up to
+ * HRT_IN_SLOTS, so a kernel may test optional inputs the caller left off. */
+#define HRT_IN_SLOTS 16
+aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out);
+
+/* Aliasing of one launch's buffers (alias.c): refuse outputs that overlap
+ * each other or an input, unless the op runs in place on that very input. */
+bool hrt_op_inplace(const char *op, int input);
+aclError hrt_check_aliasing(const char *opType, const char *api, int nin, int nout, const hrt_tensor *views,
+                            void *const *ptrs);
+
 const hrt_opdef *hrt_find_op(const char *name);
 void hrt_kernel_unref(hrt_kernel *k);
-
-/* Define and register an op in one statement at file scope. */
-#define HRT_OP(ident, opname, compile_fn)                                      \
-    static hrt_opdef hrt_opdef_##ident = {opname, compile_fn, NULL};           \
-    __attribute__((constructor)) static void hrt_register_##ident(void) {      \
-        hrt_register_op(&hrt_opdef_##ident);                                   \
-    }
-
-/* Helpers for compile functions (they record the error message). */
-aclError hrt_expect_counts(const hrt_kernel *k, int min_in, int max_in, int n_out);
-aclError hrt_expect_same_shape(const hrt_kernel *k, const hrt_tensor *got, const int64_t *dims,
-                               int ndim, int out_index);
-aclError hrt_expect_dtype_in(const hrt_kernel *k, const hrt_tensor *t, const char *what,
-                             const aclDataType *allowed, int n_allowed);
-aclError hrt_attr_get_bool(const hrt_kernel *k, const aclopAttr *a, const char *name, bool def, bool *out);
-aclError hrt_attr_get_int(const hrt_kernel *k, const aclopAttr *a, const char *name, bool required,
-                          int64_t def, int64_t *out);
-aclError hrt_attr_get_float(const hrt_kernel *k, const aclopAttr *a, const char *name, bool required,
-                            double def, double *out);
-aclError hrt_attr_get_string(const hrt_kernel *k, const aclopAttr *a, const char *name, bool required,
-                             const char *def, const char **out);
-/* ListInt: *out points into the attr (valid during compile only), n set. */
-aclError hrt_attr_get_list_int(const hrt_kernel *k, const aclopAttr *a, const char *name, bool required,
-                               const int64_t **out, int *n);
-aclError hrt_attr_get_list_float(const hrt_kernel *k, const aclopAttr *a, const char *name, bool required,
-                                 const float **out, int *n);
-/* Read an integer tensor value (const or host-placed int32/int64 input). */
-aclError hrt_tensor_int_values(const hrt_kernel *k, int input, int64_t *vals, int max, int *n);
-void hrt_shape_str(const int64_t *dims, int ndim, char *buf, size_t cap);
-
-/* ------------------------------------------------------ parallel helper */
-typedef void (*hrt_range_fn)(void *ctx, int64_t begin, int64_t end);
-/* Split [0, n) into chunks of at least `grain` and run them on the shared
- * intra-op pool; the caller works too.  Runs inline when small. */
-void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx);
-int hrt_num_threads(void);
-
-/* ---------------------------------------------------------------- BLAS */
-/* C = alpha * op(A) * op(B) + beta * C, row-major, with leading dimensions.
- * Fails (task error set) only when the fallback cannot allocate. */
-aclError hrt_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
-aclError hrt_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
-               int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
-void hrt_blas_init_from_env(void);
-
-/* -------------------------------------------------------------- half */
-static inline float hrt_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-    if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal: renormalise */
-            int e = -1;
-            do { e++; man <<= 1; } while (!(man & 0x400u));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
-        }
-    } else if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13);
-    } else {
-        bits = sign | ((exp + 112u) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline uint16_t hrt_f32_to_f16(float f) { /* round to nearest even */
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);       /* overflow -> inf */
-    if (ax < 0x38800000u) {                                          /* subnormal or zero */
-        if (ax < 0x33000000u) return (uint16_t)sign;
-        uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
-        /* value = m * 2^(e-150); the half subnormal unit is 2^-24 */
-        int s2 = 126 - (int)e; /* 14..24 bits to drop */
-        uint32_t q = m >> s2;
-        uint32_t rem = m & ((1u << s2) - 1), half = 1u << (s2 - 1);
-        if (rem > half || (rem == half && (q & 1u))) q++;
-        return (uint16_t)(sign | q);
-    }
-    uint32_t r = ax + 0xc8000fffu + ((ax >> 13) & 1u); /* rebias exp by -112<<23, round */
-    return (uint16_t)(sign | (r >> 13));
-}
-
-static inline float hrt_bf16_to_f32(uint16_t h) {
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline uint16_t hrt_f32_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
+void hrt_blas_init_from_env(void);  /* aclInit */
 
 #endif

@@ -19,34 +19,8 @@ static pthread_rwlock_t mem_lock = PTHREAD_RWLOCK_INITIALIZER;
 static alloc_table dev_tab, host_tab;
 static atomic_int_least64_t dev_live_blocks, dev_bytes, host_bytes;
 static atomic_int_least64_t dev_used[HRT_MAX_DEVICES];
-static size_t dev_capacity; /* per device; 0 = not read yet */
-static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
-
-static void read_capacity(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    size_t cap = pages > 0 && psz > 0 ? (size_t)pages * (size_t)psz : (size_t)8 << 30;
-    const char *s = getenv("AIOGE_HOST_DEVICE_MEMORY");
-    if (s && *s) {
-        char *end;
-        double v = strtod(s, &end);
-        double mul = 1;
-        switch (*end) {
-        case 'k': case 'K': mul = 1024.0; end++; break;
-        case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-        case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-        case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-        default: break;
-        }
-        if ((*end == 'b' || *end == 'B') && end[1] == 0) end++;
-        if (*end == 0 && v > 0) cap = (size_t)(v * mul);
-    }
-    dev_capacity = cap;
-}
-
-static size_t capacity(void) {
-    pthread_once(&cap_once, read_capacity);
-    return dev_capacity;
-}
+/* per device (AIOGE_HOST_DEVICE_MEMORY) */
+static size_t capacity(void) { return hrt_env_get()->device_memory; }
 
 /* index of the last block with base <= p, or -1 */
 static ptrdiff_t tab_floor(const alloc_table *t, uintptr_t p) {

@@ -33,16 +33,8 @@ int32_t aiogeHostListOps(const char *names[], int32_t capacity) {
 
 /* AIOGE_HOST_CANN_ONLY=1 hides aioge's host-only op types ("_"-prefixed), so
  * a run takes exactly the ops a real Ascend has (the ascend-path tests). */
-static pthread_once_t cann_only_once = PTHREAD_ONCE_INIT;
-static bool cann_only;
-static void read_cann_only(void) {
-    const char *s = getenv("AIOGE_HOST_CANN_ONLY");
-    cann_only = s && strcmp(s, "1") == 0;
-}
-
 const hrt_opdef *hrt_find_op(const char *name) {
-    pthread_once(&cann_only_once, read_cann_only);
-    if (cann_only && name[0] == '_') return NULL;
+    if (hrt_env_get()->cann_only && name[0] == '_') return NULL;
     pthread_mutex_lock(&reg_mu);
     hrt_opdef *d = reg_head;
     while (d && strcmp(d->name, name) != 0) d = d->next_registered;
@@ -307,9 +299,18 @@ typedef struct {
     hrt_alloc **allocs;
 } op_task;
 
+aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out) {
+    if (k->n_in >= HRT_IN_SLOTS) return k->run(k, in, out);
+    /* a kernel reads an optional trailing input as in[i] == NULL; when the
+     * caller gave fewer inputs, in[i] would be the first output pointer */
+    void *slots[HRT_IN_SLOTS] = {NULL};
+    memcpy(slots, in, sizeof(void *) * (size_t)k->n_in);
+    return k->run(k, slots, out);
+}
+
 static aclError run_op(hrt_task *t) {
     op_task *o = (op_task *)t;
-    return o->k->run(o->k, o->ptrs, o->ptrs + o->k->n_in);
+    return hrt_kernel_run(o->k, o->ptrs, o->ptrs + o->k->n_in);
 }
 
 static void release_op(hrt_task *t) {
@@ -592,6 +593,8 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
         }
         task->ptrs[numInputs + j] = b->data;
     }
+    if (rc) goto done;
+    rc = hrt_check_aliasing(opType, API, numInputs, numOutputs, views, task->ptrs);
     if (rc) goto done;
     rc = hrt_kernel_get(opType, numInputs, views, values, numOutputs, views + numInputs, attr, &k);
     if (rc) goto done;

@@ -42,16 +42,7 @@ static int pool_target;   /* total threads, caller included; 0 = not read yet */
 static int pool_started;  /* helper threads started */
 static atomic_uint jobs_posted;  /* bumped per job: what a polling helper watches */
 static int sleepers;             /* helpers in pthread_cond_wait (under pool_mu) */
-static int64_t spin_budget_ns = -1;
-
-static int64_t spin_ns(void) {
-    if (spin_budget_ns < 0) {
-        const char *e = getenv("AIOGE_HOST_POOL_SPIN_US");
-        int64_t us = e && *e ? atoll(e) : 50;
-        spin_budget_ns = us > 0 ? us * 1000 : 0;
-    }
-    return spin_budget_ns;
-}
+static int64_t spin_ns(void) { return hrt_env_get()->pool_spin_us * 1000; }
 
 /* Poll `cond` (a predicate on atomics) for up to the spin budget, yielding. */
 #define SPIN_UNTIL(cond)                                                      \
@@ -123,8 +114,7 @@ static void *helper(void *arg) {
 
 static void ensure_started_locked(void) {
     if (!pool_target) {
-        const char *s = getenv("AIOGE_HOST_THREADS");
-        int n = s && *s ? atoi(s) : 0;
+        int n = (int)hrt_env_get()->threads;
         pool_target = n > 0 ? n : online_cpus();
     }
     while (pool_started < pool_target - 1) {

@@ -19,28 +19,21 @@ static __thread hrt_context *tls_ctx;
 
 bool hrt_runtime_initialized(void) { return rt_init_count > 0; }
 
-static int env_device_count(void) {
-    const char *s = getenv("AIOGE_HOST_DEVICE_COUNT");
-    if (!s || !*s) return 1;
-    char *end;
-    long n = strtol(s, &end, 10);
-    if (*end || n < 1) return 1;
-    return n > HRT_MAX_DEVICES ? HRT_MAX_DEVICES : (int)n;
-}
-
 aclError aclInit(const char *configPath) {
     if (configPath && *configPath) {
         FILE *f = fopen(configPath, "rb");
         if (!f) return hrt_error(ACL_ERROR_INVALID_FILE, "aclInit", "cannot open config file '%s'", configPath);
         fclose(f);
     }
+    const hrt_env *env = hrt_env_get();
+    if (env->error[0]) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclInit", "%s", env->error);
     pthread_mutex_lock(&hrt_rt_mu);
     if (rt_init_count > 0) {
         rt_init_count++;
         pthread_mutex_unlock(&hrt_rt_mu);
         return ACL_ERROR_REPEAT_INITIALIZE;
     }
-    rt_ndevices = env_device_count();
+    rt_ndevices = (int)env->device_count;
     memset(rt_devices, 0, sizeof rt_devices);
     rt_init_count = 1;
     pthread_mutex_unlock(&hrt_rt_mu);
@@ -95,7 +88,7 @@ const char *aclrtGetSocName(void) { return "AiogeHostCPU"; }
 
 aclError aclrtGetDeviceCount(uint32_t *count) {
     if (!count) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtGetDeviceCount", "count is NULL");
-    *count = (uint32_t)(rt_init_count ? rt_ndevices : env_device_count());
+    *count = (uint32_t)(rt_init_count ? rt_ndevices : (int)hrt_env_get()->device_count);
     return ACL_SUCCESS;
 }
 

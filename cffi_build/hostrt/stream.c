@@ -52,25 +52,13 @@ static void record_failure(hrt_stream *s, hrt_task *t, aclError rc) {
 }
 
 void hrt_thread_background(void) {
-    static int nice_value = -100;
-    if (nice_value == -100) {
-        const char *e = getenv("AIOGE_HOST_WORKER_NICE");
-        nice_value = e && *e ? atoi(e) : 10;
-    }
+    int nice_value = (int)hrt_env_get()->worker_nice;
     if (nice_value > 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
 }
 
 /* How long an idle worker polls for the next task before it sleeps: in a
  * burst of launches this saves a futex wake-up per launch. */
-static uint64_t spin_ns(void) {
-    static int64_t v = -1;
-    if (v < 0) {
-        const char *e = getenv("AIOGE_HOST_SPIN_US");
-        v = (e && *e ? atoll(e) : 20) * 1000;
-        if (v < 0) v = 0;
-    }
-    return (uint64_t)v;
-}
+static uint64_t spin_ns(void) { return (uint64_t)hrt_env_get()->spin_us * 1000; }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -251,6 +239,32 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     bool wake = s->worker_idle;
     pthread_mutex_unlock(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
+}
+
+aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
+                        void **task) {
+    *task = NULL;
+    aclError rc = hrt_resolve_stream(stream, s, api);
+    if (rc) return rc;
+    hrt_task *t = calloc(1, size);
+    if (!t) {
+        hrt_stream_release(*s);
+        return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
+    }
+    t->run = run;
+    *task = t;
+    return ACL_SUCCESS;
+}
+
+aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline) {
+    hrt_stream_submit(s, t, may_inline);
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
+void hrt_task_cancel(hrt_stream *s, hrt_task *t) {
+    free(t);
+    hrt_stream_release(s);
 }
 
 void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
@@ -492,18 +506,11 @@ aclError aiogeHostLaunchDelay(aclrtStream stream, uint64_t microseconds) {
     if (microseconds > 3600ull * 1000000ull)
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostLaunchDelay", "delay above one hour");
     hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostLaunchDelay");
+    delay_task *t;
+    aclError rc = hrt_task_begin(stream, "aiogeHostLaunchDelay", sizeof *t, run_delay, &s, (void **)&t);
     if (rc) return rc;
-    delay_task *t = calloc(1, sizeof *t);
-    if (!t) {
-        hrt_stream_release(s);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, "aiogeHostLaunchDelay", "out of host memory");
-    }
-    t->t.run = run_delay;
     t->us = microseconds;
-    hrt_stream_enqueue(s, &t->t);
-    hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return hrt_task_commit(s, &t->t, false);
 }
 
 /* Gates: a task that blocks its stream until opened (or timed out). */
@@ -561,14 +568,12 @@ aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *g
     if (!gate_id || timeout_ms <= 0)
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostLaunchGate", "gate is NULL or timeout_ms <= 0");
     hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostLaunchGate");
+    gate_task *t;
+    aclError rc = hrt_task_begin(stream, "aiogeHostLaunchGate", sizeof *t, run_gate, &s, (void **)&t);
     if (rc) return rc;
-    gate_task *t = calloc(1, sizeof *t);
     gate *g = calloc(1, sizeof *g);
-    if (!t || !g) {
-        free(t);
-        free(g);
-        hrt_stream_release(s);
+    if (!g) {
+        hrt_task_cancel(s, &t->t);
         return hrt_error(ACL_ERROR_BAD_ALLOC, "aiogeHostLaunchGate", "out of host memory");
     }
     pthread_mutex_lock(&gate_mu);
@@ -576,13 +581,10 @@ aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *g
     g->next = gates;
     gates = g;
     pthread_mutex_unlock(&gate_mu);
-    t->t.run = run_gate;
     t->g = g;
     t->timeout_ms = timeout_ms;
     *gate_id = g->id;
-    hrt_stream_enqueue(s, &t->t);
-    hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return hrt_task_commit(s, &t->t, false);
 }
 
 aclError aiogeHostOpenGate(uint64_t id) {

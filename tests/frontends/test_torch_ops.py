@@ -71,6 +71,11 @@ CASES = {
         (_r(3, 4) * 4,),
     ),
     "log_softmax": (lambda x: F.log_softmax(x, -1) + F.softmax(x, 0), (_r(3, 4),)),
+    # rows of all -inf give 0, a NaN row stays NaN (scaled_dot_product_attention's softmax)
+    "safe_softmax": (
+        lambda x: torch.ops.aten._safe_softmax(x, -1) + torch.ops.aten._safe_softmax(x, 0),
+        (torch.tensor([[float("-inf")] * 4, [1.0, float("-inf"), 2.0, 0.5], [float("nan"), 0, 1, 2]]),),
+    ),
     "pow": (lambda x: torch.cat([x**3, x.abs() ** 0.5, 2**x, x**2, torch.rsqrt(x.abs() + 1)]), (_r(3, 4),)),
     "rsub_div": (lambda x: torch.cat([1 - x, x / 3, 3 / (x.abs() + 1), x - 2 * x]), (_r(3, 4),)),
     "repeat_expand": (lambda x: x.repeat(2, 1, 3) + x.expand(2, 3, 4).repeat(1, 1, 3)[:, :, :12], (_r(3, 4),)),

@@ -61,6 +61,7 @@ SPEC: dict[str, tuple[int, int, set[str]]] = {
             "Identity",
         )
     },
+    "GeluV2": (1, 1, {"approximate"}),
     "Exp": (1, 1, {"base", "scale", "shift"}),
     "Log": (1, 1, {"base", "scale", "shift"}),
     "Cast": (1, 1, {"dst_type"}),
@@ -196,6 +197,9 @@ def run_op(op: str, ins: list[Any], a: dict[str, Any], n_out: int) -> list[np.nd
     }
     if op in un:
         return [np.asarray(un[op](x), x.dtype)]
+    if op == "GeluV2":
+        assert a.get("approximate", "none") == "none"
+        return [np.asarray(0.5 * x * (1 + erf(x / np.sqrt(2))), x.dtype)]
     if op in ("Exp", "Log"):
         assert a["base"] == -1.0
         t = x * np.asarray(a["scale"], x.dtype) + np.asarray(a["shift"], x.dtype)

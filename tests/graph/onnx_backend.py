@@ -6,7 +6,8 @@ Sources, all inside the ``onnx`` wheel, nothing downloaded:
   (newer wheels ship the generators instead of the ``data/node`` files); a
   case of a newer opset than aioge reads is converted to opset 21 with
   ``onnx.version_converter`` (relabelled when none of its ops changed after
-  21), else it does not apply;
+  21, or when the converter has no adapter back and the opset-21 schemas
+  accept the model as it is), else it does not apply;
 * ``pytorch-converted``, ``pytorch-operator``, ``simple`` -- model.onnx and
   test_data_set_*/{input,output}_*.pb files;
 * ``light`` -- models whose weights are ConstantOfShape fills, run on seeded
@@ -80,14 +81,27 @@ def to_opset_21(m: onnx.ModelProto) -> onnx.ModelProto:
     if v <= 21:
         return m
     if all(onnx.defs.get_schema(n.op_type, v, n.domain).since_version <= 21 for n in m.graph.node):
-        m2 = onnx.ModelProto()
-        m2.CopyFrom(m)
-        for o in m2.opset_import:
-            if o.domain in ("", "ai.onnx"):
-                o.version = 21
-        m2.ir_version = min(m2.ir_version, 10)
+        return _relabelled(m)
+    try:
+        return onnx.version_converter.convert_version(m, 21)
+    except RuntimeError as e:
+        # no adapter back (a later opset only widened the op's types): relabelled, if the opset-21
+        # schemas accept the model's types and attrs as they are; any other refusal stands
+        if "No Adapter" not in str(e):
+            raise
+        m2 = _relabelled(m)
+        onnx.checker.check_model(m2, full_check=True)
         return m2
-    return onnx.version_converter.convert_version(m, 21)
+
+
+def _relabelled(m: onnx.ModelProto) -> onnx.ModelProto:
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(m)
+    for o in m2.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = 21
+    m2.ir_version = min(m2.ir_version, 10)
+    return m2
 
 
 def exotic_types(m: onnx.ModelProto) -> bool:

@@ -76,6 +76,26 @@ def test_simplify_keeps_output_names_and_collapses_reshape_chains() -> None:
     same_outputs(g, s, {"x": rand(2, 3, 4)})
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_simplify_composes_transpose_chains(shared: bool) -> None:
+    """BERT's (2,0,1,3) -> (1,2,0,3) -> (0,2,1,3): one Transpose of x; a shared middle one stays."""
+    g = Graph()
+    x = g.input("x", (2, 3, 4, 5))
+    a = g.add_node("Transpose", [x], {"perm": [2, 0, 1, 3]})
+    b = g.add_node("Transpose", [a], {"perm": [1, 2, 0, 3]})
+    c = g.add_node("Transpose", [b], {"perm": [0, 2, 1, 3]}, name="y")
+    g.output(c)
+    if shared:
+        g.output(g.add_node("Relu", [a], name="z"))
+    g = infer_shapes(g)
+    s = simplify(g)
+    ts = [n for n in s.nodes if n.op_type == "Transpose"]
+    last = next(n for n in ts if n.outputs == ["y"])
+    assert last.inputs == ["x"] and list(last.attrs["perm"]) == [0, 2, 1, 3]
+    assert len(ts) == (2 if shared else 1)
+    same_outputs(g, s, {"x": rand(2, 3, 4, 5)})
+
+
 def test_simplify_keeps_identity_between_input_and_output() -> None:
     g = Graph()
     x = g.input("x", (2,))
@@ -429,3 +449,21 @@ def test_fused_conv_resolves_auto_pad() -> None:
     (n,) = f.nodes
     assert "auto_pad" not in n.attrs and n.attrs["pads"] == [1, 1, 1, 1]
     same_outputs(g, f, {"x": rand(1, 2, 7, 7)})
+
+
+def test_fold_constants_materialises_big_weights() -> None:
+    # a ConstantOfShape read only as a MatMul's weights is folded whatever its size (the onnx light
+    # models' weights): it would be refilled on every run otherwise
+    g = Graph()
+    x = g.input("x", (1, 2048))
+    w = g.add_node(
+        "ConstantOfShape",
+        [g.constant(np.array([2048, 1024], np.int64))],
+        {"value": np.array([0.5], np.float32)},
+        name="w",
+    )
+    y = g.add_node("MatMul", [x, w], name="y")
+    g.output(y)
+    f = fold_constants(infer_shapes(g))
+    assert "w" in f.constants and f.op_counts() == {"MatMul": 1}
+    same_outputs(g, f, {"x": rand(1, 2048)})

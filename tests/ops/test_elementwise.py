@@ -28,7 +28,9 @@ from aioge import TensorSpec, ops
 
 pytestmark = pytest.mark.anyio
 
-ARITH = [F32, F16, BF16, F64, *INTS]
+#: the binary, comparison and cast kernels also take these (CANN's ACL_UINT16/32/64)
+WIDE_UINTS = [np.dtype(t) for t in (np.uint16, np.uint32, np.uint64)]
+ARITH = [F32, F16, BF16, F64, *INTS, *WIDE_UINTS]
 
 BINARY = {
     "add": (ops.add, "Add", np.add),
@@ -279,7 +281,7 @@ async def test_clip(stream, shape, dt, seed):
     check(got, np.minimum(x.astype(np.float64), 2), dt, ulps=0)
 
 
-CAST_TYPES = [*FLOATS, *INTS, np.dtype(np.bool_)]
+CAST_TYPES = [*FLOATS, *INTS, *WIDE_UINTS, np.dtype(np.bool_)]
 
 
 @few(60)
@@ -311,6 +313,21 @@ async def test_cast(stream, shape, src, dst, seed):
         dst,
         ulps=0,
     )
+
+
+async def test_wide_uint_extremes(stream):
+    """uint64 above 2**63 keeps its top bit through Cast, comparisons and division."""
+    big = np.array([0, 1, 2**63 - 1, 2**63, 2**64 - 1, 12345678901234567890], np.uint64)
+    x = up(stream, big)
+    check(await ops.cast(x, "float64").numpy(), big.astype(np.float64), np.float64, ulps=0)
+    check(await ops.cast(x, "uint32").numpy(), big.astype(np.uint32))
+    check(await ops.cast(up(stream, big.astype(np.float64)), "uint64").numpy(),
+          np.array([0, 1, 2**63, 2**63, 2**64 - 1, 12345678901234567168], np.uint64))  # fmt: skip
+    check(await ops.less(x, up(stream, big[::-1].copy())).numpy(), big < big[::-1])
+    check(await ops.div(x, up(stream, np.full(6, 3, np.uint64))).numpy(), big // 3)
+    u32 = np.array([0, 1, 2**31, 2**32 - 1], np.uint32)
+    check(await ops.div(up(stream, u32), up(stream, np.array([2**32 - 1, 0, 2, 2**32 - 1], np.uint32))).numpy(),
+          np.array([0, 0, 2**30, 1], np.uint32))  # fmt: skip
 
 
 @pytest.mark.parametrize(

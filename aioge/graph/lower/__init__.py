@@ -46,7 +46,7 @@ LeakyRelu, PRelu       ``Relu(x) + slope * Minimum(x, 0)`` (Relu, Minimum, Mul, 
 Elu, Selu              ``Relu`` + ``Minimum`` -> ``Exp`` -> ``Add(-1)`` -> ``Mul`` (-> ``Mul`` gamma)
 Softplus               ``Relu(x) + Log(Exp(Abs(x), scale=-1), shift=1)``
 Shrink                 ``Less``/``Greater`` vs ±lambd, ``Add``/``Sub`` bias, ``Fill`` 0, ``Select`` x2
-Gelu (none)            ``Mul(1/sqrt2)`` -> ``Erf`` -> ``Add(1)`` -> ``Mul(x)`` -> ``Mul(0.5)``
+Gelu (none)            ``GeluV2`` (approximate "none": the erf form)
 Gelu (tanh)            ``Gelu`` (CANN's Gelu is the tanh approximation)
 Clip                   ``ClipByValue(x, clip_value_min, clip_value_max)`` (const bounds)
 Cast                   ``Cast`` dst_type = aclDataType number

@@ -115,12 +115,9 @@ def _gelu(L: Builder) -> None:
     if L.attr("approximate") == "tanh":
         L.op("Gelu", [x], [out])
         return
-    s, dt = L.shape(x), L.dtype(x)
-    t = L.to("Mul", [x, L.scalar(1 / math.sqrt(2.0), dt)], s, dt)
-    e = L.to("Erf", [t], s, dt)
-    p = L.to("Add", [e, L.scalar(1, dt)], s, dt)
-    h = L.to("Mul", [x, p], s, dt)
-    L.op("Mul", [h, L.scalar(0.5, dt)], [out])
+    # one node (CANN GeluV2, approximate "none"), not the five of x * 0.5 * (1 + erf(x / sqrt 2)):
+    # an unfused GELU between two GEMMs of a transformer block otherwise costs five launches
+    L.op("GeluV2", [x], [out], approximate="none")
 
 
 def _clip(L: Builder) -> None:

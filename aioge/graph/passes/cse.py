@@ -31,6 +31,12 @@ def _freeze(v: Any) -> Any:
     return v
 
 
+def _const_key(arr: np.ndarray) -> tuple[Any, ...]:
+    flat = arr.reshape(-1)
+    step = max(1, flat.size // 64)
+    return (arr.dtype.str, arr.shape, flat[::step][:64].tobytes(), flat[-1:].tobytes())
+
+
 def _node_key(n: Node) -> tuple[Any, ...]:
     return (n.op_type, n.domain, tuple(n.inputs), len(n.outputs), _freeze(n.attrs))
 
@@ -40,14 +46,18 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     g = graph.copy()
     outputs = set(g.outputs)
     # constants
-    seen: dict[Any, str] = {}
+    # bucketed by a cheap key (dtype, shape, a strided sample of the elements) and confirmed by a
+    # full comparison: hashing every weight in full (sha1) was most of this pass on CNNs
+    seen: dict[Any, list[str]] = {}
     same: dict[str, str] = {}
     for name in sorted(g.constants):
         arr = g.constants[name]
-        key = _freeze(arr)
-        orig = seen.get(key)
-        if orig is None or not np.array_equal(g.constants[orig], arr, equal_nan=arr.dtype.kind == "f"):
-            seen.setdefault(key, name)
+        key = _const_key(arr)
+        cands = seen.setdefault(key, [])
+        nan = arr.dtype.kind in "fc"
+        orig = next((c for c in cands if np.array_equal(g.constants[c], arr, equal_nan=nan)), None)
+        if orig is None:
+            cands.append(name)
             continue
         if name in outputs:
             continue

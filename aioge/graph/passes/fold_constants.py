@@ -5,7 +5,12 @@ constants, and every ``Shape`` node (shapes are static), replacing the node by
 constants of the same names.  Nodes that would create a constant larger than
 ``max_elements`` and larger than their inputs (``Expand``,
 ``ConstantOfShape``, ``Tile`` of something small) are kept, so folding never
-blows up the model.  Needs inferred shapes; returns a new graph.
+blows up the model -- except a result read only as the weights of a Conv,
+ConvTranspose, Gemm or MatMul: the weights exist at run time anyway (in the
+arena, refilled on every run: the onnx light models' ConstantOfShape fills
+cost more per run than their layers), and folded they are packed once and
+open Conv+BatchNormalization folding (onnxruntime folds them too).  Needs
+inferred shapes; returns a new graph.
 """
 
 from __future__ import annotations
@@ -22,11 +27,26 @@ from ._util import require_shapes
 __all__ = ("fold_constants",)
 
 
+#: (op type, input index) that read weights
+_WEIGHT_USES = frozenset({("Conv", 1), ("ConvTranspose", 1), ("Gemm", 1), ("MatMul", 1)})
+
+
 def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
     """Return a copy of ``graph`` with constant subgraphs evaluated (see the module docstring)."""
     require_shapes(graph, "fold_constants")
     g = graph.copy()
     folded = []
+    uses: dict[str, list[tuple[str, int]]] = {}
+    for m in g.nodes:
+        for i, v in enumerate(m.inputs):
+            if v:
+                uses.setdefault(v, []).append((m.op_type, i))
+    outputs = set(g.outputs)
+
+    def weights_only(n_outputs: list[str]) -> bool:
+        return all(o and o not in outputs and uses.get(o) and all(u in _WEIGHT_USES for u in uses[o])
+                   for o in n_outputs)  # fmt: skip
+
     for n in g.topological_order():
         if n.op_type == "Shape":
             end = get_attr(n, "end")
@@ -39,14 +59,17 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
         elif all(i in g.constants for i in n.inputs if i) and n.inputs:
             out_elems = sum(math.prod(g.values[o].shape or ()) for o in n.outputs if o)
             in_elems = sum(g.constants[i].size for i in n.inputs if i)
-            if out_elems > max_elements and out_elems > in_elems:
+            if out_elems > max_elements and out_elems > in_elems and not weights_only(n.outputs):
                 continue
             outs = evaluate_node(n, [g.constants[i] if i else None for i in n.inputs])
         else:
             continue
         for name, arr in zip(n.outputs, outs, strict=False):
             if name:
-                g.set_constant(name, np.asarray(arr, dtype=g.values[name].dtype))
+                a = np.asarray(arr, dtype=g.values[name].dtype)
+                if a.flags.writeable and a.base is None:  # fresh: no copy (set_constant copies writeable arrays)
+                    a.setflags(write=False)
+                g.set_constant(name, a)
         folded.append(n)
     g.remove_nodes(folded)
     for n in folded:

@@ -44,7 +44,12 @@ typedef void (*k_bin_fn)(const void *a, int64_t sa, const void *b, int64_t sb, v
     DEF_BIN(OP##_f32, float, float, EXPR)        \
     DEF_BIN(OP##_f64, double, double, EXPR)
 
-#define DEF_BIN_INTS(OP, EXPR) DEF_BIN_SINTS(OP, EXPR) DEF_BIN(OP##_u8, uint8_t, uint8_t, EXPR)
+#define DEF_BIN_INTS(OP, EXPR) DEF_BIN_SINTS(OP, EXPR) DEF_BIN_UINTS(OP, EXPR)
+#define DEF_BIN_UINTS(OP, EXPR)                  \
+    DEF_BIN(OP##_u8, uint8_t, uint8_t, EXPR)     \
+    DEF_BIN(OP##_u16, uint16_t, uint16_t, EXPR)  \
+    DEF_BIN(OP##_u32, uint32_t, uint32_t, EXPR)  \
+    DEF_BIN(OP##_u64, uint64_t, uint64_t, EXPR)
 #define DEF_BIN_SINTS(OP, EXPR)                  \
     DEF_BIN(OP##_i8, int8_t, int8_t, EXPR)       \
     DEF_BIN(OP##_i16, int16_t, int16_t, EXPR)    \
@@ -60,11 +65,16 @@ typedef void (*k_bin_fn)(const void *a, int64_t sa, const void *b, int64_t sb, v
     DEF_BIN(OP##_i16, int16_t, uint8_t, EXPR)          \
     DEF_BIN(OP##_i32, int32_t, uint8_t, EXPR)          \
     DEF_BIN(OP##_i64, int64_t, uint8_t, EXPR)          \
+    DEF_BIN(OP##_u16, uint16_t, uint8_t, EXPR)         \
+    DEF_BIN(OP##_u32, uint32_t, uint8_t, EXPR)         \
+    DEF_BIN(OP##_u64, uint64_t, uint8_t, EXPR)         \
     DEF_BIN(OP##_bool, uint8_t, uint8_t, EXPR)
 
 /* half types use the f32 loop: the table entry for K_F16/K_BF16 is it */
 #define FLOAT_FNS(OP) [K_F32] = OP##_f32, [K_F64] = OP##_f64, [K_F16] = OP##_f32, [K_BF16] = OP##_f32
-#define INT_FNS(OP) [K_I8] = OP##_i8, [K_U8] = OP##_u8, [K_I16] = OP##_i16, [K_I32] = OP##_i32, [K_I64] = OP##_i64
+#define INT_FNS(OP)                                                                                \
+    [K_I8] = OP##_i8, [K_U8] = OP##_u8, [K_I16] = OP##_i16, [K_I32] = OP##_i32, [K_I64] = OP##_i64, \
+    [K_U16] = OP##_u16, [K_U32] = OP##_u32, [K_U64] = OP##_u64
 #define CMP_FNS(OP) FLOAT_FNS(OP), INT_FNS(OP), [K_BOOL] = OP##_bool
 
 /* integer max/min (floats use the NaN-propagating k_maxf/k_minf) */
@@ -81,7 +91,7 @@ DEF_BIN_FLOATS(mul, x * y)
 DEF_BIN_INTS(mul, x * y)
 DEF_BIN_FLOATS(div, x / y)
 DEF_BIN_SINTS(div, IDIV)
-DEF_BIN(div_u8, uint8_t, uint8_t, (y == 0 ? 0 : x / y))
+DEF_BIN_UINTS(div, (y == 0 ? 0 : x / y))
 DEF_BIN(max_f32, float, float, k_maxf(x, y))
 DEF_BIN(max_f64, double, double, k_maxd(x, y))
 DEF_BIN_INTS(max, IMAX)
@@ -117,6 +127,9 @@ DEF_CMP(ne, x != y)
     DEF_BIN(NAME, T, T, NAME##_scalar(x, y))
 DEF_IPOW(pow_i8, int8_t)
 DEF_IPOW(pow_u8, uint8_t)
+DEF_IPOW(pow_u16, uint16_t)
+DEF_IPOW(pow_u32, uint32_t)
+DEF_IPOW(pow_u64, uint64_t)
 DEF_IPOW(pow_i16, int16_t)
 DEF_IPOW(pow_i32, int32_t)
 DEF_IPOW(pow_i64, int64_t)

@@ -14,7 +14,10 @@
     X(i16, int16_t, IN, __VA_ARGS__)           \
     X(i32, int32_t, IN, __VA_ARGS__)           \
     X(i64, int64_t, IN, __VA_ARGS__)           \
-    X(bool, uint8_t, BO, __VA_ARGS__)
+    X(bool, uint8_t, BO, __VA_ARGS__)          \
+    X(u16, uint16_t, IN, __VA_ARGS__)          \
+    X(u32, uint32_t, IN, __VA_ARGS__)          \
+    X(u64, uint64_t, UN, __VA_ARGS__)
 #define TYPE_LIST2(X, ...)                     \
     X(f32, float, FL, __VA_ARGS__)             \
     X(f64, double, FL, __VA_ARGS__)            \
@@ -25,13 +28,17 @@
     X(i16, int16_t, IN, __VA_ARGS__)           \
     X(i32, int32_t, IN, __VA_ARGS__)           \
     X(i64, int64_t, IN, __VA_ARGS__)           \
-    X(bool, uint8_t, BO, __VA_ARGS__)
+    X(bool, uint8_t, BO, __VA_ARGS__)          \
+    X(u16, uint16_t, IN, __VA_ARGS__)          \
+    X(u32, uint32_t, IN, __VA_ARGS__)          \
+    X(u64, uint64_t, UN, __VA_ARGS__)
 
 /* load: to double for float kinds, to int64 for integer kinds */
 #define LOAD_FL(v) ((double)(v))
 #define LOAD_HF(v) ((double)hrt_f16_to_f32(v))
 #define LOAD_BF(v) ((double)hrt_bf16_to_f32(v))
 #define LOAD_IN(v) ((int64_t)(v))
+#define LOAD_UN(v) ((uint64_t)(v)) /* uint64 keeps its top bit */
 #define LOAD_BO(v) ((int64_t)((v) != 0))
 
 #define SAT(NAME, T, LO, HI)                                       \
@@ -45,6 +52,13 @@ SAT(sat_i8, int8_t, INT8_MIN, INT8_MAX)
 SAT(sat_u8, uint8_t, 0, UINT8_MAX)
 SAT(sat_i16, int16_t, INT16_MIN, INT16_MAX)
 SAT(sat_i32, int32_t, INT32_MIN, INT32_MAX)
+SAT(sat_u16, uint16_t, 0, UINT16_MAX)
+SAT(sat_u32, uint32_t, 0, UINT32_MAX)
+static inline uint64_t sat_u64(double v) {
+    if (v != v || v <= 0) return 0;
+    if (v >= 18446744073709551616.0) return UINT64_MAX;
+    return (uint64_t)v;
+}
 static inline int64_t sat_i64(double v) {
     if (v != v) return 0;
     if (v <= -9223372036854775808.0) return INT64_MIN;
@@ -56,6 +70,7 @@ static inline int64_t sat_i64(double v) {
 #define STORE_HF(S, T, v) hrt_f32_to_f16((float)(v))
 #define STORE_BF(S, T, v) hrt_f32_to_bf16((float)(v))
 #define STORE_IN(S, T, v) _Generic((v), double: sat_##S((double)(v)), default: (T)(v))
+#define STORE_UN STORE_IN
 #define STORE_BO(S, T, v) ((uint8_t)((v) != 0))
 
 #define CAST_ONE(D, DT, DK, S, ST, SK)                                        \
@@ -73,7 +88,7 @@ typedef void (*cast_fn)(const void *, void *, int64_t);
 #define FN_ROW(S, ST, SK, unused) {TYPE_LIST2(FN_ENTRY, S)},
 /* rows and columns in TYPE_LIST order; ORDER maps them to K_* indices */
 static const cast_fn CASTS[K_NTYPES][K_NTYPES] = {TYPE_LIST(FN_ROW, 0)};
-static const int ORDER[K_NTYPES] = {K_F32, K_F64, K_F16, K_BF16, K_I8, K_U8, K_I16, K_I32, K_I64, K_BOOL};
+static const int ORDER[K_NTYPES] = {K_F32, K_F64, K_F16, K_BF16, K_I8, K_U8, K_I16, K_I32, K_I64, K_BOOL, K_U16, K_U32, K_U64};
 
 static int row_of(int kidx) {
     for (int i = 0; i < K_NTYPES; i++)

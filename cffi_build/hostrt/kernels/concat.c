@@ -207,7 +207,10 @@ static aclError split_common(hrt_kernel *k, int xi, int64_t axis, const int64_t 
                 return hrt_error(err, K_API, "%s: bad size_splits value %lld", k->op_name, (long long)sizes[i]);
             }
             sz[i] = sizes[i];
-            tot += sizes[i];
+            if (ckd_add(&tot, tot, sizes[i])) { /* wrapped sums could add up to D */
+                free(sz);
+                return hrt_error(err, K_API, "%s: size_splits overflow", k->op_name);
+            }
         }
         if (infer >= 0) sz[infer] = D - tot, tot = D;
         if (tot != D || (infer >= 0 && sz[infer] < 0)) {

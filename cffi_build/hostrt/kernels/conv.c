@@ -7,7 +7,8 @@
  * Y[Ho*Wo, Cout_g] = col[Ho*Wo, K] x W^T with the output channels strided
  * in place.  A 1x1 stride-1 unpadded conv skips im2col (the input is the
  * GEMM operand).  Depthwise convs (groups == C_in) run a direct kernel
- * vectorised over output columns (NCHW) or channels (NHWC).  float32
+ * vectorised over output columns (NCHW) or channels (NHWC); float32 NCHW
+ * depthwise convs run the register-blocked conv_dw.c.  float32
  * convolutions other than 1x1 run conv_direct.c (a packed GEMM with the
  * im2col fused into the panel packing, split over the pool), except 3x3
  * stride-1 NCHW ones with 16+ channels, which run Winograd F(2x2, 3x3)
@@ -118,6 +119,10 @@ static aclError cv_run(const hrt_kernel *k, void *const *in, void *const *out) {
                       p->Ho == p->H && p->Wo == p->W;
     if (dbl) {
         rc = p->transpose ? convt_run_t_f64(k, p, x, w, bias, y) : conv_run_t_f64(k, p, x, w, bias, y);
+    } else if (!p->transpose && p->depthwise && !p->nhwc) {
+        k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
+                         p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};
+        rc = hrt_conv2d_dw_f32(k, &g, x, w, bias, &p->act, y);
     } else if (!p->transpose && !p->depthwise && !one_by_one) {
         k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
                          p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};

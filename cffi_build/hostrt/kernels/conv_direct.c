@@ -77,7 +77,7 @@ static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
     int64_t K = c->K, HoWo = g->Ho * g->Wo, mpan = (g->cout_g + MR - 1) / MR;
-    float *bp = aligned_alloc(64, (sizeof(float) * (c->scratch + NR + (size_t)(mpan * MR * NR)) + 63) & ~(size_t)63);
+    float *bp = hrt_aligned_alloc(64, sizeof(float) * (c->scratch + NR + (size_t)(mpan * MR * NR)));
     if (!bp) {
         c->failed = 1;
         return;
@@ -151,7 +151,7 @@ static void cd_nhwc_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
     int64_t K = c->K, HoWo = g->Ho * g->Wo, npan = (g->cout_g + NR - 1) / NR;
-    float *ap = aligned_alloc(64, (sizeof(float) * (c->scratch + (size_t)(npan * MR * NR)) + 63) & ~(size_t)63);
+    float *ap = hrt_aligned_alloc(64, sizeof(float) * (c->scratch + (size_t)(npan * MR * NR)));
     if (!ap) {
         c->failed = 1;
         return;
@@ -237,7 +237,7 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
     int64_t blk = nhwc ? NR : MR;
     int64_t pan = (g.cout_g + blk - 1) / blk;
     size_t wbytes = (sizeof(float) * (size_t)(g.groups * pan * blk * K) + 63) & ~(size_t)63;
-    float *wp = aligned_alloc(64, wbytes ? wbytes : 64);
+    float *wp = hrt_aligned_alloc(64, wbytes);
     if (!wp) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
     for (int64_t grp = 0; grp < g.groups; grp++)
         for (int64_t p = 0; p < pan; p++) {
@@ -259,7 +259,7 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
         int64_t Wp = wr > g.W + g.pl ? wr : g.W + g.pl;
         c.Wps = (Wp + g.sw - 1) / g.sw;
         size_t n = (size_t)(g.N * g.C * g.sw * c.Hp * c.Wps) + 2 * NR;
-        xpad = aligned_alloc(64, (sizeof(float) * n + 63) & ~(size_t)63);
+        xpad = hrt_aligned_array(64, (int64_t)n, sizeof(float));
         if (!xpad) {
             free(wp);
             return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);

@@ -127,7 +127,7 @@ static void wg_items(void *vp, int64_t it0, int64_t it1) {
     /* floats between positions, padded by a cache line so the 16 position streams do not alias in L1 */
     const int64_t vstride = (int64_t)WG_GROUPS * cblk * WG_LANES + 16;
     const int64_t mstride = (int64_t)WG_GROUPS * mpan * MR * WG_LANES + 16;
-    float *v = aligned_alloc(64, sizeof(float) * (size_t)(16 * (vstride + mstride)));
+    float *v = hrt_aligned_array(64, 16 * (vstride + mstride), sizeof(float));
     if (!v) {
         c->failed = 1;
         return;
@@ -276,16 +276,7 @@ static void wg_filter(void *vp, int64_t co0, int64_t co1) {
 }
 
 /* AIOGE_HOST_WINOGRAD: 0 = never (the direct convolution), unset/other = where eligible */
-static bool wg_enabled(void) {
-    static _Atomic int mode = -1;
-    int m = mode;
-    if (m < 0) {
-        const char *e = getenv("AIOGE_HOST_WINOGRAD");
-        m = !(e && e[0] == '0' && e[1] == 0);
-        mode = m;
-    }
-    return m != 0;
-}
+static bool wg_enabled(void) { return hrt_env_get()->winograd; }
 
 bool hrt_conv2d_winograd_ok(const k_conv_geom *g) {
     /* below ~128 tiles or 32 input channels the transforms and the filter packing outweigh the saving
@@ -302,9 +293,9 @@ aclError hrt_conv2d_winograd_f32(const hrt_kernel *k, const k_conv_geom *gg, con
     const int64_t th = (g.Ho + 1) / 2, tw = (g.Wo + 1) / 2;
     if (g.N == 0 || th == 0 || tw == 0 || Cout == 0) return ACL_SUCCESS;
     /* U = G g G^T per (co, ci), packed as [xi][co panel][ci][MR] */
-    float *upack = aligned_alloc(64, sizeof(float) * (size_t)(16 * mpan * C * MR));
+    float *upack = hrt_aligned_array(64, 16 * mpan * C * MR, sizeof(float));
     const int64_t Hp = 2 * th + 2, Wq = tw + 1;
-    float *xph = aligned_alloc(64, sizeof(float) * (size_t)(g.N * C * 2 * Hp * Wq + 16));
+    float *xph = hrt_aligned_array(64, g.N * C * 2 * Hp * Wq + 16, sizeof(float));
     if (!upack || !xph) {
         free(upack);
         free(xph);

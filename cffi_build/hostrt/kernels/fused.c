@@ -41,18 +41,6 @@ static int opcode_of(const char *name) {
 }
 
 /* ---------------------------------------------------------- math, 2 types */
-/* erf for float32 from erfc(|x|) = t * exp(-x^2 + P(t)), t = 1 / (1 + |x|/2)
- * (Numerical Recipes' Chebyshev fit, relative error < 1.2e-7): arithmetic
- * and k_expf only, so the loops vectorise. */
-static inline float k_erff(float x) {
-    float z = k_fabsf(x);
-    float t = 1.0f / (1.0f + 0.5f * z);
-    float p = -z * z - 1.26551223f +
-              t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f + t * (0.27886807f +
-              t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));  /* fmt */
-    float r = 1.0f - t * k_expf(p);
-    return k_self(k_isnanf(x), x, k_copysignf(r, x));
-}
 static inline float k_log1pf(float x) { return k_logf(1.0f + x); }
 static inline float k_powf(float x, float y) { return powf(x, y); }
 #define DEF_MATH(T, SUF, EXP, LOG, SQRT, TANH, ERF, POW, LOG1P)                                         \

@@ -237,6 +237,9 @@ static inline void combine(char *dst, const char *src, aclDataType dt, int red, 
     case ACL_INT16: K_COMBINE(int16_t); break;
     case ACL_INT32: K_COMBINE(int32_t); break;
     case ACL_INT64: K_COMBINE(int64_t); break;
+    case ACL_UINT16: K_COMBINE(uint16_t); break;
+    case ACL_UINT32: K_COMBINE(uint32_t); break;
+    case ACL_UINT64: K_COMBINE(uint64_t); break;
     default: { /* float16 / bfloat16 */
         float x, y, z;
         k_to_f32(dst, dt, &x, 1);
@@ -484,8 +487,11 @@ static inline bool nz_at(const char *x, aclDataType dt, int64_t i) {
     case ACL_DOUBLE: return ((const double *)x)[i] != 0.0;
     case ACL_FLOAT16:
     case ACL_BF16: return (((const uint16_t *)x)[i] & 0x7fffu) != 0;
-    case ACL_INT16: return ((const int16_t *)x)[i] != 0;
+    case ACL_INT16:
+    case ACL_UINT16: return ((const int16_t *)x)[i] != 0;
+    case ACL_UINT32:
     case ACL_INT32: return ((const int32_t *)x)[i] != 0;
+    case ACL_UINT64:
     case ACL_INT64: return ((const int64_t *)x)[i] != 0;
     default: return ((const uint8_t *)x)[i] != 0;
     }

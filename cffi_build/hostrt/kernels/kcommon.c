@@ -143,6 +143,9 @@ double k_load_d(const void *p, aclDataType dt, int64_t i) {
     case ACL_INT16: return ((const int16_t *)p)[i];
     case ACL_INT32: return ((const int32_t *)p)[i];
     case ACL_INT64: return (double)((const int64_t *)p)[i];
+    case ACL_UINT16: return ((const uint16_t *)p)[i];
+    case ACL_UINT32: return ((const uint32_t *)p)[i];
+    case ACL_UINT64: return (double)((const uint64_t *)p)[i];
     default: return 0;
     }
 }
@@ -159,6 +162,9 @@ void k_store_d(void *p, aclDataType dt, int64_t i, double v) {
     case ACL_INT16: ((int16_t *)p)[i] = (int16_t)(int64_t)v; break;
     case ACL_INT32: ((int32_t *)p)[i] = (int32_t)(int64_t)v; break;
     case ACL_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case ACL_UINT16: ((uint16_t *)p)[i] = (uint16_t)(int64_t)v; break;
+    case ACL_UINT32: ((uint32_t *)p)[i] = (uint32_t)(int64_t)v; break;
+    case ACL_UINT64: ((uint64_t *)p)[i] = v < 0 ? (uint64_t)(int64_t)v : v >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)v; break;
     default: break;
     }
 }

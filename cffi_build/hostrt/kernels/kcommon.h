@@ -4,7 +4,7 @@
 #ifndef AIOGE_HRT_KCOMMON_H
 #define AIOGE_HRT_KCOMMON_H
 
-#include "../hrt.h"
+#include "../hrt_kernel.h"
 #include "kmath.h"
 
 #include <math.h>
@@ -13,7 +13,7 @@
 #define K_API "aclopCompileAndExecute"
 
 /* Dense index of the dtypes kernels implement. */
-enum { K_F32, K_F16, K_BF16, K_F64, K_I8, K_U8, K_I16, K_I32, K_I64, K_BOOL, K_NTYPES };
+enum { K_F32, K_F16, K_BF16, K_F64, K_I8, K_U8, K_I16, K_I32, K_I64, K_BOOL, K_U16, K_U32, K_U64, K_NTYPES };
 
 static inline int k_index(aclDataType dt) {
     switch (dt) {
@@ -27,6 +27,9 @@ static inline int k_index(aclDataType dt) {
     case ACL_INT32: return K_I32;
     case ACL_INT64: return K_I64;
     case ACL_BOOL: return K_BOOL;
+    case ACL_UINT16: return K_U16;
+    case ACL_UINT32: return K_U32;
+    case ACL_UINT64: return K_U64;
     default: return -1;
     }
 }
@@ -165,6 +168,12 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *g, const 
 bool hrt_conv2d_winograd_ok(const k_conv_geom *g);
 aclError hrt_conv2d_winograd_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
                                  const float *bias, const k_act *act, float *y);
+
+/* NCHW float32 depthwise conv (groups == C_in, any multiplier) by a direct
+ * register-blocked kernel (conv_dw.c); w is OIHW. */
+bool hrt_conv2d_dw_ok(const k_conv_geom *g);
+aclError hrt_conv2d_dw_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
+                           const float *bias, const k_act *act, float *y);
 
 /* Outputs at least this big are written with non-temporal stores (they do
  * not fit in cache anyway; streaming saves the read-for-ownership). */

@@ -114,6 +114,19 @@ static inline float k_expf(float x) {
     return k_self(k_isnanf(x), x, y);
 }
 
+/* erf for float32 from erfc(|x|) = t * exp(-x^2 + P(t)), t = 1 / (1 + |x|/2)
+ * (Numerical Recipes' Chebyshev fit, relative error < 1.2e-7): arithmetic
+ * and k_expf only, so the loops vectorise. */
+static inline float k_erff(float x) {
+    float z = k_fabsf(x);
+    float t = 1.0f / (1.0f + 0.5f * z);
+    float p = -z * z - 1.26551223f +
+              t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f + t * (0.27886807f +
+              t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));  /* fmt */
+    float r = 1.0f - t * k_expf(p);
+    return k_self(k_isnanf(x), x, k_copysignf(r, x));
+}
+
 /* natural log: Cephes logf, ~1 ulp; log(0) = -inf, log(<0) = NaN */
 static inline float k_logf(float x) {
     int sub = x < 1.17549435e-38f;

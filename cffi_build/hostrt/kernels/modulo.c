@@ -22,6 +22,9 @@ DEF_IMOD(mod_u8, uint8_t)
 DEF_IMOD(mod_i16, int16_t)
 DEF_IMOD(mod_i32, int32_t)
 DEF_IMOD(mod_i64, int64_t)
+DEF_IMOD(mod_u16, uint16_t)
+DEF_IMOD(mod_u32, uint32_t)
+DEF_IMOD(mod_u64, uint64_t)
 
 static void mod_f32(const void *pa, int64_t sa, const void *pb, int64_t sb, void *po, int64_t n, bool fm) {
     const float *a = pa, *b = pb;
@@ -104,7 +107,7 @@ static aclError md_compile(hrt_kernel *k, const aclopAttr *attrs) {
     const hrt_tensor *a = &k->in[0];
     static const md_fn fns[K_NTYPES] = {[K_F32] = mod_f32, [K_F16] = mod_f32, [K_BF16] = mod_f32, [K_F64] = mod_f64,
                                         [K_I8] = mod_i8,   [K_U8] = mod_u8,   [K_I16] = mod_i16,  [K_I32] = mod_i32,
-                                        [K_I64] = mod_i64};
+                                        [K_I64] = mod_i64, [K_U16] = mod_u16, [K_U32] = mod_u32, [K_U64] = mod_u64};
     int di = k_index(a->dtype);
     if (di < 0 || !fns[di]) return k_unsupported(k, "x1", a->dtype);
     if ((rc = k_expect_same_dtype(k, 1, 2, a->dtype)) || (rc = k_expect_out_dtype(k, 0, a->dtype))) return rc;

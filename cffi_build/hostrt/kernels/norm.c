@@ -671,7 +671,9 @@ static void lrn_chunk(void *vp, int64_t b, int64_t e) {
 static aclError lrn_run(const hrt_kernel *k, void *const *in, void *const *out) {
     const lrn_plan *p = k->plan;
     lrn_ctx c = {p, in[0], out[0]};
-    hrt_parallel_for(p->N * p->HW, K_GRAIN / (p->C * (2 * p->r + 2)) + 1, lrn_chunk, &c);
+    /* r <= C and C < 2^48 (compile), so the window product cannot wrap to 0 */
+    int64_t window = (p->C ? p->C : 1) * (2 * p->r + 2);
+    hrt_parallel_for(p->N * p->HW, K_GRAIN / window + 1, lrn_chunk, &c);
     return ACL_SUCCESS;
 }
 
@@ -704,6 +706,9 @@ static aclError lrn_compile(hrt_kernel *k, const aclopAttr *attrs) {
     p->N = x->dims[0];
     p->C = nhwc ? x->dims[3] : x->dims[1];
     p->HW = nhwc ? x->dims[1] * x->dims[2] : x->dims[2] * x->dims[3];
+    /* a radius past the channel count covers every channel: clamp it, so
+     * depth_radius = 2^63-1 neither wraps the window size nor the bounds */
+    if (p->r > p->C) p->r = p->C;
     p->dt = x->dtype;
     k->plan = p;
     k->plan_free = free;

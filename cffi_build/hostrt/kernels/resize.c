@@ -255,7 +255,7 @@ static aclError resize_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (rc) return rc;
     const hrt_tensor *x = &k->in[0];
     int di = k_index(x->dtype);
-    if (di < 0 || di == K_BOOL) return k_unsupported(k, "x", x->dtype);
+    if (di < 0 || di >= K_BOOL) return k_unsupported(k, "x", x->dtype); /* bool, uint16/32/64 */
     if ((rc = k_expect_out_dtype(k, 0, x->dtype))) return rc;
     int nd = x->ndim;
     const char *mode_s, *ct_s, *nm_s;

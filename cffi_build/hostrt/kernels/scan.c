@@ -59,6 +59,9 @@ static void cs_chunk(void *vp, int64_t b, int64_t e) {
     case ACL_INT16: CS_LOOP(int16_t, int64_t); break;
     case ACL_INT32: CS_LOOP(int32_t, int64_t); break;
     case ACL_INT64: CS_LOOP(int64_t, int64_t); break;
+    case ACL_UINT16: CS_LOOP(uint16_t, uint64_t); break;
+    case ACL_UINT32: CS_LOOP(uint32_t, uint64_t); break;
+    case ACL_UINT64: CS_LOOP(uint64_t, uint64_t); break;
     default: { /* float16 / bfloat16 through float32 */
         const char *x = c->x;
         char *y = c->y;

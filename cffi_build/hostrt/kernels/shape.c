@@ -503,12 +503,12 @@ static aclError tile_finish(hrt_kernel *k, const int64_t *mult, int n, bool attr
         int xi = i - (n - x->ndim);
         p->xd[i] = (n == 0) ? 1 : (xi >= 0 ? x->dims[xi] : 1);
         int64_t m = n == 0 ? 1 : mult[i];
-        if (m < 0) {
+        if (m < 0 || ckd_mul(&p->od[i], p->xd[i], m)) { /* a wrapped product could match the output */
             free(p);
             return hrt_error(attr ? ACL_ERROR_OP_ATTR_NOT_MATCH : ACL_ERROR_OP_INPUT_NOT_MATCH, K_API,
-                             "%s: multiples must be >= 0", k->op_name);
+                             m < 0 ? "%s: multiples must be >= 0" : "%s: multiples overflow the result shape",
+                             k->op_name);
         }
-        p->od[i] = p->xd[i] * m;
     }
     k_strides(p->xd, nd, p->xst);
     p->esz = hrt_dtype_size(x->dtype);

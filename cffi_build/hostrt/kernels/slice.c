@@ -118,8 +118,8 @@ static aclError slice_common(hrt_kernel *k, const int64_t *off, int noff, const 
     int64_t b[HRT_MAXDIM], st[HRT_MAXDIM], sz[HRT_MAXDIM];
     for (int d = 0; d < x->ndim; d++) {
         int64_t D = x->dims[d], o = off[d], s = size[d];
-        if (s == -1) s = D - o;
-        if (o < 0 || s < 0 || o + s > D)
+        if (s == -1 && o >= 0 && o <= D) s = D - o;
+        if (!ckd_range_ok(o, s, D)) /* o + s near INT64_MAX must not wrap past the check */
             return hrt_error(err, K_API, "%s: slice [%lld, +%lld) is out of range for dim %d of size %lld", k->op_name,
                              (long long)o, (long long)size[d], d, (long long)D);
         b[d] = o;
@@ -215,7 +215,8 @@ static aclError strided_common(hrt_kernel *k, const aclopAttr *attrs, const int6
             if (hi < 0) hi += D;
             lo = lo < 0 ? 0 : lo > D ? D : lo;
             hi = hi < 0 ? 0 : hi > D ? D : hi;
-            sz[d] = hi > lo ? (hi - lo + s - 1) / s : 0;
+            /* ceil((hi - lo) / s) without forming hi - lo + s - 1 (s may be near INT64_MAX) */
+            sz[d] = hi > lo ? (hi - lo - 1) / s + 1 : 0;
         } else {
             lo = (bm >> i) & 1 ? D - 1 : bg[i];
             hi = (em >> i) & 1 ? -1 : en[i];
@@ -223,7 +224,8 @@ static aclError strided_common(hrt_kernel *k, const aclopAttr *attrs, const int6
             if (!((em >> i) & 1) && hi < 0) hi += D;
             lo = lo < -1 ? -1 : lo > D - 1 ? D - 1 : lo;
             hi = hi < -1 ? -1 : hi > D - 1 ? D - 1 : hi;
-            sz[d] = lo > hi ? (lo - hi + (-s) - 1) / (-s) : 0;
+            /* ceil((lo - hi) / -s) without negating s (INT64_MIN has no negation) */
+            sz[d] = lo > hi ? 1 - (lo - hi - 1) / s : 0;
         }
         b[d] = sz[d] ? lo : 0;
         st[d] = s;
@@ -506,8 +508,7 @@ static aclError pad_common(hrt_kernel *k, const aclopAttr *attrs, bool v3, int v
     for (int d = 0; d < nd; d++) {
         int64_t b = contiguous ? pv[2 * d] : pv[d], e = contiguous ? pv[2 * d + 1] : pv[nd + d];
         int64_t D = x->dims[d];
-        od[d] = D + b + e;
-        bool bad = od[d] < 0;
+        bool bad = ckd_add(&od[d], D, b) || ckd_add(&od[d], od[d], e) || od[d] < 0 || b < -D || e < -D;
         if (p->mode == PAD_REFLECT && (b >= D || e >= D) && (b > 0 || e > 0)) bad = true;
         if (p->mode == PAD_SYMMETRIC && (b > D || e > D)) bad = true;
         if (p->mode != PAD_CONST && D == 0 && (b > 0 || e > 0)) bad = true;

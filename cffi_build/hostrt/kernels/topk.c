@@ -90,6 +90,10 @@ static void tk_rows(void *vp, int64_t b, int64_t e) {
                 case ACL_UINT8: ki[d] = ((const uint8_t *)c->x)[at]; break;
                 case ACL_INT16: ki[d] = ((const int16_t *)c->x)[at]; break;
                 case ACL_INT32: ki[d] = ((const int32_t *)c->x)[at]; break;
+                case ACL_UINT16: ki[d] = ((const uint16_t *)c->x)[at]; break;
+                case ACL_UINT32: ki[d] = ((const uint32_t *)c->x)[at]; break;
+                /* flipping the top bit maps uint64 order onto int64 order */
+                case ACL_UINT64: ki[d] = (int64_t)(((const uint64_t *)c->x)[at] ^ ((uint64_t)1 << 63)); break;
                 default: ki[d] = ((const int64_t *)c->x)[at]; break;
                 }
             } else {

@@ -3,7 +3,7 @@
  * One inner loop per (op, dtype) for float32, float64 and the integer
  * types; float16 and bfloat16 run the float32 loop on widened blocks and
  * round once.  float32 loops use the branch-free kmath.h functions so GCC
- * vectorises them (sin, cos and erf call libm).  Ops with attrs read them at
+ * vectorises them (sin and cos call libm).  Ops with attrs read them at
  * compile time into k_unp.  Adding an op is a DEF line and a table row. */
 #include "kcommon.h"
 
@@ -60,10 +60,10 @@ DEF_UN(leaky_f32, float, k_self(x > 0.0f, x, x * pa))
 DEF_UN(sigmoid_f32, float, k_sigmoidf(x))
 DEF_UN(tanh_f32, float, k_tanhf(x))
 DEF_UN(gelu_f32, float, gelu_tanh_f(x))
-DEF_UN(gelu_erf_f32, float, 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)))
+DEF_UN(gelu_erf_f32, float, 0.5f * x * (1.0f + k_erff(x * 0.70710678118654752f)))
 DEF_UN(fastgelu_f32, float, x * k_sigmoidf(1.702f * x))
 DEF_UN(swish_f32, float, x * k_sigmoidf(pa * x))
-DEF_UN(erf_f32, float, erff(x))
+DEF_UN(erf_f32, float, k_erff(x))
 DEF_UN(sin_f32, float, sinf(x))
 DEF_UN(cos_f32, float, cosf(x))
 DEF_UN(floor_f32, float, k_floorf(x))

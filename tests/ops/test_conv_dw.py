@@ -1,0 +1,68 @@
+"""Depthwise convolutions (conv_dw.c: the register-blocked NCHW kernel) against onnxruntime:
+rows wider than one and two vectors, ragged row ends, strides, dilations, multipliers, a fused activation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from opsutil import F32, F64, check, few, ort_run, up
+
+import aioge
+from aioge import TensorSpec, ops
+
+pytestmark = pytest.mark.anyio
+
+NCHW, ND = 0, 2
+
+
+@st.composite
+def dw_case(draw):
+    c = draw(st.integers(1, 6))
+    mult = draw(st.integers(1, 2))
+    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = tuple(draw(st.integers(0, 3)) for _ in range(4))  # ONNX order t, l, b, r
+    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 45)))
+    n = draw(st.integers(1, 2))
+    return n, c, mult, k, s, d, p, hw
+
+
+@few(60)
+@given(case=dw_case(), bias=st.booleans(), seed=st.integers(0, 2**16))
+async def test_depthwise_vs_onnxruntime(stream, case, bias, seed):
+    n, c, mult, k, s, d, p, hw = case
+    if c == 1:
+        c = 2  # groups == 1 is a plain conv
+    eh, ew = d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1
+    if hw[0] + p[0] + p[2] < eh or hw[1] + p[1] + p[3] < ew:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, *hw)).astype(np.float32)
+    w = rng.standard_normal((c * mult, 1, *k)).astype(np.float32)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    ref = ort_run("Conv", [x, w, b] if bias else [x, w], kernel_shape=list(k), strides=list(s), dilations=list(d),
+                  pads=list(p), group=c)  # fmt: skip
+    y = ops.conv2d(up(stream, x), up(stream, w), up(stream, b) if bias else None, strides=s, pads=p, dilations=d,
+                   groups=c)  # fmt: skip
+    check(await y.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("hw", "s"), [((56, 56), 1), ((112, 112), 2), ((7, 7), 1), ((14, 33), 2)])
+@pytest.mark.parametrize("dt", [F32, F64])
+async def test_fused_depthwise_relu6(stream, hw, s, dt):
+    # MobileNet's depthwise block: 3x3, bias, Clip(0, 6) in the epilogue
+    rng = np.random.default_rng(5)
+    c = 24
+    x = (rng.standard_normal((1, c, *hw)) * 3).astype(dt)
+    w = rng.standard_normal((c, 1, 3, 3)).astype(dt)
+    b = rng.standard_normal(c).astype(dt)
+    ref = ort_run("Conv", [a.astype(np.float32) for a in (x, w, b)], kernel_shape=[3, 3], pads=[1] * 4, strides=[s, s],
+                  group=c).astype(np.float64)  # fmt: skip
+    attrs = {"strides": [1, 1, s, s], "pads": [1] * 4, "dilations": [1, 1, 1, 1], "groups": c,
+             "data_format": "NCHW", "activation": "Clip", "min": 0.0, "max": 6.0}  # fmt: skip
+    (y,) = aioge.op("_FusedConv2D", [up(stream, x), up(stream, w), up(stream, b)], [TensorSpec(ref.shape, dt)], attrs,
+                    formats=[NCHW, NCHW, ND, NCHW])  # fmt: skip
+    check(await y.numpy(), np.clip(ref, 0, 6), rtol=1e-4, atol=1e-4)
