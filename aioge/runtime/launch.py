@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .. import _aliasing, _native, dtypes
+from .. import _native, dtypes
 from .._native import acl
 from ..dtypes import ACL_CODE as _ACL_CODE
-from . import _trace
+from . import _trace, aliasing
 from .scheduler import Completion
 from .tensor import DeviceMemory, Tensor, TensorSpec
 
@@ -370,7 +370,7 @@ def op(
         >>> (y,) = aioge.op("Add", [x, x], [aioge.TensorSpec((2, 3), "float32")], stream=s)
     """
     s = _pick_stream(inputs, outputs, stream)
-    _aliasing.check(op_type, inputs, outputs)  # before launch, so every backend refuses the same
+    aliasing.check(op_type, inputs, outputs)  # before launch, so every backend refuses the same
     outs = [y if type(y) is Tensor else Tensor._empty(s, _spec(y).shape, _spec(y).dtype) for y in outputs]
     launch(s, op_type, inputs, outs, attrs, formats)
     return outs

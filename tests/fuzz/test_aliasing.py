@@ -2,7 +2,7 @@
 
 For each op of tests/ops' table and each (input, output) pair of the same
 dtype and size, the launch runs with the output written over the input, both
-through ``aioge.op`` (aioge/_aliasing.py refuses first, on any backend) and
+through ``aioge.op`` (aioge/runtime/aliasing.py refuses first, on any backend) and
 straight through the runtime (cffi_build/hostrt/alias.c).  Either both refuse
 with InvalidParamError and the op is not in-place capable, or both run and
 every output equals the unaliased launch's.  Partial overlaps, which the
@@ -17,8 +17,9 @@ from test_errors import CASES
 from test_fuzz_ops import _materialise
 
 import aioge
-from aioge import TensorSpec, _aliasing
+from aioge import TensorSpec
 from aioge.errors import InvalidParamError
+from aioge.runtime import aliasing as _aliasing
 from aioge.runtime.launch import launch
 from aioge.runtime.tensor import Tensor
 from tests.rawacl import raw_runtime

@@ -61,7 +61,14 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
             in_elems = sum(g.constants[i].size for i in n.inputs if i)
             if out_elems > max_elements and out_elems > in_elems and not weights_only(n.outputs):
                 continue
-            outs = evaluate_node(n, [g.constants[i] if i else None for i in n.inputs])
+            if n.op_type == "ConstantOfShape" and out_elems > max_elements:
+                # a big fill folded (weights): a read-only broadcast of the scalar, so nothing is
+                # written (or copied) until it is uploaded
+                val = get_attr(n, "value")
+                fill = np.asarray(val if val is not None else np.zeros(1, np.float32))
+                outs = [np.broadcast_to(fill.reshape(-1)[:1].reshape(()), g.values[n.outputs[0]].shape or ())]
+            else:
+                outs = evaluate_node(n, [g.constants[i] if i else None for i in n.inputs])
         else:
             continue
         for name, arr in zip(n.outputs, outs, strict=False):

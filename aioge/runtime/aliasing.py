@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import InvalidParamError
-from .runtime.tensor import Tensor
+from ..errors import InvalidParamError
+from .tensor import Tensor
 
 INPLACE = frozenset(
     """Abs Add AddV2 Ceil ClipByValue Cos Div Erf Exp ExpandDims FastGelu Fills Flatten Floor FloorMod Gelu GeluV2
