@@ -337,45 +337,41 @@ class CompiledGraph(Resource):
         s0 = stream if stream is not None else self.device.default_stream
         await s0.drain()
         ticket: _Ticket | None = await self._admit()
-        if self._io_at is not None and not as_tensors and _trace.hub is None:
-            arrays = [_host_array(feeds[n]) for n in self.inputs]
-            if not any(isinstance(a, Tensor) for a in arrays):
-                assert ticket is not None
-                res, comp = self._run_host(arrays, s0, ticket)
-                ticket = None
-                with deadline(timeout, f"execute() of {self._describe()}"):
-                    await comp
-                if as_torch:
-                    from ..frontends._tensors import from_numpy
-
-                    return {name: from_numpy(a) for name, a in res.items()}
-                return res
-        try:
-            ins: list[Tensor] = []
-            uploads: list[Completion] = []  # this execution's copies in: their failures are its own
-            for n in self.inputs:
-                x = feeds[n]
-                if not isinstance(x, Tensor):
-                    x = s0._upload(_host_array(x), None, f"{self.graph.name}: input {n!r} (upload)")
-                    uploads.append(x._writer)  # type: ignore[arg-type]
-                ins.append(x)
+        if (self._io_at is not None and not as_tensors and _trace.hub is None
+                and not any(isinstance(feeds[n], Tensor) for n in self.inputs)):  # fmt: skip
+            # host memory in and out, one segment: one task, the copies inside it
             assert ticket is not None
-            outs, comps = self._launch(ins, None, s0, ticket, uploads)
-        finally:
-            ticket = None  # the launches hold it now (until the device is done); never a traceback
-        with deadline(timeout, f"execute() of {self._describe()}"):
-            if as_tensors:
-                await wait_all(comps[-1:])  # the join: it stands for everything the execution enqueued
-                return dict(outs)
-            # the outputs' writer (the join) raises the first failure among the copies in
-            # and the nodes; enqueue every copy-out at once, then wait for them in order
-            downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
-            res = {name: await d.result() for name, d in downloads}
-            if as_torch:
-                from ..frontends._tensors import from_numpy
+            res, comp = self._run_host([_host_array(feeds[n]) for n in self.inputs], s0, ticket)
+            ticket = None
+            with deadline(timeout, f"execute() of {self._describe()}"):
+                await comp
+        else:
+            try:
+                ins: list[Tensor] = []
+                uploads: list[Completion] = []  # this execution's copies in: their failures are its own
+                for n in self.inputs:
+                    x = feeds[n]
+                    if not isinstance(x, Tensor):
+                        x = s0._upload(_host_array(x), None, f"{self.graph.name}: input {n!r} (upload)")
+                        uploads.append(x._writer)  # type: ignore[arg-type]
+                    ins.append(x)
+                assert ticket is not None
+                outs, comps = self._launch(ins, None, s0, ticket, uploads)
+            finally:
+                ticket = None  # the launches hold it now (until the device is done); never a traceback
+            with deadline(timeout, f"execute() of {self._describe()}"):
+                if as_tensors:
+                    await wait_all(comps[-1:])  # the join: it stands for everything the execution enqueued
+                    return dict(outs)
+                # the outputs' writer (the join) raises the first failure among the copies in
+                # and the nodes; enqueue every copy-out at once, then wait for them in order
+                downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
+                res = {name: await d.result() for name, d in downloads}
+        if as_torch:
+            from ..frontends._tensors import from_numpy
 
-                return {name: from_numpy(a) for name, a in res.items()}
-            return res
+            return {name: from_numpy(a) for name, a in res.items()}
+        return res
 
     def launch(
         self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None = None, *, stream: Stream | None = None
