@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 static const char *API = "aiogeGraph";
+static const char *API_NOW = "aiogeGraphExecuteHostNow";
 
 typedef struct {
     hrt_kernel *k;
@@ -343,9 +344,11 @@ static aclError take_block(graph_task *gt, void *p, size_t need, int dev, const 
     return ACL_SUCCESS;
 }
 
+/* `ran` NULL: enqueue the execution.  Else run it now on the calling thread if its stream is idle
+ * (*ran = 1, the execution's own result returned), or enqueue nothing (*ran = 0). */
 static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs, void *const inputs[],
                         int32_t numOutputs, void *const outputs[], aclrtStream stream, uint64_t *times,
-                        int32_t capacity, const void *const hostIn[], void *const hostOut[]) {
+                        int32_t capacity, const void *const hostIn[], void *const hostOut[], int32_t *ran) {
     aclError rc;
     aiogeGraph *g = graph_get(graph, &rc);
     if (!g) return rc;
@@ -407,6 +410,19 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
     if (times) memset(times, 0, sizeof(uint64_t) * 2 * (size_t)g->seg[segment].n);
     gt->t.run = host ? run_graph_host : times ? run_graph_timed : run_graph;
     gt->t.release = release_graph_task;
+    if (ran) {
+        char msg[HRT_MSG_LEN];
+        *ran = 0;
+        rc = ACL_SUCCESS;
+        if (hrt_stream_run_now(st, &gt->t, &rc, msg)) { /* the task is released */
+            *ran = 1;
+            if (rc) hrt_error_push(rc, API_NOW, msg);
+        } else {
+            release_graph_task(&gt->t);
+        }
+        hrt_stream_release(st);
+        return rc;
+    }
     hrt_stream_submit(st, &gt->t, host && inline_ok(g));
     hrt_stream_release(st);
     return ACL_SUCCESS;
@@ -414,7 +430,7 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
 
 aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                 void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream) {
-    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, NULL, NULL);
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, NULL, NULL, NULL);
 }
 
 aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
@@ -423,7 +439,25 @@ aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *ar
     if (!hostInputs && !hostOutputs)
         return hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute from host: hostInputs and hostOutputs are both NULL");
     return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, hostInputs,
-                   hostOutputs);
+                   hostOutputs, NULL);
+}
+
+aclError aiogeGraphExecuteHostNow(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                  void *const inputs[], const void *const hostInputs[], int32_t numOutputs,
+                                  void *const outputs[], void *const hostOutputs[], aclrtStream stream,
+                                  int32_t *ran) {
+    if (!ran) return hrt_error(ACL_ERROR_INVALID_PARAM, API_NOW, "ran is NULL");
+    *ran = 0;
+    if (!hostInputs && !hostOutputs)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API_NOW, "hostInputs and hostOutputs are both NULL");
+    aclError rc;
+    aiogeGraph *g = graph_get(graph, &rc);
+    if (!g) return rc;
+    bool small = inline_ok(g);
+    graph_unref(g);
+    if (!small) return ACL_SUCCESS; /* too big to hold the caller's thread: enqueue it instead */
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, hostInputs,
+                   hostOutputs, ran);
 }
 
 aclError aiogeGraphExecuteTimedAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
@@ -431,5 +465,5 @@ aclError aiogeGraphExecuteTimedAsync(aiogeGraph *graph, int32_t segment, void *a
                                      aclrtStream stream, uint64_t nodeTimes[], int32_t capacity) {
     if (!nodeTimes) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute timed: nodeTimes is NULL");
     return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, nodeTimes, capacity, NULL,
-                   NULL);
+                   NULL, NULL);
 }
