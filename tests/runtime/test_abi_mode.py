@@ -26,7 +26,7 @@ import pytest
 
 import aioge
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "cffi_build"
 
 
@@ -113,8 +113,8 @@ def test_missing_library_is_a_clear_backend_error(tmp_path):
 
 def test_abi_suite_through_dlopen(standalone_lib):
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-m", "abi", "-p", "no:cacheprovider",
-           str(ROOT / "tests" / "test_runtime.py"), str(ROOT / "tests" / "test_core.py"),
-           str(ROOT / "tests" / "test_model.py"), str(ROOT / "tests" / "test_graph_c.py")]  # fmt: skip
+           *(str(ROOT / "tests/runtime" / f) for f in ("test_hostrt.py", "test_core.py", "test_executable.py",
+                                                     "test_hostrt_graph.py"))]  # fmt: skip
     out = subprocess.run(cmd, env=_env(standalone_lib), capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " passed" in out.stdout
@@ -155,8 +155,8 @@ def test_ascend_suite_through_the_acl_only_library(acl_only_lib, tmp_path):
 
 
 async def _host_model_outputs() -> dict[str, dict[str, np.ndarray]]:
-    from .graph import models as M
-    from .test_ascend_paths import MODELS
+    from tests.graph import models as M
+    from tests.runtime.test_ascend_paths import MODELS
 
     outs = {}
     async with aioge.open_device(0) as dev:
