@@ -434,7 +434,7 @@ def graph_execute_host(g: Handle, segment: int, arena: Handle, ins: tuple[int, A
 
 #: ``aiogeGraphExecuteHostNow`` (host runtime only, else None): runs a small execution on the
 #: calling thread when its stream is idle; the caller checks the rc (hot path: no wrapper call)
-graph_execute_host_now_rc = lib.aiogeGraphExecuteHostNow if _has("aiogeGraphExecuteHostNow") else None
+graph_execute_host_now_rc: Any = lib.aiogeGraphExecuteHostNow if _has("aiogeGraphExecuteHostNow") else None
 
 
 def int32_out() -> Any:

@@ -60,6 +60,7 @@ MAX_INFLIGHT = 8
 #: caller streams that get auxiliary streams of their own; further ones share those round-robin
 MAX_AUX_SETS = 8
 
+
 class _Flight:
     """The executions in flight of one model and its idle arenas.
 
