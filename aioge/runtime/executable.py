@@ -156,11 +156,12 @@ class _Ticket:
 class _Now:
     """The synchronous path of a small execution from host memory (host runtime).
 
-    When the graph fits ``AIOGE_HOST_INLINE_BYTES`` and the stream is idle,
-    one C call (``aiogeGraphExecuteHostNow``) copies the feeds in, runs the
-    nodes and copies the outputs out on the caller's thread: no event, no
-    completion, no wake-up.  Such work takes microseconds, less than
-    handing it to the stream's worker would.  Everything that does not
+    When the graph is cheap (its runs take at most ``AIOGE_HOST_INLINE_US``
+    of CPU time; before its first run: it fits ``AIOGE_HOST_INLINE_BYTES``)
+    and the stream is idle, one C call (``aiogeGraphExecuteHostNow``) copies
+    the feeds in, runs the nodes and copies the outputs out on the caller's
+    thread: no event, no completion, no wake-up, which would cost more than
+    such work on a busy machine.  Everything that does not
     change between runs is made once: a private arena and the pointer
     arrays into it; a run only writes its host pointers.  One run at a time
     (a second thread takes the general path), and the execution holds no
@@ -193,7 +194,10 @@ class _Now:
         return True
 
     def run(self, model: CompiledGraph, feeds: Any, s: Stream) -> dict[str, Any] | None:
-        """Run now; None when this execution must take the general path (which also reports bad feeds)."""
+        """Run now; None when this execution must take the general path (which also reports bad feeds).
+
+        A graph too costly to run now (``ran`` -1) still asks every time: the few microseconds of
+        asking are small beside such a graph, and its measure follows its runs wherever they ran."""
         if not self.lock.acquire(blocking=False):
             return None
         try:
@@ -228,7 +232,7 @@ class _Now:
             ran = self.ran
             rc = _execute_now(model._handle, 0, self.arena.ptr, self.n_in, self.in_ptrs, host_in, j, self.out_ptrs,
                               host_out, s._handle, ran)  # fmt: skip
-            if not ran[0]:
+            if ran[0] != 1:
                 if rc:
                     acl.raise_for(rc, f"execute() of {model._describe()}")
                 return None
@@ -337,8 +341,7 @@ class CompiledGraph(Resource):
                 end += aligned(n)
             self._io_at = (slots[: len(self.inputs)], slots[len(self.inputs) :])
             self._arena_bytes = max(end, 1)
-            small = b.total_arena + sum(in_bytes) + sum(out_bytes) <= _inline_bytes()
-            if small and _execute_now is not None:
+            if _execute_now is not None and _inline_bytes():
                 self._now = _Now(self, DeviceMemory(dev, self._arena_bytes, s0))
         cache = dev._cache
         for op in b.ops:

@@ -171,11 +171,36 @@ async def test_a_closed_model_or_stream_is_refused(dev, compiled):
         await model.execute(feeds)
 
 
-async def test_a_graph_over_the_inline_size_never_takes_it(dev, compiled):
+async def test_the_runtime_decides_by_measured_cpu_time(dev, compiled):
+    """Before its first run a graph is judged by size (AIOGE_HOST_INLINE_BYTES); afterwards by the
+    CPU time its runs took (AIOGE_HOST_INLINE_US): a cheap graph over the size runs now once
+    measured, a costly one never does."""
+    s = dev.default_stream
     g = Graph("wide")
     x = g.input("x", (64, 512), "float32")  # 128 KiB in, 128 KiB out: over the 64 KiB default
     g.output(g.add_node("Relu", [x]))
-    model = await compiled(g)
-    assert model._now is None
-    x = np.random.default_rng(0).standard_normal((64, 512)).astype(np.float32)
-    np.testing.assert_array_equal((await model.execute({"x": x}))[model.graph.outputs[0]], np.maximum(x, 0))
+    wide = await compiled(g)
+    a = np.random.default_rng(0).standard_normal((64, 512)).astype(np.float32)
+    await s.synchronize()
+    before = launched(s)
+    np.testing.assert_array_equal((await wide.execute({"x": a}))[wide.graph.outputs[0]], np.maximum(a, 0))
+    assert launched(s) == before + 1  # unmeasured and big: the stream's worker ran it
+    await s.synchronize()
+    before = launched(s)
+    for _ in range(3):
+        np.testing.assert_array_equal((await wide.execute({"x": a}))[wide.graph.outputs[0]], np.maximum(a, 0))
+    assert launched(s) == before  # measured cheap (a Relu): now it runs on the caller's thread
+
+    g = Graph("heavy")
+    x = g.input("x", (384, 384), "float32")
+    h = x
+    for i in range(4):  # 4 x 113 MFLOP: milliseconds, far over 200 us
+        h = g.add_node("MatMul", [h, g.constant(f"w{i}", np.eye(384, dtype=np.float32))])
+    g.output(h)
+    heavy = await compiled(g)
+    b = np.random.default_rng(1).standard_normal((384, 384)).astype(np.float32)
+    await s.synchronize()
+    before = launched(s)
+    for _ in range(3):
+        np.testing.assert_allclose((await heavy.execute({"x": b}))[heavy.graph.outputs[0]], b, rtol=1e-6)
+    assert launched(s) == before + 3  # each on the worker
