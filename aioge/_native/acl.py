@@ -437,6 +437,11 @@ def graph_execute_host(g: Handle, segment: int, arena: Handle, ins: tuple[int, A
 graph_execute_host_now_rc: Any = lib.aiogeGraphExecuteHostNow if _has("aiogeGraphExecuteHostNow") else None
 
 
+#: a pointer to a C-contiguous array's bytes, alive as long as the result (ValueError if the
+#: array is not contiguous; BufferError/TypeError for dtypes without a buffer format)
+host_buffer = ffi.from_buffer
+
+
 def int32_out() -> Any:
     """An ``int32_t[1]`` out-parameter."""
     return ffi.new("int32_t[1]")

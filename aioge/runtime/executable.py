@@ -204,7 +204,7 @@ class _Now:
             if model._closed or s._closed or (self.weights and not self.ready()):
                 return None
             host_in, host_out = self.host_in, self.host_out
-            from_buffer = _native.ffi.from_buffer
+            from_buffer = acl.host_buffer
             keep = []
             i = 0
             try:
