@@ -210,11 +210,16 @@ class _Now:
             try:
                 for name, shape, dt in self.ins:
                     a = feeds[name]
-                    if type(a) is not np.ndarray or a.shape != shape or a.dtype != dt:
+                    if type(a) is not np.ndarray:
+                        if isinstance(a, Tensor):
+                            return None  # on the device already: the general path uses it in place
+                        a = _host_array(a)  # a torch CPU tensor: a view, no copy
+                    if a.shape != shape or a.dtype != dt:
                         return None
                     b = from_buffer(a)  # ValueError: not contiguous
                     host_in[i] = b
                     keep.append(b)
+                    keep.append(a)
                     i += 1
                 if len(feeds) != i:
                     return None
