@@ -41,7 +41,8 @@ async def test_direct_pool_vs_onnxruntime(stream, case, is_max, ceil, incl, nan,
             mask = np.zeros_like(x)
             mask.flat[at] = 1.0
             x.flat[at] = np.nan
-            ref = np.where(ort_run("MaxPool", [mask], opset=12, **kw) > 0, np.nan, ort_run("MaxPool", [x], opset=12, **kw))
+            hit = ort_run("MaxPool", [mask], opset=12, **kw) > 0
+            ref = np.where(hit, np.nan, ort_run("MaxPool", [x], opset=12, **kw))
         y = ops.max_pool2d(up(stream, x), k, s, p, ceil_mode=ceil)
     else:
         ref = ort_run("AveragePool", [x], opset=19, count_include_pad=int(incl), **kw)
