@@ -1,7 +1,7 @@
 """The small-M float32 GEMM (kernels/gemm_small.c: 16 <= M <= 96, N and K >= 128, alpha 1) against
 numpy in float64: ragged M (6-row tiles), N (16-column panels), K (256-row blocks), op(B) = B^T,
-the Gemm accumulate path (beta = 1 over a prefilled C), row strides (a sliced batch), and sizes
-either side of the selection bounds (the BLAS path) for the same results."""
+the Gemm accumulate path (beta = 1 over a prefilled C), batches (small GEMMs inside the pool's
+batch split), and sizes either side of the selection bounds (the BLAS path) for the same results."""
 
 from __future__ import annotations
 
@@ -50,10 +50,11 @@ async def test_small_gemm_mlp_and_transformer_shapes(stream, m, k, n):
     check(await y.numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
 
 
-async def test_small_gemm_batched_strided_rows(stream):
-    # a batched matmul whose per-batch GEMMs are small-M: B shared, A slices at a row stride
-    rng = np.random.default_rng(7)
-    a = rng.standard_normal((3, 40, 200)).astype(np.float32)
-    b = rng.standard_normal((200, 300)).astype(np.float32)
+@pytest.mark.parametrize(("nb", "m", "k", "n"), [(3, 40, 200, 300), (8, 20, 128, 128)])
+async def test_small_gemm_batched(stream, nb, m, k, n):
+    # per-batch small-M GEMMs at a row stride; the small ones run inside the pool's batch split
+    rng = np.random.default_rng(nb + m)
+    a = rng.standard_normal((nb, m, k)).astype(np.float32)
+    b = rng.standard_normal((nb, k, n)).astype(np.float32)
     y = ops.matmul(up(stream, a), up(stream, b))
     check(await y.numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
