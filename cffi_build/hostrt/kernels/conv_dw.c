@@ -53,6 +53,47 @@ static void dw_pad(const dw_ctx *c, const float *src, float *dst) {
     }
 }
 
+/* 4 output rows (input rows rstep floats apart) in vectors of 8 x nv (1 or 2) outputs: every tap
+ * of a block accumulates in registers; the last block of a row may read into the padded plane's
+ * slack and stores only its Wo - ox outputs. */
+static inline __attribute__((always_inline)) void dw_rows4(const float *xr, int64_t rstep, const int64_t *toff,
+                                                           int64_t taps, const float *wk, float bv, float *yr,
+                                                           int64_t Wo, int nv) {
+    for (int64_t ox = 0; ox < Wo; ox += 8 * nv) {
+        v8f init = {bv, bv, bv, bv, bv, bv, bv, bv};
+        v8f a0 = init, a1 = init, b0 = init, b1 = init, c0 = init, c1 = init, d0 = init, d1 = init;
+        for (int64_t t = 0; t < taps; t++) {
+            const float wv = wk[t];
+            const v8f wb = {wv, wv, wv, wv, wv, wv, wv, wv};
+            const float *s = xr + toff[t] + ox;
+            a0 += wb * ld8(s);
+            b0 += wb * ld8(s + rstep);
+            c0 += wb * ld8(s + 2 * rstep);
+            d0 += wb * ld8(s + 3 * rstep);
+            if (nv == 2) {
+                a1 += wb * ld8(s + 8);
+                b1 += wb * ld8(s + rstep + 8);
+                c1 += wb * ld8(s + 2 * rstep + 8);
+                d1 += wb * ld8(s + 3 * rstep + 8);
+            }
+        }
+        const int64_t n = Wo - ox < 8 * nv ? Wo - ox : 8 * nv;
+        v8f out[8] = {a0, a1, b0, b1, c0, c1, d0, d1};
+        for (int r = 0; r < 4; r++) {
+            float *yo = yr + r * Wo + ox;
+            if (n == 16) {
+                st8(yo, out[2 * r]);
+                st8(yo + 8, out[2 * r + 1]);
+            } else {
+                float tile[16];
+                st8(tile, out[2 * r]);
+                st8(tile + 8, out[2 * r + 1]);
+                memcpy(yo, tile, sizeof(float) * (size_t)n);
+            }
+        }
+    }
+}
+
 /* One output plane from its padded input plane.  Rows of 16 outputs (two
  * vectors) accumulate every tap in registers; the ragged end of a row is
  * computed the same way into a 16-float tile and copied. */
@@ -69,7 +110,17 @@ static void dw_plane(const dw_ctx *c, const float *xp, const float *wk, float bv
                 int64_t col = kx * dw;
                 toff[ky * kw + kx] = (col % sw) * plane + ky * dh * Wps + col / sw;
             }
-    for (int64_t oy = 0; oy < g->Ho; oy++) {
+    int64_t oy0 = 0;
+    if (small) { /* blocks of 4 output rows: 4-8 independent accumulators hide the FMA latency */
+        oy0 = g->Ho / 4 * 4;
+        for (int64_t oy = 0; oy < oy0; oy += 4) {
+            if (Wo > 8) dw_rows4(xp + oy * sh * Wps, sh * Wps, toff, taps, wk, bv, yp + oy * Wo, Wo, 2);
+            else dw_rows4(xp + oy * sh * Wps, sh * Wps, toff, taps, wk, bv, yp + oy * Wo, Wo, 1);
+        }
+        if (c->act)
+            for (int64_t r = 0; r < oy0; r++) k_act_apply_f32(c->act, yp + r * Wo, Wo);
+    }
+    for (int64_t oy = oy0; oy < g->Ho; oy++) {
         const float *xr = xp + oy * sh * Wps;
         float *yr = yp + oy * Wo;
         for (int64_t ox = 0; ox < Wo; ox += 16) {
