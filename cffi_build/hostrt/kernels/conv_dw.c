@@ -19,6 +19,8 @@ typedef struct {
     int64_t Hp, Wps; /* padded plane: Hp rows of sw phases x Wps columns */
     size_t scratch;  /* floats per worker */
     _Atomic int failed;
+    bool small;        /* kh * kw <= 64: toff holds every tap */
+    int64_t toff[64];  /* per tap: offset of column 0 in the padded plane (phase + column), once per call */
 } dw_ctx;
 
 /* one input plane -> the interior of its padded plane, sw column phases of Hp x Wps (phase ph holds
@@ -32,7 +34,11 @@ static void dw_pad(const dw_ctx *c, const float *src, float *dst) {
         const float *sr = src + iy * W;
         const int64_t r = iy + g->pt;
         if (sw == 1) {
-            memcpy(dst + r * Wps + g->pl, sr, sizeof(float) * (size_t)W);
+            float *dr = dst + r * Wps + g->pl;
+            if (W <= 16) /* short rows: no call per row */
+                for (int64_t j = 0; j < W; j++) dr[j] = sr[j];
+            else
+                memcpy(dr, sr, sizeof(float) * (size_t)W);
             continue;
         }
         for (int64_t ph = 0; ph < sw; ph++) {
@@ -101,15 +107,9 @@ static void dw_plane(const dw_ctx *c, const float *xp, const float *wk, float bv
     const k_conv_geom *g = c->g;
     const int64_t kh = g->kh, kw = g->kw, Wo = g->Wo, Wps = c->Wps, sw = g->sw, dh = g->dh, dw = g->dw;
     const int64_t plane = c->Hp * Wps, sh = g->sh;
-    int64_t toff[64]; /* per tap: offset of column 0 in the padded plane (phase + column) */
+    const int64_t *toff = c->toff;
     const int64_t taps = kh * kw;
-    bool small = taps <= 64;
-    if (small)
-        for (int64_t ky = 0; ky < kh; ky++)
-            for (int64_t kx = 0; kx < kw; kx++) {
-                int64_t col = kx * dw;
-                toff[ky * kw + kx] = (col % sw) * plane + ky * dh * Wps + col / sw;
-            }
+    const bool small = c->small;
     int64_t oy0 = 0;
     if (small) { /* blocks of 4 output rows: 4-8 independent accumulators hide the FMA latency */
         oy0 = g->Ho / 4 * 4;
@@ -202,6 +202,13 @@ aclError hrt_conv2d_dw_f32(const hrt_kernel *k, const k_conv_geom *g, const floa
     int64_t Wp = wr > g->W + g->pl ? wr : g->W + g->pl;
     c.Wps = (Wp + g->sw - 1) / g->sw + 1;
     c.scratch = (size_t)(g->sw * c.Hp * c.Wps) + 16;
+    c.small = g->kh * g->kw <= 64;
+    if (c.small)
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                int64_t col = kx * g->dw;
+                c.toff[ky * g->kw + kx] = (col % g->sw) * c.Hp * c.Wps + ky * g->dh * c.Wps + col / g->sw;
+            }
     int64_t per = g->Ho * g->Wo * g->kh * g->kw + c.Hp * c.Wps * g->sw + 1;
     hrt_parallel_for(g->N * g->Cout, K_GRAIN / per + 1, dw_chunk, &c);
     if (c.failed) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
