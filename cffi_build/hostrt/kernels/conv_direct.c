@@ -38,6 +38,7 @@ typedef struct {
     _Atomic int failed;
     const float *xpad;  /* NCHW: zero-padded copy of x split into sw column phases (Hp x Wps planes), or NULL */
     int64_t Hp, Wps;
+    const int64_t *toff; /* NCHW padded: per tap (ky, kx), its offset in a channel's phases (no divisions per row) */
     const k_act *act;   /* fused activation, or NULL */
 } cd_ctx;
 
@@ -74,18 +75,14 @@ static void pack_b_nchw(const cd_ctx *c, const float *xpg, int64_t q0, int64_t n
         nseg++;
         q += len;
     }
-    const int64_t sw = g->sw, phase = c->Hp * Wps, plane = sw * phase, rstep = g->dh * Wps, dw = g->dw;
-    const int64_t taps = g->kh * g->kw;
-    int64_t ci = k0 / taps, ky = (k0 % taps) / g->kw, kx = k0 % g->kw;
+    const int64_t plane = g->sw * c->Hp * Wps, taps = g->kh * g->kw;
+    int64_t ci = k0 / taps, t = k0 % taps;
     for (int64_t k = 0; k < kc; k++, bp += NR) {
-        const int64_t col = kx * dw, at = ci * plane + ky * rstep + (col % sw) * phase + col / sw;
+        const int64_t at = ci * plane + c->toff[t];
         memcpy(bp + off[0], src[0] + at, sizeof(float) * NR);
         if (nseg > 1) memcpy(bp + off[1], src[1] + at, sizeof(float) * NR);
         for (int s = 2; s < nseg; s++) memcpy(bp + off[s], src[s] + at, sizeof(float) * NR);
-        if (++kx == g->kw) {
-            kx = 0;
-            if (++ky == g->kh) ky = 0, ci++;
-        }
+        if (++t == taps) t = 0, ci++;
     }
 }
 
@@ -278,6 +275,7 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
     if (HoWo == 0 || g.N == 0 || g.Cout == 0) return ACL_SUCCESS;
     cd_ctx c = {.g = &g, .x = x, .bias = bias, .y = y, .w = w, .K = K, .act = act && act->code != K_ACT_NONE ? act : NULL};
     float *wp = NULL, *xpad = NULL;
+    int64_t *toff = NULL;
     if (nhwc) { /* pack the weights: per group, panels of K x NR */
         int64_t pan = (g.cout_g + NR - 1) / NR;
         size_t wbytes = (sizeof(float) * (size_t)(g.groups * pan * NR * K) + 63) & ~(size_t)63;
@@ -316,12 +314,24 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
             hrt_parallel_for(g.N * g.C, K_GRAIN / (g.sw * c.Hp * c.Wps + 1) + 1, pad_planes, &pc);
             memset(xpad + (n - 2 * NR), 0, sizeof(float) * 2 * NR);
             c.xpad = xpad;
+            toff = malloc(sizeof(int64_t) * (size_t)(g.kh * g.kw));
+            if (!toff) {
+                free(xpad);
+                return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
+            }
+            for (int64_t ky = 0; ky < g.kh; ky++)
+                for (int64_t kx = 0; kx < g.kw; kx++) {
+                    int64_t col = kx * g.dw;
+                    toff[ky * g.kw + kx] = ky * g.dh * c.Wps + (col % g.sw) * c.Hp * c.Wps + col / g.sw;
+                }
+            c.toff = toff;
         }
         c.npanels = (HoWo + NR - 1) / NR;
         cd_nchw_split(&c, g.N, g.groups, g.cout_g, K);
         int64_t items = g.N * g.groups * c.nqb * c.nmb;
         hrt_parallel_for(items, 1, cd_nchw_chunk, &c);
         free(xpad);
+        free(toff);
     }
     if (c.failed) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
     return ACL_SUCCESS;
