@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opsutil import check, few, ort_run, up
 
 import aioge
 from aioge import TensorSpec, ops
+from tests.ops.opsutil import check, few, ort_run, up
 
 pytestmark = pytest.mark.anyio
 

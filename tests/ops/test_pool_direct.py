@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opsutil import check, few, ort_run, up
 
 from aioge import ops
+from tests.ops.opsutil import check, few, ort_run, up
 
 pytestmark = pytest.mark.anyio
 
