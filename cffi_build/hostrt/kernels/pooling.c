@@ -41,11 +41,11 @@ static inline double k_row_max_f64(const double *x, int64_t n) { return k_row_ma
 static inline float pmax_f32(float a, float b) { return k_maxf(a, b); }
 static inline double pmax_f64(double a, double b) { return k_maxd(a, b); }
 
-/* float32 NCHW at strides 1 and 2, directly: each plane's rows are copied once into a scratch plane
- * whose border columns hold the identity (-inf for a max, 0 for a sum), so 8 outputs of a row
- * accumulate every tap of their windows in a register with no edge cases (stride 2: two loads
- * deinterleaved) and are stored once; rows outside the input are skipped (an average divides by
- * its count).  The separable passes (pool_plane) fold with a scalar NaN-propagating max and
+/* float32 NCHW at stride 2 (and at stride 1 on rows shorter than 16), directly: each plane's rows
+ * are copied once into a scratch plane whose border columns hold the identity (-inf for a max, 0
+ * for a sum), so 8 outputs of a row accumulate every tap of their windows in a register with no
+ * edge cases (stride 2: two loads deinterleaved) and are stored once; rows outside the input are
+ * skipped (an average divides by its count).  The separable passes (pool_plane) fold with a scalar NaN-propagating max and
  * per-row calls: 576 planes of 14x14 -> 7x7 took ~1 us a plane (onnxruntime: 26 us for all). */
 #if K_VL == 8
 static inline k_vf pv_ld(const float *q) {
@@ -472,7 +472,7 @@ static aclError pl_compile(hrt_kernel *k, const aclopAttr *attrs) {
             if (hi < p->edge_hi) p->edge_hi = hi;
         }
         if (p->edge_hi < p->edge_lo) p->edge_hi = p->edge_lo;
-        p->direct = !p->whole_rows && K_VL == 8 && (p->sw == 2 || (p->sw == 1 && p->W < 64));
+        p->direct = !p->whole_rows && K_VL == 8 && (p->sw == 2 || (p->sw == 1 && p->W < 16));
         if (!is_max) {
             p->count = malloc(sizeof(int32_t) * (size_t)(p->Ho * p->Wo + 1));
             if (!p->count) {
