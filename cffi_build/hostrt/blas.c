@@ -13,6 +13,11 @@ typedef void (*dgemm_fn)(int order, int ta, int tb, int m, int n, int k, double 
                          const double *b, int ldb, double beta, double *c, int ldc);
 typedef void (*set_threads_fn)(int n);
 
+/* kernels/gemm_small.c: small-M float32 GEMM on the pool (false from _small: out of memory) */
+bool hrt_sgemm_small_ok(bool ta, int64_t m, int64_t n, int64_t k, float alpha, float beta);
+bool hrt_sgemm_small(bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *c, int64_t ldc);
+
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
 
 static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -256,6 +261,9 @@ aclError hrt_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
         hrt_parallel_for(n, grain, gemv_cols, &g);
         return ACL_SUCCESS;
     }
+    if (hrt_sgemm_small_ok(ta, m, n, k, alpha, beta) &&
+        hrt_sgemm_small(tb, m, n, k, a, lda, b, ldb, beta, c, ldc))
+        return ACL_SUCCESS;
     sgemm_fn f = p_sgemm;
     bool ok = f && fits_int(m) && fits_int(n) && fits_int(k) && fits_int(lda) && fits_int(ldb) && fits_int(ldc) && k > 0;
     if (ok && gemm_on_pool(false, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return ACL_SUCCESS;

@@ -29,28 +29,44 @@ typedef struct {
     const cd_geom *g;
     const float *x, *bias;
     float *y;
-    const float *wpack; /* NCHW: per group, ceil(cout_g/MR) panels of K x MR;
-                           NHWC: per group, ceil(cout_g/NR) panels of K x NR */
+    const float *w;     /* NCHW: the OIHW filter, read in place ([Cout, K] row-major) */
+    const float *wpack; /* NHWC: per group, ceil(cout_g/NR) panels of K x NR */
     int64_t K, npanels; /* pixel panels per (image, group) */
+    int64_t qb, nqb;    /* NCHW: pixel panels per item, pixel blocks per (image, group) */
+    int64_t mbp, nmb;   /* NCHW: filter panels (MR rows) per item, filter blocks per group */
     size_t scratch;     /* floats per worker */
     _Atomic int failed;
     const float *xpad;  /* NCHW: zero-padded copy of x split into sw column phases (Hp x Wps planes), or NULL */
     int64_t Hp, Wps;
+    const int64_t *toff; /* NCHW padded: per tap (ky, kx), its offset in a channel's phases (no divisions per row) */
     const k_act *act;   /* fused activation, or NULL */
-    bool stream;        /* output too big for the caches: non-temporal stores */
 } cd_ctx;
 
-/* NCHW from the zero-padded input, split into sw column phases (phase ph
- * holds padded columns ph, ph + sw, ...), so output pixel ox of tap kx reads
- * column ox + (kx*dw)/sw of phase (kx*dw)%sw: every (ci, ky, kx) row of the
- * panel is one fixed 16-float copy per output row the panel touches (usually
- * one or two), for any stride (a copy may run past its segment; the next
- * segment or row overwrites that, and the buffers have 16 floats of slack). */
-static void pack_b_nchw_padded(const cd_geom *g, const float *xpg, int64_t Hp, int64_t Wps, int64_t q0, int64_t nq,
-                               float *bp) {
+/* NCHW B panel rows [k0, k0 + kc) of one pixel panel (q0, nq) from the zero-padded input split
+ * into sw column phases (phase ph holds padded columns ph, ph + sw, ...), so output pixel ox of tap
+ * kx reads column ox + (kx*dw)/sw of phase (kx*dw)%sw: every (ci, ky, kx) row of the panel is one
+ * fixed 16-float copy per output row the panel touches (usually one or two), for any stride (a copy
+ * may run past its segment; the next segment or row overwrites that, and the buffers have 16 floats
+ * of slack).  Without a padded copy (1x1, stride 1, no pads) the panel is a run of each plane. */
+static void pack_b_nchw(const cd_ctx *c, const float *xpg, int64_t q0, int64_t nq, int64_t k0, int64_t kc, float *bp) {
+    const cd_geom *g = c->g;
+    if (!c->xpad) {
+        const int64_t HW = g->H * g->W;
+        const float *src = xpg + k0 * HW + q0;
+        for (int64_t k = 0; k < kc; k++, src += HW, bp += NR) {
+            if (nq == NR) {
+                memcpy(bp, src, sizeof(float) * NR);
+            } else {
+                memcpy(bp, src, sizeof(float) * (size_t)nq);
+                memset(bp + nq, 0, sizeof(float) * (size_t)(NR - nq));
+            }
+        }
+        return;
+    }
     const float *src[NR];
     int64_t off[NR];
     int nseg = 0;
+    const int64_t Wps = c->Wps;
     for (int64_t q = q0; q < q0 + nq;) {
         int64_t oy = q / g->Wo, ox = q % g->Wo;
         int64_t len = g->Wo - ox < q0 + nq - q ? g->Wo - ox : q0 + nq - q;
@@ -59,68 +75,71 @@ static void pack_b_nchw_padded(const cd_geom *g, const float *xpg, int64_t Hp, i
         nseg++;
         q += len;
     }
-    const int64_t sw = g->sw, phase = Hp * Wps, plane = sw * phase, rstep = g->dh * Wps, dw = g->dw;
-    float *d = bp;
-    for (int64_t ci = 0; ci < g->cin_g; ci++)
-        for (int64_t ky = 0; ky < g->kh; ky++) {
-            const int64_t base = ci * plane + ky * rstep;
-            for (int64_t kx = 0; kx < g->kw; kx++, d += NR) {
-                const int64_t col = kx * dw, at = base + (col % sw) * phase + col / sw;
-                memcpy(d + off[0], src[0] + at, sizeof(float) * NR);
-                if (nseg > 1) memcpy(d + off[1], src[1] + at, sizeof(float) * NR);
-                for (int s = 2; s < nseg; s++) memcpy(d + off[s], src[s] + at, sizeof(float) * NR);
-            }
-        }
+    const int64_t plane = g->sw * c->Hp * Wps, taps = g->kh * g->kw;
+    int64_t ci = k0 / taps, t = k0 % taps;
+    for (int64_t k = 0; k < kc; k++, bp += NR) {
+        const int64_t at = ci * plane + c->toff[t];
+        memcpy(bp + off[0], src[0] + at, sizeof(float) * NR);
+        if (nseg > 1) memcpy(bp + off[1], src[1] + at, sizeof(float) * NR);
+        for (int s = 2; s < nseg; s++) memcpy(bp + off[s], src[s] + at, sizeof(float) * NR);
+        if (++t == taps) t = 0, ci++;
+    }
 }
 
+/* NCHW work split: blocks of up to QB_MAX pixel panels (a K block of them packed: <= 64 KB) */
+#define QB_MAX 4
+
+/* One NCHW work item: a block of qb pixel panels x a block of mbp filter panels of one (image,
+ * group).  Per K block of KC rows the item packs its pixel panels once (<= 64 KB) and sweeps
+ * its filter rows over them, read in place from the OIHW filter (ukernel_a), accumulating in the
+ * output itself; bias starts the first K block, the activation runs on each tile after the last.
+ * Small spatial sizes with big filters (inception's 7x7 and 14x14 layers) split the filter rows
+ * instead of re-reading every filter row once per 16 pixels. */
 static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
     cd_ctx *c = vp;
     const cd_geom *g = c->g;
-    int64_t K = c->K, HoWo = g->Ho * g->Wo, mpan = (g->cout_g + MR - 1) / MR;
-    float *bp = hrt_aligned_alloc(64, sizeof(float) * (c->scratch + NR + (size_t)(mpan * MR * NR)));
-    if (!bp) {
-        c->failed = 1;
-        return;
-    }
-    float *tiles = bp + c->scratch + NR;
-    for (int64_t it = b; it < e; it++) { /* it = ((n * groups) + grp) * npanels + panel */
-        int64_t panel = it % c->npanels, ng = it / c->npanels, grp = ng % g->groups, n = ng / g->groups;
-        int64_t q0 = panel * NR, nq = HoWo - q0 < NR ? HoWo - q0 : NR;
-        pack_b_nchw_padded(g, c->xpad + (n * g->C + grp * g->cin_g) * g->sw * c->Hp * c->Wps, c->Hp, c->Wps, q0, nq, bp);
+    const int64_t K = c->K, HoWo = g->Ho * g->Wo, mpan = (g->cout_g + MR - 1) / MR;
+    /* on the stack (64 KB): a heap block this size is trimmed back to the OS on free and
+     * page-faulted in again by the next chunk, which cost small convs more than their FLOPs */
+    float bp[KC * QB_MAX * NR + NR] __attribute__((aligned(64)));
+    float tile[MR * NR] __attribute__((aligned(32)));
+    for (int64_t it = b; it < e; it++) { /* it = ((n * groups + grp) * nqb + qblock) * nmb + mblock */
+        const int64_t mb = it % c->nmb, rest = it / c->nmb, qbi = rest % c->nqb, ng = rest / c->nqb;
+        const int64_t grp = ng % g->groups, n = ng / g->groups;
+        const int64_t p0 = qbi * c->qb, p1 = p0 + c->qb < c->npanels ? p0 + c->qb : c->npanels;
+        const int64_t m_lo = mb * c->mbp, m_hi = m_lo + c->mbp < mpan ? m_lo + c->mbp : mpan;
+        const float *xpg = c->xpad ? c->xpad + (n * g->C + grp * g->cin_g) * g->sw * c->Hp * c->Wps
+                                   : c->x + (n * g->C + grp * g->cin_g) * g->H * g->W;
         float *yg = c->y + (n * g->Cout + grp * g->cout_g) * HoWo;
-        const float *wg = c->wpack + grp * mpan * MR * K;
+        const float *wg = c->w + grp * g->cout_g * K, *bg = c->bias ? c->bias + grp * g->cout_g : NULL;
         for (int64_t k0 = 0; k0 < K; k0 += KC) {
-            int64_t kc = K - k0 < KC ? K - k0 : KC;
-            for (int64_t mp = 0; mp < mpan; mp++)
-                ukernel(kc, wg + mp * MR * K + k0 * MR, bp + k0 * NR, tiles + mp * MR * NR, k0 > 0);
-        }
-        for (int64_t mp = 0; mp < mpan; mp++) {
-            float *t = tiles + mp * MR * NR;
-            int64_t m0 = mp * MR, mr = g->cout_g - m0 < MR ? g->cout_g - m0 : MR;
-            if (c->bias)
-                for (int64_t r = 0; r < mr; r++) {
-                    float bv = c->bias[grp * g->cout_g + m0 + r];
-                    for (int j = 0; j < NR; j++) t[r * NR + j] += bv;
+            const int64_t kc = K - k0 < KC ? K - k0 : KC;
+            const bool acc = k0 > 0, last = k0 + kc >= K;
+            for (int64_t pp = p0; pp < p1; pp++) {
+                int64_t q0 = pp * NR, nq = HoWo - q0 < NR ? HoWo - q0 : NR;
+                pack_b_nchw(c, xpg, q0, nq, k0, kc, bp + (pp - p0) * kc * NR);
+            }
+            for (int64_t mp = m_lo; mp < m_hi; mp++) {
+                const int64_t m0 = mp * MR, mr = g->cout_g - m0 < MR ? g->cout_g - m0 : MR;
+                const float *am = wg + m0 * K + k0, *bm = bg ? bg + m0 : NULL;
+                for (int64_t pp = p0; pp < p1; pp++) {
+                    const int64_t q0 = pp * NR, nq = HoWo - q0 < NR ? HoWo - q0 : NR;
+                    float *cy = yg + m0 * HoWo + q0;
+                    const float *bpp = bp + (pp - p0) * kc * NR;
+                    if (mr == MR && nq == NR) {
+                        ukernel_a(kc, am, K, mr, bpp, cy, HoWo, acc, bm);
+                    } else {
+                        if (acc)
+                            for (int64_t r = 0; r < mr; r++) memcpy(tile + r * NR, cy + r * HoWo, sizeof(float) * (size_t)nq);
+                        ukernel_a(kc, am, K, mr, bpp, tile, NR, acc, bm);
+                        for (int64_t r = 0; r < mr; r++) memcpy(cy + r * HoWo, tile + r * NR, sizeof(float) * (size_t)nq);
+                    }
+                    if (last && c->act)
+                        for (int64_t r = 0; r < mr; r++) k_act_apply_f32(c->act, cy + r * HoWo, nq);
                 }
-            if (c->act) k_act_apply_f32(c->act, t, mr * NR);
-            for (int64_t r = 0; r < mr; r++) {
-                float *yr = yg + (m0 + r) * HoWo + q0;
-#if defined(__AVX__)
-                if (c->stream && nq == NR && !((uintptr_t)yr & 31u)) { /* a full aligned row: no read-for-ownership */
-                    _mm256_stream_ps(yr, (__m256)ld8(t + r * NR));
-                    _mm256_stream_ps(yr + 8, (__m256)ld8(t + r * NR + 8));
-                    continue;
-                }
-#endif
-                if (nq == NR) memcpy(yr, t + r * NR, sizeof(float) * NR);
-                else memcpy(yr, t + r * NR, sizeof(float) * (size_t)nq);
             }
         }
     }
-    free(bp);
-#if defined(__AVX__)
-    _mm_sfence();
-#endif
 }
 
 /* --- NHWC: A panel of MR output pixels (flattened), K = (ky, kx, ci) --- */
@@ -226,6 +245,27 @@ static void pad_planes(void *vp, int64_t b, int64_t e) {
     }
 }
 
+static void cd_nchw_split(cd_ctx *c, int64_t N, int64_t groups, int64_t cout_g, int64_t K) {
+    const int64_t mpan = (cout_g + MR - 1) / MR;
+    c->nqb = (c->npanels + QB_MAX - 1) / QB_MAX;
+    c->qb = (c->npanels + c->nqb - 1) / c->nqb;
+    c->nqb = (c->npanels + c->qb - 1) / c->qb;
+    /* too few pixel blocks to balance the pool (at least 4 items a thread): split the filter rows too,
+     * down to items of ~0.25 MFLOP */
+    const int64_t base = N * groups * c->nqb, want = 4 * (int64_t)hrt_num_threads();
+    const double item_flops = 2.0 * MR * NR * (double)K * (double)c->qb * (double)mpan;
+    int64_t nmb = 1;
+    if (base < want) {
+        nmb = (want + base - 1) / base;
+        int64_t cap = (int64_t)(item_flops / 250000.0);
+        if (nmb > cap) nmb = cap;
+        if (nmb > mpan) nmb = mpan;
+        if (nmb < 1) nmb = 1;
+    }
+    c->mbp = (mpan + nmb - 1) / nmb;
+    c->nmb = (mpan + c->mbp - 1) / c->mbp;
+}
+
 /* Entry point used by conv.c: w in OIHW (NCHW) or OHWI (NHWC) layout. */
 aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const float *x, const float *w,
                                const float *bias, const k_act *act, float *y) {
@@ -233,49 +273,66 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
     bool nhwc = g.nhwc;
     int64_t K = g.cin_g * g.kh * g.kw, HoWo = g.Ho * g.Wo;
     if (HoWo == 0 || g.N == 0 || g.Cout == 0) return ACL_SUCCESS;
-    /* pack the weights */
-    int64_t blk = nhwc ? NR : MR;
-    int64_t pan = (g.cout_g + blk - 1) / blk;
-    size_t wbytes = (sizeof(float) * (size_t)(g.groups * pan * blk * K) + 63) & ~(size_t)63;
-    float *wp = hrt_aligned_alloc(64, wbytes);
-    if (!wp) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
-    for (int64_t grp = 0; grp < g.groups; grp++)
-        for (int64_t p = 0; p < pan; p++) {
-            float *dst = wp + (grp * pan + p) * blk * K;
-            for (int64_t kk = 0; kk < K; kk++)
-                for (int64_t j = 0; j < blk; j++) {
-                    int64_t co = p * blk + j;
-                    dst[kk * blk + j] = co < g.cout_g ? w[(grp * g.cout_g + co) * K + kk] : 0.0f;
+    cd_ctx c = {.g = &g, .x = x, .bias = bias, .y = y, .w = w, .K = K, .act = act && act->code != K_ACT_NONE ? act : NULL};
+    float *wp = NULL, *xpad = NULL;
+    int64_t *toff = NULL;
+    if (nhwc) { /* pack the weights: per group, panels of K x NR */
+        int64_t pan = (g.cout_g + NR - 1) / NR;
+        size_t wbytes = (sizeof(float) * (size_t)(g.groups * pan * NR * K) + 63) & ~(size_t)63;
+        wp = hrt_aligned_alloc(64, wbytes);
+        if (!wp) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
+        for (int64_t grp = 0; grp < g.groups; grp++)
+            for (int64_t p = 0; p < pan; p++) {
+                float *dst = wp + (grp * pan + p) * NR * K;
+                for (int64_t kk = 0; kk < K; kk++)
+                    for (int64_t j = 0; j < NR; j++) {
+                        int64_t co = p * NR + j;
+                        dst[kk * NR + j] = co < g.cout_g ? w[(grp * g.cout_g + co) * K + kk] : 0.0f;
+                    }
+            }
+        c.wpack = wp;
+        c.npanels = (HoWo + MR - 1) / MR;
+        c.scratch = (size_t)(K * MR);
+        int64_t items = g.N * g.groups * c.npanels;
+        /* ~ 2*MR*NR*K*pan flops per item: chunks of ~20-40 us, so small convs (a few MFLOP) use every core */
+        int64_t per = 2 * MR * NR * K * pan + 1;
+        hrt_parallel_for(items, (int64_t)(1000000 / per) + 1, cd_nhwc_chunk, &c);
+        free(wp);
+    } else {
+        bool plain = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.Ho == g.H &&
+                     g.Wo == g.W; /* the input planes are the GEMM operand: no padded copy */
+        if (!plain) {
+            /* zero-padded copy covering every input row/col any output reads */
+            int64_t hr = (g.Ho - 1) * g.sh + (g.kh - 1) * g.dh + 1, wr = (g.Wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+            c.Hp = hr > g.H + g.pt ? hr : g.H + g.pt;
+            int64_t Wp = wr > g.W + g.pl ? wr : g.W + g.pl;
+            c.Wps = (Wp + g.sw - 1) / g.sw;
+            size_t n = (size_t)(g.N * g.C * g.sw * c.Hp * c.Wps) + 2 * NR;
+            xpad = hrt_aligned_array(64, (int64_t)n, sizeof(float));
+            if (!xpad) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
+            pad_ctx pc = {&g, x, xpad, c.Hp, Wp, c.Wps};
+            hrt_parallel_for(g.N * g.C, K_GRAIN / (g.sw * c.Hp * c.Wps + 1) + 1, pad_planes, &pc);
+            memset(xpad + (n - 2 * NR), 0, sizeof(float) * 2 * NR);
+            c.xpad = xpad;
+            toff = malloc(sizeof(int64_t) * (size_t)(g.kh * g.kw));
+            if (!toff) {
+                free(xpad);
+                return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
+            }
+            for (int64_t ky = 0; ky < g.kh; ky++)
+                for (int64_t kx = 0; kx < g.kw; kx++) {
+                    int64_t col = kx * g.dw;
+                    toff[ky * g.kw + kx] = ky * g.dh * c.Wps + (col % g.sw) * c.Hp * c.Wps + col / g.sw;
                 }
+            c.toff = toff;
         }
-    cd_ctx c = {&g, x, bias, y, wp, K, 0, 0, 0, NULL, 0, 0, act && act->code != K_ACT_NONE ? act : NULL, false};
-    c.stream = sizeof(float) * (size_t)(g.N * g.Cout * HoWo) >= K_STREAM_BYTES;
-    c.npanels = nhwc ? (HoWo + MR - 1) / MR : (HoWo + NR - 1) / NR;
-    float *xpad = NULL;
-    if (!nhwc) {
-        /* zero-padded copy covering every input row/col any output reads */
-        int64_t hr = (g.Ho - 1) * g.sh + (g.kh - 1) * g.dh + 1, wr = (g.Wo - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-        c.Hp = hr > g.H + g.pt ? hr : g.H + g.pt;
-        int64_t Wp = wr > g.W + g.pl ? wr : g.W + g.pl;
-        c.Wps = (Wp + g.sw - 1) / g.sw;
-        size_t n = (size_t)(g.N * g.C * g.sw * c.Hp * c.Wps) + 2 * NR;
-        xpad = hrt_aligned_array(64, (int64_t)n, sizeof(float));
-        if (!xpad) {
-            free(wp);
-            return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
-        }
-        pad_ctx pc = {&g, x, xpad, c.Hp, Wp, c.Wps};
-        hrt_parallel_for(g.N * g.C, K_GRAIN / (g.sw * c.Hp * c.Wps + 1) + 1, pad_planes, &pc);
-        memset(xpad + (n - 2 * NR), 0, sizeof(float) * 2 * NR);
-        c.xpad = xpad;
+        c.npanels = (HoWo + NR - 1) / NR;
+        cd_nchw_split(&c, g.N, g.groups, g.cout_g, K);
+        int64_t items = g.N * g.groups * c.nqb * c.nmb;
+        hrt_parallel_for(items, 1, cd_nchw_chunk, &c);
+        free(xpad);
+        free(toff);
     }
-    c.scratch = (size_t)(K * (nhwc ? MR : NR));
-    int64_t items = g.N * g.groups * c.npanels;
-    /* ~ 2*MR*NR*K*pan flops per item: chunks of ~20-40 us, so small convs (a few MFLOP) use every core */
-    int64_t per = 2 * MR * NR * K * pan + 1;
-    hrt_parallel_for(items, (int64_t)(1000000 / per) + 1, nhwc ? cd_nhwc_chunk : cd_nchw_chunk, &c);
-    free(wp);
-    free(xpad);
     if (c.failed) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
     return ACL_SUCCESS;
 }

@@ -19,37 +19,83 @@ typedef struct {
     int64_t Hp, Wps; /* padded plane: Hp rows of sw phases x Wps columns */
     size_t scratch;  /* floats per worker */
     _Atomic int failed;
+    bool small;        /* kh * kw <= 64: toff holds every tap */
+    int64_t toff[64];  /* per tap: offset of column 0 in the padded plane (phase + column), once per call */
 } dw_ctx;
 
-/* one padded input plane -> sw column phases of Hp x Wps (phase ph holds padded columns ph, ph + sw, ...) */
+/* one input plane -> the interior of its padded plane, sw column phases of Hp x Wps (phase ph holds
+ * padded columns ph, ph + sw, ...).  Only the interior is written: every plane of a call has the
+ * same geometry, so the zero border written once per worker (dw_chunk) stays zero.  (Zeroing it
+ * per plane cost more than the convolution itself on small planes: 960 channels at 7x7.) */
 static void dw_pad(const dw_ctx *c, const float *src, float *dst) {
     const k_conv_geom *g = c->g;
-    const int64_t sw = g->sw, Wps = c->Wps, plane = c->Hp * Wps;
-    for (int64_t r = 0; r < c->Hp; r++) {
-        int64_t iy = r - g->pt;
-        if (iy < 0 || iy >= g->H) {
-            for (int64_t ph = 0; ph < sw; ph++) memset(dst + ph * plane + r * Wps, 0, sizeof(float) * (size_t)Wps);
-            continue;
-        }
-        const float *sr = src + iy * g->W;
+    const int64_t sw = g->sw, Wps = c->Wps, plane = c->Hp * Wps, W = g->W;
+    for (int64_t iy = 0; iy < g->H; iy++) {
+        const float *sr = src + iy * W;
+        const int64_t r = iy + g->pt;
         if (sw == 1) {
-            float *dr = dst + r * Wps;
-            memset(dr, 0, sizeof(float) * (size_t)g->pl);
-            memcpy(dr + g->pl, sr, sizeof(float) * (size_t)g->W);
-            memset(dr + g->pl + g->W, 0, sizeof(float) * (size_t)(Wps - g->pl - g->W));
+            float *dr = dst + r * Wps + g->pl;
+            if (W <= 16) /* short rows: no call per row */
+                for (int64_t j = 0; j < W; j++) dr[j] = sr[j];
+            else
+                memcpy(dr, sr, sizeof(float) * (size_t)W);
             continue;
         }
         for (int64_t ph = 0; ph < sw; ph++) {
             float *dr = dst + ph * plane + r * Wps;
             /* columns j with 0 <= j*sw + ph - pl < W: [lo, hi) */
             int64_t lo = g->pl - ph <= 0 ? 0 : (g->pl - ph + sw - 1) / sw;
-            int64_t hi = (g->W + g->pl - ph + sw - 1) / sw;
+            int64_t hi = (W + g->pl - ph + sw - 1) / sw;
             if (hi > Wps) hi = Wps;
-            if (lo > hi) lo = hi;
-            for (int64_t j = 0; j < lo; j++) dr[j] = 0.0f;
             const float *s0 = sr + ph - g->pl;
-            for (int64_t j = lo; j < hi; j++) dr[j] = s0[j * sw];
-            for (int64_t j = hi; j < Wps; j++) dr[j] = 0.0f;
+            int64_t j = lo;
+            if (sw == 2) /* deinterleave 8 columns at a time */
+                for (; j + 8 <= hi && (j + 7) * 2 + ph - g->pl + 1 < W; j += 8) {
+                    v8f u = ld8(s0 + 2 * j), v = ld8(s0 + 2 * j + 8);
+                    st8(dr + j, __builtin_shufflevector(u, v, 0, 2, 4, 6, 8, 10, 12, 14));
+                }
+            for (; j < hi; j++) dr[j] = s0[j * sw];
+        }
+    }
+}
+
+/* 4 output rows (input rows rstep floats apart) in vectors of 8 x nv (1 or 2) outputs: every tap
+ * of a block accumulates in registers; the last block of a row may read into the padded plane's
+ * slack and stores only its Wo - ox outputs. */
+static inline __attribute__((always_inline)) void dw_rows4(const float *xr, int64_t rstep, const int64_t *toff,
+                                                           int64_t taps, const float *wk, float bv, float *yr,
+                                                           int64_t Wo, int nv) {
+    for (int64_t ox = 0; ox < Wo; ox += 8 * nv) {
+        v8f init = {bv, bv, bv, bv, bv, bv, bv, bv};
+        v8f a0 = init, a1 = init, b0 = init, b1 = init, c0 = init, c1 = init, d0 = init, d1 = init;
+        for (int64_t t = 0; t < taps; t++) {
+            const float wv = wk[t];
+            const v8f wb = {wv, wv, wv, wv, wv, wv, wv, wv};
+            const float *s = xr + toff[t] + ox;
+            a0 += wb * ld8(s);
+            b0 += wb * ld8(s + rstep);
+            c0 += wb * ld8(s + 2 * rstep);
+            d0 += wb * ld8(s + 3 * rstep);
+            if (nv == 2) {
+                a1 += wb * ld8(s + 8);
+                b1 += wb * ld8(s + rstep + 8);
+                c1 += wb * ld8(s + 2 * rstep + 8);
+                d1 += wb * ld8(s + 3 * rstep + 8);
+            }
+        }
+        const int64_t n = Wo - ox < 8 * nv ? Wo - ox : 8 * nv;
+        v8f out[8] = {a0, a1, b0, b1, c0, c1, d0, d1};
+        for (int r = 0; r < 4; r++) {
+            float *yo = yr + r * Wo + ox;
+            if (n == 16) {
+                st8(yo, out[2 * r]);
+                st8(yo + 8, out[2 * r + 1]);
+            } else {
+                float tile[16];
+                st8(tile, out[2 * r]);
+                st8(tile + 8, out[2 * r + 1]);
+                memcpy(yo, tile, sizeof(float) * (size_t)n);
+            }
         }
     }
 }
@@ -61,16 +107,20 @@ static void dw_plane(const dw_ctx *c, const float *xp, const float *wk, float bv
     const k_conv_geom *g = c->g;
     const int64_t kh = g->kh, kw = g->kw, Wo = g->Wo, Wps = c->Wps, sw = g->sw, dh = g->dh, dw = g->dw;
     const int64_t plane = c->Hp * Wps, sh = g->sh;
-    int64_t toff[64]; /* per tap: offset of column 0 in the padded plane (phase + column) */
+    const int64_t *toff = c->toff;
     const int64_t taps = kh * kw;
-    bool small = taps <= 64;
-    if (small)
-        for (int64_t ky = 0; ky < kh; ky++)
-            for (int64_t kx = 0; kx < kw; kx++) {
-                int64_t col = kx * dw;
-                toff[ky * kw + kx] = (col % sw) * plane + ky * dh * Wps + col / sw;
-            }
-    for (int64_t oy = 0; oy < g->Ho; oy++) {
+    const bool small = c->small;
+    int64_t oy0 = 0;
+    if (small) { /* blocks of 4 output rows: 4-8 independent accumulators hide the FMA latency */
+        oy0 = g->Ho / 4 * 4;
+        for (int64_t oy = 0; oy < oy0; oy += 4) {
+            if (Wo > 8) dw_rows4(xp + oy * sh * Wps, sh * Wps, toff, taps, wk, bv, yp + oy * Wo, Wo, 2);
+            else dw_rows4(xp + oy * sh * Wps, sh * Wps, toff, taps, wk, bv, yp + oy * Wo, Wo, 1);
+        }
+        if (c->act)
+            for (int64_t r = 0; r < oy0; r++) k_act_apply_f32(c->act, yp + r * Wo, Wo);
+    }
+    for (int64_t oy = oy0; oy < g->Ho; oy++) {
         const float *xr = xp + oy * sh * Wps;
         float *yr = yp + oy * Wo;
         for (int64_t ox = 0; ox < Wo; ox += 16) {
@@ -101,25 +151,24 @@ static void dw_plane(const dw_ctx *c, const float *xp, const float *wk, float bv
                 a0 += wb * ld8(s);
                 a1 += wb * ld8(s + 8);
             }
-            if (Wo - ox >= 16 && !c->act) {
+            if (Wo - ox >= 16) {
                 st8(yr + ox, a0);
                 st8(yr + ox + 8, a1);
             } else {
                 float tile[16];
                 st8(tile, a0);
                 st8(tile + 8, a1);
-                int64_t n = Wo - ox < 16 ? Wo - ox : 16;
-                if (c->act) k_act_apply_f32(c->act, tile, n);
-                memcpy(yr + ox, tile, sizeof(float) * (size_t)n);
+                memcpy(yr + ox, tile, sizeof(float) * (size_t)(Wo - ox));
             }
         }
+        if (c->act) k_act_apply_f32(c->act, yr, Wo);
     }
 }
 
 static void dw_chunk(void *vp, int64_t b, int64_t e) {
     dw_ctx *c = vp;
     const k_conv_geom *g = c->g;
-    float *xp = malloc(sizeof(float) * c->scratch);
+    float *xp = calloc(c->scratch, sizeof(float)); /* the zero border of every padded plane */
     if (!xp) {
         c->failed = 1;
         return;
@@ -153,6 +202,13 @@ aclError hrt_conv2d_dw_f32(const hrt_kernel *k, const k_conv_geom *g, const floa
     int64_t Wp = wr > g->W + g->pl ? wr : g->W + g->pl;
     c.Wps = (Wp + g->sw - 1) / g->sw + 1;
     c.scratch = (size_t)(g->sw * c.Hp * c.Wps) + 16;
+    c.small = g->kh * g->kw <= 64;
+    if (c.small)
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                int64_t col = kx * g->dw;
+                c.toff[ky * g->kw + kx] = (col % g->sw) * c.Hp * c.Wps + ky * g->dh * c.Wps + col / g->sw;
+            }
     int64_t per = g->Ho * g->Wo * g->kh * g->kw + c.Hp * c.Wps * g->sw + 1;
     hrt_parallel_for(g->N * g->Cout, K_GRAIN / per + 1, dw_chunk, &c);
     if (c.failed) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);

@@ -1,0 +1,71 @@
+"""float32 NCHW pooling on the direct kernel (pooling.c, stride 2 and stride-1 rows shorter than 16:
+an identity-bordered scratch plane, 8 outputs a register) and beside it the separable one (wider
+stride-1 rows) against onnxruntime: rows wider than one and several vectors with ragged ends,
+windows up to 5, pads, ceil mode, both average modes, NaN propagation (max)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aioge import ops
+from tests.ops.opsutil import check, few, ort_run, up
+
+pytestmark = pytest.mark.anyio
+
+
+@st.composite
+def direct_case(draw):
+    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    s = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = tuple(draw(st.integers(0, kk - 1)) for kk in (k[0], k[1], k[0], k[1]))  # ONNX: pads < kernel
+    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 63)))
+    return draw(st.integers(1, 2)), draw(st.integers(1, 4)), k, s, p, hw
+
+
+@few(80)
+@given(case=direct_case(), is_max=st.booleans(), ceil=st.booleans(), incl=st.booleans(), nan=st.booleans(),
+       seed=st.integers(0, 2**16))  # fmt: skip
+async def test_direct_pool_vs_onnxruntime(stream, case, is_max, ceil, incl, nan, seed):
+    n, c, k, s, p, hw = case
+    if hw[0] + p[0] + p[2] < k[0] or hw[1] + p[1] + p[3] < k[1]:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, *hw)).astype(np.float32)
+    kw = {"kernel_shape": list(k), "strides": list(s), "pads": list(p), "ceil_mode": int(ceil)}
+    if is_max:
+        ref = ort_run("MaxPool", [x], opset=12, **kw)
+        if nan:  # a NaN propagates to every window holding it (onnxruntime's max pool drops it)
+            at = rng.integers(0, x.size)
+            mask = np.zeros_like(x)
+            mask.flat[at] = 1.0
+            x.flat[at] = np.nan
+            hit = ort_run("MaxPool", [mask], opset=12, **kw) > 0
+            ref = np.where(hit, np.nan, ort_run("MaxPool", [x], opset=12, **kw))
+        y = ops.max_pool2d(up(stream, x), k, s, p, ceil_mode=ceil)
+    else:
+        ref = ort_run("AveragePool", [x], opset=19, count_include_pad=int(incl), **kw)
+        y = ops.avg_pool2d(up(stream, x), k, s, p, ceil_mode=ceil, count_include_pad=incl)
+    check(await y.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+# the networks' pools: inception's 3x3 s2 with pads (0, 1), 3x3 s1 averages, resnet's stem, squeezenet's
+@pytest.mark.parametrize(("shape", "k", "s", "p", "is_max"), [
+    ((1, 64, 112, 112), 3, 2, (0, 0, 1, 1), True),
+    ((1, 40, 14, 14), 3, 2, (0, 0, 1, 1), True),
+    ((1, 24, 28, 28), 3, 1, (1, 1, 1, 1), False),
+    ((1, 16, 7, 7), 3, 1, (1, 1, 1, 1), True),
+    ((1, 8, 109, 109), 3, 2, (0, 0, 0, 0), True),
+])  # fmt: skip
+async def test_direct_pool_network_shapes(stream, shape, k, s, p, is_max):
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    kw = {"kernel_shape": [k, k], "strides": [s, s], "pads": list(p)}
+    if is_max:
+        ref = ort_run("MaxPool", [x], opset=12, **kw)
+        y = ops.max_pool2d(up(stream, x), (k, k), (s, s), p)
+    else:
+        ref = ort_run("AveragePool", [x], opset=19, **kw)
+        y = ops.avg_pool2d(up(stream, x), (k, k), (s, s), p)
+    check(await y.numpy(), ref, rtol=1e-5, atol=1e-6)
