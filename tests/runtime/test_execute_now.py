@@ -27,6 +27,18 @@ def launched(s: aioge.Stream) -> int:
     return s._lane.launched
 
 
+async def until_now(model, feeds, s: aioge.Stream, tries: int = 50) -> None:
+    """Execute until one run takes the synchronous path.  The runtime judges a graph by the CPU
+    time of its runs, and a first run's page faults (fresh arena and output pages, slow on a
+    busy VM) may count against it once; the next cheap run brings it back."""
+    for _ in range(tries):
+        before = launched(s)
+        await model.execute(feeds)
+        if launched(s) == before:
+            return
+    raise AssertionError(f"no execution of {model!r} ran now in {tries} tries")
+
+
 async def test_a_small_execution_runs_now_without_a_completion(dev, compiled):
     model = await compiled(ew_chain())
     assert model._now is not None
@@ -34,6 +46,7 @@ async def test_a_small_execution_runs_now_without_a_completion(dev, compiled):
     await s.synchronize()  # the weights' uploads
     feeds = {"x": np.arange(15, dtype=np.float32).reshape(3, 5) / 7, "y": np.linspace(-1, 1, 5, dtype=np.float32)}
     want = run_reference(ew_chain(), feeds)
+    await until_now(model, feeds, s)
     before, tasks = launched(s), _native.counters()["tasks_executed"]
     outs = [await model.execute(feeds) for _ in range(5)]
     assert launched(s) == before  # no event recorded, nothing for the lane to complete
@@ -51,6 +64,7 @@ async def test_a_failure_is_typed_names_the_graph_and_reaches_synchronize(dev, c
     await s.synchronize()
     feeds = {"x": np.ones((3, 5), np.float32), "y": np.ones(5, np.float32)}
     want = await model.execute(feeds)
+    await until_now(model, feeds, s)
     inject(s, 1)
     before = launched(s)
     with pytest.raises(aioge.errors.AicoreExceptionError, match="injected") as ei:
@@ -186,10 +200,11 @@ async def test_the_runtime_decides_by_measured_cpu_time(dev, compiled):
     np.testing.assert_array_equal((await wide.execute({"x": a}))[wide.graph.outputs[0]], np.maximum(a, 0))
     assert launched(s) == before + 1  # unmeasured and big: the stream's worker ran it
     await s.synchronize()
+    await until_now(wide, {"x": a}, s)  # measured cheap (a Relu): now it runs on the caller's thread
     before = launched(s)
     for _ in range(3):
         np.testing.assert_array_equal((await wide.execute({"x": a}))[wide.graph.outputs[0]], np.maximum(a, 0))
-    assert launched(s) == before  # measured cheap (a Relu): now it runs on the caller's thread
+    assert launched(s) == before
 
     g = Graph("heavy")
     x = g.input("x", (384, 384), "float32")
