@@ -6,7 +6,13 @@ Three rewrites, applied in this order by :func:`fuse`:
    ``Conv`` with constant weights whose only consumer is an inference
    ``BatchNormalization`` with constant parameters becomes one ``Conv`` with
    ``W' = W * s`` and ``B' = (B - mean) * s + beta``, ``s = scale / sqrt(var + eps)``
-   (computed in float64, stored in the weight dtype).
+   (computed in float64, stored in the weight dtype).  So does a chain of
+   ``Mul``/``Div``/``Add``/``Sub`` by constants that are per output channel
+   (shape ``(C, 1, ...)`` aligned to the conv's output, or one element), each
+   the only consumer of the value before it: BatchNormalization as older
+   exporters (Caffe2, inception_v2) write it.  ``Mul``/``Div`` scale ``W``
+   and ``B``, ``Add``/``Sub`` shift ``B``; a ``Div`` by a channel holding 0
+   stops the chain (its infinities are the graph's to produce).
 
 2. **Bias + activation fusion** (:func:`fuse_bias_activation`): ``Conv``,
    ``MatMul`` or ``Gemm``, [for MatMul/Gemm without a C input: optionally
@@ -123,6 +129,86 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         conv.outputs = [bn.outputs[0]]
         dead.append(bn)
         g.values.pop(old_out, None)
+    dead_ids = {id(d) for d in dead}
+    g.nodes = [n for n in g.nodes if id(n) not in dead_ids]
+    g.prune_values()
+    return _fold_conv_affine(g)
+
+
+_AFFINE = {"Mul", "Div", "Add", "Sub"}
+
+
+def _channel_vector(g: Graph, n: Node, x: str) -> np.ndarray | None:
+    """The constant operand of ``n`` (an affine step on ``x``, the conv's output, shape (N, C, ...))
+    as a float64 vector of C values, if it is per output channel; else None."""
+    if n.op_type not in _AFFINE or len(n.inputs) != 2 or x not in n.inputs:
+        return None
+    if n.op_type in ("Div", "Sub") and n.inputs[0] != x:
+        return None  # c / x and c - x are not affine in x's channel scale
+    other = n.inputs[1] if n.inputs[0] == x else n.inputs[0]
+    c = g.constants.get(other)
+    shape = g.values[x].shape
+    if c is None or shape is None or len(shape) < 3 or c.dtype != g.values[x].dtype or c.ndim > len(shape):
+        return None
+    if g.values[n.outputs[0]].shape != shape:
+        return None  # the constant broadcasts the result: not a per-channel step
+    ch = shape[1]
+    full = (1,) * (len(shape) - c.ndim) + tuple(c.shape)
+    if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, ch):
+        return None
+    v = np.broadcast_to(np.asarray(c, np.float64).reshape(full[1]), (ch,))
+    if n.op_type == "Div":
+        if not np.all(v != 0):
+            return None
+        v = 1.0 / v
+    elif n.op_type == "Sub":
+        v = -v
+    return v
+
+
+def _fold_conv_affine(g: Graph) -> Graph:
+    """Absorb per-channel Mul/Div/Add/Sub chains after a Conv with constant weights (see above)."""
+    consumers = g.consumers()
+    dead: list[Node] = []
+    changed = False
+    for conv in g.topological_order():
+        if conv.op_type != "Conv" or conv.inputs[1] not in g.constants:
+            continue
+        bias = conv.input(2)
+        if bias and bias not in g.constants:
+            continue
+        w = g.constants[conv.inputs[1]]
+        if w.dtype.kind != "f":
+            continue
+        scale = np.ones(w.shape[0])
+        shift = g.constants[bias].astype(np.float64) if bias else np.zeros(w.shape[0])
+        out, absorbed = conv.outputs[0], []
+        while True:
+            n = single_consumer(g, consumers, out)
+            v = None if n is None else _channel_vector(g, n, out)
+            if n is None or v is None or len(v) != w.shape[0]:
+                break
+            if n.op_type in ("Mul", "Div"):
+                scale, shift = scale * v, shift * v
+            else:
+                shift = shift + v
+            absorbed.append(n)
+            out = n.outputs[0]
+        if not absorbed:
+            continue
+        w_name, b_name = g.fresh_name(f"{conv.name}/w_affine"), g.fresh_name(f"{conv.name}/b_affine")
+        g.set_constant(w_name, (w.astype(np.float64) * scale.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype))
+        g.set_constant(b_name, shift.astype(w.dtype))
+        old_out = conv.outputs[0]
+        conv.inputs = [conv.inputs[0], w_name, b_name]
+        conv.outputs = [out]
+        g.values.pop(old_out, None)
+        for a in absorbed[:-1]:
+            g.values.pop(a.outputs[0], None)
+        dead.extend(absorbed)
+        changed = True
+    if not changed:
+        return g
     dead_ids = {id(d) for d in dead}
     g.nodes = [n for n in g.nodes if id(n) not in dead_ids]
     g.prune_values()
