@@ -105,11 +105,9 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
     consumers = g.consumers()
     dead = []
     for conv in g.topological_order():
-        if conv.op_type != "Conv" or conv.inputs[1] not in g.constants:
+        if not _const_conv(g, conv):
             continue
         bias = conv.input(2)
-        if bias and bias not in g.constants:
-            continue
         bn = single_consumer(g, consumers, conv.outputs[0])
         if bn is None or bn.op_type != "BatchNormalization" or bn.inputs[0] != conv.outputs[0]:
             continue
@@ -129,10 +127,22 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         conv.outputs = [bn.outputs[0]]
         dead.append(bn)
         g.values.pop(old_out, None)
+    _drop(g, dead)
+    return _fold_conv_affine(g)
+
+
+def _const_conv(g: Graph, n: Node) -> bool:
+    """A Conv whose weights (and bias, if any) are constants: foldable."""
+    if n.op_type != "Conv" or n.inputs[1] not in g.constants:
+        return False
+    bias = n.input(2)
+    return not bias or bias in g.constants
+
+
+def _drop(g: Graph, dead: list[Node]) -> None:
     dead_ids = {id(d) for d in dead}
     g.nodes = [n for n in g.nodes if id(n) not in dead_ids]
     g.prune_values()
-    return _fold_conv_affine(g)
 
 
 _AFFINE = {"Mul", "Div", "Add", "Sub"}
@@ -172,11 +182,9 @@ def _fold_conv_affine(g: Graph) -> Graph:
     dead: list[Node] = []
     changed = False
     for conv in g.topological_order():
-        if conv.op_type != "Conv" or conv.inputs[1] not in g.constants:
+        if not _const_conv(g, conv):
             continue
         bias = conv.input(2)
-        if bias and bias not in g.constants:
-            continue
         w = g.constants[conv.inputs[1]]
         if w.dtype.kind != "f":
             continue
@@ -207,11 +215,8 @@ def _fold_conv_affine(g: Graph) -> Graph:
             g.values.pop(a.outputs[0], None)
         dead.extend(absorbed)
         changed = True
-    if not changed:
-        return g
-    dead_ids = {id(d) for d in dead}
-    g.nodes = [n for n in g.nodes if id(n) not in dead_ids]
-    g.prune_values()
+    if changed:
+        _drop(g, dead)
     return g
 
 

@@ -11,47 +11,6 @@
 
 #include "ukernel.h"
 
-/* ukernel.h's tile from packed panels (A: K x MR, B: K x NR) into C rows ldt floats apart */
-static void ukernel_pp(int64_t K, const float *restrict a, const float *restrict b, float *restrict t, int64_t ldt,
-                       bool acc) {
-    v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
-    v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
-    if (acc) {
-        c00 = ld8(t + 0 * ldt), c01 = ld8(t + 0 * ldt + 8), c10 = ld8(t + 1 * ldt), c11 = ld8(t + 1 * ldt + 8);
-        c20 = ld8(t + 2 * ldt), c21 = ld8(t + 2 * ldt + 8), c30 = ld8(t + 3 * ldt), c31 = ld8(t + 3 * ldt + 8);
-        c40 = ld8(t + 4 * ldt), c41 = ld8(t + 4 * ldt + 8), c50 = ld8(t + 5 * ldt), c51 = ld8(t + 5 * ldt + 8);
-    }
-    for (int64_t k = 0; k < K; k++) {
-        v8f b0 = ld8(b), b1 = ld8(b + 8);
-        v8f x0 = {a[0], a[0], a[0], a[0], a[0], a[0], a[0], a[0]};
-        c00 += x0 * b0;
-        c01 += x0 * b1;
-        v8f x1 = {a[1], a[1], a[1], a[1], a[1], a[1], a[1], a[1]};
-        c10 += x1 * b0;
-        c11 += x1 * b1;
-        v8f x2 = {a[2], a[2], a[2], a[2], a[2], a[2], a[2], a[2]};
-        c20 += x2 * b0;
-        c21 += x2 * b1;
-        v8f x3 = {a[3], a[3], a[3], a[3], a[3], a[3], a[3], a[3]};
-        c30 += x3 * b0;
-        c31 += x3 * b1;
-        v8f x4 = {a[4], a[4], a[4], a[4], a[4], a[4], a[4], a[4]};
-        c40 += x4 * b0;
-        c41 += x4 * b1;
-        v8f x5 = {a[5], a[5], a[5], a[5], a[5], a[5], a[5], a[5]};
-        c50 += x5 * b0;
-        c51 += x5 * b1;
-        a += MR;
-        b += NR;
-    }
-    st8(t + 0 * ldt, c00), st8(t + 0 * ldt + 8, c01);
-    st8(t + 1 * ldt, c10), st8(t + 1 * ldt + 8, c11);
-    st8(t + 2 * ldt, c20), st8(t + 2 * ldt + 8, c21);
-    st8(t + 3 * ldt, c30), st8(t + 3 * ldt + 8, c31);
-    st8(t + 4 * ldt, c40), st8(t + 4 * ldt + 8, c41);
-    st8(t + 5 * ldt, c50), st8(t + 5 * ldt + 8, c51);
-}
-
 typedef struct {
     bool tb, acc0; /* acc0: beta == 1 (accumulate into C from the first K block) */
     int64_t m, n, k, lda, ldb, ldc, npan, per_item;
@@ -121,12 +80,12 @@ static void gs_items(void *vp, int64_t i0, int64_t i1) {
                     const float *a = g->ap + i * g->k + k0 * MR;
                     float *c = g->c + i * g->ldc + j0;
                     if (mr == MR && nj == NR) {
-                        ukernel_pp(kc, a, b, c, g->ldc, acc);
+                        ukernel_ld(kc, a, b, c, g->ldc, acc);
                         continue;
                     }
                     if (acc)
                         for (int64_t r = 0; r < mr; r++) memcpy(tile + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nj);
-                    ukernel_pp(kc, a, b, tile, NR, acc);
+                    ukernel_ld(kc, a, b, tile, NR, acc);
                     for (int64_t r = 0; r < mr; r++) memcpy(c + r * g->ldc, tile + r * NR, sizeof(float) * (size_t)nj);
                 }
             }

@@ -26,14 +26,15 @@ static inline v8f ld8(const float *p) {
 }
 static inline void st8(float *p, v8f v) { memcpy(p, &v, sizeof v); }
 
-/* t[MR][NR] (+)= A[K][MR] . B[K][NR] */
-static void ukernel(int64_t K, const float *restrict a, const float *restrict b, float *restrict t, bool acc) {
+/* t[MR][NR] (+)= A[K][MR] . B[K][NR], from packed panels, rows of t ldt floats apart */
+static inline __attribute__((always_inline)) void ukernel_ld(int64_t K, const float *restrict a, const float *restrict b,
+                                                             float *restrict t, int64_t ldt, bool acc) {
     v8f c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0};
     v8f c30 = {0}, c31 = {0}, c40 = {0}, c41 = {0}, c50 = {0}, c51 = {0};
     if (acc) {
-        c00 = ld8(t + 0 * NR), c01 = ld8(t + 0 * NR + 8), c10 = ld8(t + 1 * NR), c11 = ld8(t + 1 * NR + 8);
-        c20 = ld8(t + 2 * NR), c21 = ld8(t + 2 * NR + 8), c30 = ld8(t + 3 * NR), c31 = ld8(t + 3 * NR + 8);
-        c40 = ld8(t + 4 * NR), c41 = ld8(t + 4 * NR + 8), c50 = ld8(t + 5 * NR), c51 = ld8(t + 5 * NR + 8);
+        c00 = ld8(t + 0 * ldt), c01 = ld8(t + 0 * ldt + 8), c10 = ld8(t + 1 * ldt), c11 = ld8(t + 1 * ldt + 8);
+        c20 = ld8(t + 2 * ldt), c21 = ld8(t + 2 * ldt + 8), c30 = ld8(t + 3 * ldt), c31 = ld8(t + 3 * ldt + 8);
+        c40 = ld8(t + 4 * ldt), c41 = ld8(t + 4 * ldt + 8), c50 = ld8(t + 5 * ldt), c51 = ld8(t + 5 * ldt + 8);
     }
     for (int64_t k = 0; k < K; k++) {
         v8f b0 = ld8(b), b1 = ld8(b + 8);
@@ -58,12 +59,17 @@ static void ukernel(int64_t K, const float *restrict a, const float *restrict b,
         a += MR;
         b += NR;
     }
-    st8(t + 0 * NR, c00), st8(t + 0 * NR + 8, c01);
-    st8(t + 1 * NR, c10), st8(t + 1 * NR + 8, c11);
-    st8(t + 2 * NR, c20), st8(t + 2 * NR + 8, c21);
-    st8(t + 3 * NR, c30), st8(t + 3 * NR + 8, c31);
-    st8(t + 4 * NR, c40), st8(t + 4 * NR + 8, c41);
-    st8(t + 5 * NR, c50), st8(t + 5 * NR + 8, c51);
+    st8(t + 0 * ldt, c00), st8(t + 0 * ldt + 8, c01);
+    st8(t + 1 * ldt, c10), st8(t + 1 * ldt + 8, c11);
+    st8(t + 2 * ldt, c20), st8(t + 2 * ldt + 8, c21);
+    st8(t + 3 * ldt, c30), st8(t + 3 * ldt + 8, c31);
+    st8(t + 4 * ldt, c40), st8(t + 4 * ldt + 8, c41);
+    st8(t + 5 * ldt, c50), st8(t + 5 * ldt + 8, c51);
+}
+
+/* the tile into a contiguous MR x NR block */
+static void ukernel(int64_t K, const float *restrict a, const float *restrict b, float *restrict t, bool acc) {
+    ukernel_ld(K, a, b, t, NR, acc);
 }
 
 /* The same tile with A read in place (MLAS's sgemm kernels read A unpacked too): row i of the K x MR
