@@ -1,6 +1,7 @@
 """Serving benchmark: dynamic batching in process and over HTTP, against onnxruntime, one run.
 
     python benchmarks/bench_serve.py [--quick] [--clients 64] [--models mlp,cnn]
+                                     [--phases inproc,http,overhead] [--rounds N]
 
 Loopback only, bounded in count and time (every phase stops after its
 requests or its time cap, whichever comes first).  N concurrent clients
@@ -390,9 +391,13 @@ async def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer requests, one round")
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--phases", default="inproc,http,overhead", help="which comparisons to run (default: all)")
+    ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (default 2, quick 1)")
     ap.add_argument("--ort-server", metavar="REPO", help=argparse.SUPPRESS)
     args = ap.parse_args()
     per_client, cap, rounds = (3, 4.0, 1) if args.quick else (8, 8.0, 2)
+    rounds = args.rounds or rounds
+    phases = {p for p in args.phases.split(",") if p}
     names = [n for n in args.models.split(",") if n]
     all_models = models()
     summary = []
@@ -400,7 +405,7 @@ async def main() -> None:
           f"2 batches in flight; {per_client} requests per client per phase (cap {cap:.0f} s), {rounds} round(s) "
           "alternating\n")  # fmt: skip
     async with aioge.open_device(0) as dev:
-        for name in names:
+        for name in names if "inproc" in phases else ():
             proto, shape = all_models[name]
             rows = await in_process(dev, name, proto, shape, args.clients, per_client, cap, rounds)
             thr, p99 = report(f"[in process] {name}", rows, "ort", "batcher")
@@ -416,7 +421,7 @@ async def main() -> None:
                           "--batch-sizes", ",".join(map(str, BUCKETS)), "--max-queue-delay-us", "500"])  # fmt: skip
         ort_srv = Proc([sys.executable, __file__, "--ort-server", repo])
         try:
-            for name in names:
+            for name in names if "http" in phases else ():
                 shape = all_models[name][1]
                 for binary in ((False, True) if name == "mlp" else (False,)):
                     rows = await over_http(aioge_srv.port, ort_srv.port, name, shape, args.clients, per_client, cap,
@@ -425,8 +430,8 @@ async def main() -> None:
                     thr, p99 = report(f"[over HTTP, {kind}] {name}", rows, "ort", "aioge")
                     summary.append((f"HTTP {kind} {name}", thr, p99, 3.0 if name == "mlp" else None))
                     print()
-            device_ms = await identity_round_trip(per_client * 20)
-            for n in (1, 16):
+            device_ms = await identity_round_trip(per_client * 20) if "overhead" in phases else 0.0
+            for n in (1, 16) if "overhead" in phases else ():
                 rows = await overhead(aioge_srv.port, ort_srv.port, n, 200 if n == 1 else 50, cap, rounds)
                 print(f"[server overhead, identity model, {n} client(s)]")
                 for r in rows.values():

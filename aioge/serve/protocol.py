@@ -83,6 +83,10 @@ _KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-inte
 
 def datatype_of(dt: Any) -> str:
     """The v2 datatype name of a numpy dtype (ValueError for one the protocol lacks)."""
+    if isinstance(dt, np.dtype):  # the served specs' own: no normalisation needed
+        name = _NAMES.get(dt)
+        if name is not None:
+            return name
     d = dtypes.normalize(dt)
     try:
         return _NAMES[d]
@@ -275,7 +279,7 @@ def decode_request(
 
 
 def _check_shape(shape: Any, spec: TensorInfo, max_batch_size: int) -> list[int]:
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+    if type(shape) is not list or not all(type(d) is int and d >= 0 for d in shape):  # JSON ints (never bools)
         raise _bad(f"input {spec.name!r}: 'shape' must be a list of non-negative integers")
     want = list(spec.shape)
     if len(shape) != len(want):
@@ -299,6 +303,11 @@ def _from_json(data: Any, dt: np.dtype[Any], shape: list[int], name: str) -> np.
         a = np.asarray(data)  # inferred first: strings, nulls and objects are refused, not coerced
     except (ValueError, TypeError, OverflowError, RecursionError):
         raise _bad(f"input {name!r}: 'data' is not a regular array of numbers") from None
+    if a.dtype.kind == "f" and dt.kind == "f" and a.size == count:  # the usual case: JSON numbers to floats
+        if dt.itemsize >= a.dtype.itemsize:
+            return a.reshape(shape)
+        with np.errstate(over="ignore"):  # finite float64 beyond the type's range becomes inf, as a cast does
+            return a.astype(dt).reshape(shape)
     big_ints = False
     if dt.kind in "iu" and a.dtype.kind == "f":  # numpy reads [0, 2**63] as float64: are they all integers?
         exact = np.array(data, dtype=object)
