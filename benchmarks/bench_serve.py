@@ -68,10 +68,13 @@ class Run:
         self.errors = 0
         self.first_error = ""
         self.batches: dict[int, int] = {}
+        self.cpu: float | None = None  # CPU seconds of the serving process (every thread) during the phase
 
     def add(self, other: Run) -> None:
         self.lat += other.lat
         self.wall += other.wall
+        if other.cpu is not None:
+            self.cpu = (self.cpu or 0.0) + other.cpu
         self.errors += other.errors
         self.first_error = self.first_error or other.first_error
         for k, v in other.batches.items():
@@ -80,6 +83,11 @@ class Run:
     @property
     def rps(self) -> float:
         return len(self.lat) / self.wall if self.wall else 0.0
+
+    @property
+    def cpu_per_request(self) -> float:
+        """Server CPU seconds per request (all of the server's threads)."""
+        return (self.cpu or 0.0) / max(len(self.lat), 1)
 
     def pct(self, q: float) -> float:
         s = sorted(self.lat)
@@ -93,8 +101,9 @@ class Run:
             dist = " ".join(f"{k}:{v}" for k, v in sorted(self.batches.items()))
             b = f" | batches {total}, mean {mean:.1f} rows ({dist})"
         err = f" | {self.errors} errors, e.g. {self.first_error}" if self.errors else ""
+        cpu = f"  server CPU {self.cpu_per_request * 1e6:6.1f} us/req" if self.cpu is not None else ""
         return (f"  {self.label:34s} {self.rps:8.1f} req/s  p50 {self.pct(0.5):8.2f} ms  p99 {self.pct(0.99):8.2f} ms"
-                f"  ({len(self.lat)} requests){err}{b}")  # fmt: skip
+                f"  ({len(self.lat)} requests){cpu}{err}{b}")  # fmt: skip
 
 
 async def drive(label: str, clients: int, per_client: int, cap: float, call: Callable[[int], Awaitable[None]]) -> Run:
@@ -211,6 +220,12 @@ class Http:
             self.conn = None
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Proc:
     def __init__(self, cmd: list[str]) -> None:
         env = dict(os.environ)
@@ -286,19 +301,24 @@ async def over_http(aioge_port: int, ort_port: int, name: str, shape, clients: i
     return totals
 
 
-async def overhead(aioge_port: int, ort_port: int, clients: int, per_client: int, cap: float,
+async def overhead(aioge: Proc, ort: Proc, clients: int, per_client: int, cap: float,
                    rounds: int) -> dict[str, Run]:  # fmt: skip
+    """Wall-clock rates and the serving process's CPU time per request, phases alternating."""
     body, _ = v2_body(np.arange(16, dtype=np.float32).reshape(1, 16), False)
-    targets = {"aioge": (aioge_port, "/v2/models/identity/infer", f"aioge identity model, {clients} client(s)"),
-               "echo": (ort_port, "/echo", f"Starlette echo (body as is), {clients} client(s)"),
-               "echo_json": (ort_port, "/echo-json", f"Starlette JSON echo, {clients} client(s)")}  # fmt: skip
+    targets = {"aioge": (aioge, "/v2/models/identity/infer", f"aioge identity model, {clients} client(s)"),
+               "echo": (ort, "/echo", f"Starlette echo (body as is), {clients} client(s)"),
+               "echo_json": (ort, "/echo-json", f"Starlette JSON echo, {clients} client(s)")}  # fmt: skip
     totals = {k: Run(label) for k, (_, _, label) in targets.items()}
-    conns = {k: [Http(port, path, body) for _ in range(clients)] for k, (port, path, _) in targets.items()}
+    conns = {k: [Http(srv.port, path, body) for _ in range(clients)] for k, (srv, path, _) in targets.items()}
     for k in conns:
         await drive("warm", clients, 5, cap, lambda i, k=k: conns[k][i]())
     for _ in range(rounds):
         for k in conns:
-            totals[k].add(await drive(k, clients, per_client, cap, lambda i, k=k: conns[k][i]()))
+            pid = targets[k][0].p.pid
+            c0 = process_cpu(pid)
+            r = await drive(k, clients, per_client, cap, lambda i, k=k: conns[k][i]())
+            r.cpu = process_cpu(pid) - c0
+            totals[k].add(r)
     for cs in conns.values():
         for c in cs:
             await c.close()
@@ -372,7 +392,16 @@ def ort_server(repo: str) -> None:
             port = self.servers[0].sockets[0].getsockname()[1]
             print(f"listening on http://127.0.0.1:{port}", flush=True)
 
-    Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)).run()
+    from aioge.serve.cli import uvicorn_config
+
+    config = uvicorn_config(app)  # the settings `aioge serve` runs with
+    config.host, config.port = "127.0.0.1", 0
+    try:
+        import uvloop
+
+        uvloop.run(Server(config).serve())  # the loop `aioge serve` runs on
+    except ImportError:
+        asyncio.run(Server(config).serve())
 
 
 # ------------------------------------------------------------------ main
@@ -432,13 +461,17 @@ async def main() -> None:
                     print()
             device_ms = await identity_round_trip(per_client * 20) if "overhead" in phases else 0.0
             for n in (1, 16) if "overhead" in phases else ():
-                rows = await overhead(aioge_srv.port, ort_srv.port, n, 200 if n == 1 else 50, cap, rounds)
+                rows = await overhead(aioge_srv, ort_srv, n, 200 if n == 1 else 50, cap, max(rounds, 3))
                 print(f"[server overhead, identity model, {n} client(s)]")
                 for r in rows.values():
                     print(r.line())
                 a, e, j = rows["aioge"], rows["echo"], rows["echo_json"]
                 print(f"  => cost per request (1/throughput): aioge / echo {e.rps / a.rps:.2f}x, aioge / JSON echo "
                       f"{j.rps / a.rps:.2f}x [<= 1.5x]; p50 aioge / echo {a.pct(0.5) / e.pct(0.5):.2f}x")  # fmt: skip
+                cpu = a.cpu_per_request / e.cpu_per_request
+                print(f"  => server CPU per request: aioge / echo {cpu:.2f}x, aioge / JSON echo "
+                      f"{a.cpu_per_request / j.cpu_per_request:.2f}x")  # fmt: skip
+                summary.append((f"overhead {n} client(s) vs echo (server CPU)", cpu, None, None))
                 if n == 1:  # what of the 1-client latency is the device round trip, measured in this process
                     rest = a.pct(0.5) - device_ms
                     print(f"  => of aioge's p50 {a.pct(0.5):.3f} ms, {device_ms:.3f} ms is the identity model's "

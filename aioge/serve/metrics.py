@@ -129,11 +129,14 @@ class ServeMetrics:
 
     # ---- prometheus_client ----
     def describe(self) -> Iterator[Any]:
-        return iter(())  # families appear as models do: nothing to check at registration
+        """The families without samples: the registry refuses a second collector of the same names."""
+        return self._families([])
 
     def collect(self) -> Iterator[Any]:
+        return self._families(list(self._models.items()))  # a copy: a scrape from another thread is safe
+
+    def _families(self, models: list[tuple[str, _Model]]) -> Iterator[Any]:
         ns = self.namespace
-        models = list(self._models.items())  # a scrape from another thread sees a consistent list
         requests = CounterMetricFamily(f"{ns}_requests", "Inference requests by outcome", labels=["model", "status"])
         http = CounterMetricFamily(f"{ns}_http_requests", "HTTP inference responses by status code",
                                    labels=["model", "code"])  # fmt: skip
