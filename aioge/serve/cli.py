@@ -85,8 +85,9 @@ def uvicorn_config(app: Any, *, log_level: str = "warning", graceful_timeout: fl
         http = "httptools"
     except ImportError:  # pragma: no cover - the serve extra installs it
         http = "h11"
+    grace: Any = graceful_timeout  # uvicorn annotates an int, and waits a float of seconds as well
     return uvicorn.Config(app, http=http, lifespan="off", log_level=log_level, access_log=False,
-                          timeout_graceful_shutdown=graceful_timeout)  # fmt: skip
+                          timeout_graceful_shutdown=grace)  # fmt: skip
 
 
 def _usage(msg: str) -> int:
