@@ -94,7 +94,7 @@ def datatype_of(dt: Any) -> str:
         raise ValueError(f"dtype {d} has no Open Inference Protocol datatype") from None
 
 
-@dataclass
+@dataclass(slots=True)
 class InferRequest:
     """A decoded request: the input arrays and what to answer."""
 
@@ -129,12 +129,16 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _params(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
-    p = obj.get("parameters", {})
+_NONE: dict[str, Any] = {}
+
+
+def _params(obj: Mapping[str, Any], where: str | None = None, name: str = "") -> dict[str, Any]:
+    """``obj``'s parameters (``where``: what to call it in an error; default ``input {name!r}``)."""
+    p = obj.get("parameters")
     if p is None:
-        return {}
+        return _NONE
     if not isinstance(p, dict):
-        raise _bad(f"{where}: 'parameters' must be an object")
+        raise _bad(f"{where or f'input {name!r}'}: 'parameters' must be an object")
     return p
 
 
@@ -194,7 +198,7 @@ def decode_request(
     rid = req.get("id")
     if rid is not None and not isinstance(rid, str):
         raise _bad("'id' must be a string")
-    params = _params(req, "request")
+    params = _params(req, "request") or {}  # its own: the request keeps it
     timeout = params.get("timeout")
     seconds: float | None = None
     if timeout is not None:
@@ -234,7 +238,7 @@ def decode_request(
         if dt_name != want:
             raise _bad(f"input {name!r} has datatype {dt_name!r}, the model takes {want}")
         count = math.prod(shape)  # bounded: each dim matched the model's or the batch limit
-        p = _params(item, f"input {name!r}")
+        p = _params(item, name=name)
         size = p.get("binary_data_size")
         if size is not None:
             nbytes = count * spec.dtype.itemsize
