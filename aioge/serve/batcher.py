@@ -54,6 +54,8 @@ __all__ = ("Batcher", "BatchObserver")
 _QUEUED, _RUNNING, _DONE, _DEAD = 0, 1, 2, 3
 #: a request run alone in its caller's task yields to the loop once in this many (see Batcher._run_alone)
 _YIELD_EVERY = 16
+#: ... and when it arrives this soon (seconds) after the previous batch ended
+_BACK_TO_BACK = 50e-6
 
 
 class BatchObserver(Protocol):
@@ -233,6 +235,7 @@ class Batcher:
         self._wake_when_full = False  # ... for a full batch (not for any arrival)
         self._want_slot = False  # ... for a batch to end (max_inflight batches are running)
         self._alone = 0  # requests run alone in their callers' tasks
+        self._last_end = -math.inf  # when the last batch ended
         self._tg: TaskGroup | None = None
         self._form = anyio.Lock()
         self._closing = False
@@ -373,18 +376,20 @@ class Batcher:
         """A batch of one request, run in the caller's task (the batcher idle, no deadline).
 
         Its slot is taken first: requests arriving while it runs queue (and
-        batch with each other).  A small model's ``execute`` may finish
-        without yielding (it runs on the caller's thread), so every
-        ``_YIELD_EVERY``-th such run yields once first: a caller looping on an
-        idle batcher cannot starve the loop, at a tiny fraction of a yield's
-        cost per request.
+        batch with each other).  It yields once first when the previous batch
+        ended a moment ago (``_BACK_TO_BACK``: back-to-back requests, so
+        others are likely ready to run: they join the queue and batch instead
+        of each running alone), and every ``_YIELD_EVERY``-th time (a small
+        model's ``execute`` may finish without yielding: a caller looping on
+        an idle batcher must not starve the loop).  A lone client's request
+        does not pay for the yield.
         """
         req.state = _RUNNING
         self._running += 1
         started = False
         try:
             self._alone += 1
-            if not self._alone % _YIELD_EVERY:
+            if now - self._last_end < _BACK_TO_BACK or not self._alone % _YIELD_EVERY:
                 await self._sync.checkpoint()
             req.t_start = self._now()
             started = True
@@ -611,6 +616,7 @@ class Batcher:
         finally:
             self._running -= 1
             self._slot_freed()
+            self._last_end = self._now()
             self._batch_sizes[rows] += 1
             self._stats["batches"] += 1
             self._stats["rows"] += rows
