@@ -213,6 +213,11 @@ def test_json_floats_keep_the_general_paths_semantics():
     assert a.dtype == np.float32 and a.tolist() == [[1.0, 2.0, 3.0]]
     with pytest.raises(aioge.serve.InvalidInputError, match="4 elements"):
         decode_request(body([1.0, 2.0, 3.0, 4.0]), None, spec, {}, 4)
+    for bad, msg in (([1.0, "2", 3.0], "strings"), ([1.0, None, 3.0], "nulls"), ([1.0, [2.0], 3.0], "regular")):
+        with pytest.raises(aioge.serve.InvalidInputError, match=msg):  # flat floats first, then not
+            decode_request(body(bad), None, spec, {}, 4)
+    a = decode_request(body([0.5, True, 2]), None, spec, {}, 4).inputs["x"]  # as numpy reads them
+    assert a.tolist() == [[0.5, 1.0, 2.0]]
     bool_shape = {"inputs": [{"name": "x", "shape": [True, 3], "datatype": "FP32", "data": [1.0, 2.0, 3.0]}]}
     with pytest.raises(aioge.serve.InvalidInputError, match="'shape'"):
         decode_request(json.dumps(bool_shape).encode(), None, spec, {}, 4)
