@@ -112,32 +112,33 @@ class _ServeApp(Starlette):
     async def _infer(self, scope: Scope, receive: Receive, send: Send, name: str, version: str | None) -> None:
         server = self.server
         headers = {k.decode(): v.decode("latin-1") for k, v in scope["headers"] if k in _READ}
-        started = False
-
-        async def respond(r: Reply) -> None:
-            nonlocal started
-            out = [(b"content-type", _JSON if r.media_type == "application/json" else r.media_type.encode()),
-                   (b"content-length", str(len(r.body)).encode())]  # fmt: skip
-            out += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in r.headers.items()]
-            started = True
-            await send({"type": "http.response.start", "status": r.status, "headers": out})
-            await send({"type": "http.response.body", "body": r.body})
-
         try:
             try:
                 body = await _receive_body(receive, headers.get("content-length"), server.max_body_bytes)
             except PayloadTooLargeError as e:
                 if server.metrics is not None:
                     server.metrics.http(name if name in server.models else "_unknown", 413)
-                await respond(error_reply(e))
-                return
-            await respond(await server.infer(name, body, headers, version))
+                reply = error_reply(e)
+            else:
+                reply = await server.infer(name, body, headers, version)
         except ClientDisconnect:
             raise
         except Exception:  # a bug of ours: a 500 (as Starlette's error middleware would), then let it be logged
-            if not started:
-                await respond(Reply(500, b'{"error":"internal server error"}', {}))
+            await _respond(send, _INTERNAL)
             raise
+        await _respond(send, reply)
+
+
+_INTERNAL = Reply(500, b'{"error":"internal server error"}', {})
+
+
+async def _respond(send: Send, r: Reply) -> None:
+    head = [(b"content-type", _JSON if r.media_type == "application/json" else r.media_type.encode()),
+            (b"content-length", str(len(r.body)).encode())]  # fmt: skip
+    if r.headers:
+        head += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in r.headers.items()]
+    await send({"type": "http.response.start", "status": r.status, "headers": head})
+    await send({"type": "http.response.body", "body": r.body})
 
 
 async def _receive_body(receive: Callable[[], Any], declared: str | None, limit: int) -> bytes:

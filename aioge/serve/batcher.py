@@ -596,7 +596,8 @@ class Batcher:
         bucket = rows
         if not reserved:
             self._running += 1
-        self._stats["peak_inflight"] = max(self._stats["peak_inflight"], self._running)
+        if self._running > self._stats["peak_inflight"]:
+            self._stats["peak_inflight"] = self._running
         if self._observer is not None:
             self._observer.inflight(self.name, self._running)
         try:
@@ -616,13 +617,14 @@ class Batcher:
         finally:
             self._running -= 1
             self._slot_freed()
-            self._last_end = self._now()
+            self._last_end = end = self._now()
             self._batch_sizes[rows] += 1
-            self._stats["batches"] += 1
-            self._stats["rows"] += rows
-            self._stats["padding_rows"] += bucket - rows
+            stats = self._stats
+            stats["batches"] += 1
+            stats["rows"] += rows
+            stats["padding_rows"] += bucket - rows
             if self._observer is not None:
-                self._observer.batch(self.name, rows, bucket, self._now() - t0)
+                self._observer.batch(self.name, rows, bucket, end - t0)
                 self._observer.inflight(self.name, self._running)
 
     def _assemble(self, batch: list[_Request], rows: int) -> tuple[dict[str, np.ndarray], int]:

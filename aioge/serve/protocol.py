@@ -284,19 +284,22 @@ def decode_request(
 
 
 def _check_shape(shape: Any, spec: TensorInfo, max_batch_size: int) -> list[int]:
-    if type(shape) is not list or not all(type(d) is int and d >= 0 for d in shape):  # JSON ints (never bools)
+    if type(shape) is not list:
         raise _bad(f"input {spec.name!r}: 'shape' must be a list of non-negative integers")
-    want = list(spec.shape)
+    for d in shape:
+        if type(d) is not int or d < 0:  # JSON integers (a bool is not one)
+            raise _bad(f"input {spec.name!r}: 'shape' must be a list of non-negative integers")
+    want = spec.shape
     if len(shape) != len(want):
-        raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {want}")
+        raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
     if max_batch_size > 0:
-        if shape[1:] != want[1:]:
-            raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {want}")
+        if tuple(shape[1:]) != want[1:]:
+            raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
         if not 1 <= shape[0] <= max_batch_size:
             raise _bad(f"input {spec.name!r} has {shape[0]} rows; the model takes 1 to {max_batch_size} "
                        "per request")  # fmt: skip
-    elif shape != want:
-        raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {want}")
+    elif tuple(shape) != want:
+        raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
     return shape
 
 
