@@ -302,8 +302,9 @@ async def over_http(aioge_port: int, ort_port: int, name: str, shape, clients: i
 
 
 async def overhead(aioge: Proc, ort: Proc, clients: int, per_client: int, cap: float,
-                   rounds: int) -> dict[str, Run]:  # fmt: skip
-    """Wall-clock rates and the serving process's CPU time per request, phases alternating."""
+                   rounds: int) -> tuple[dict[str, Run], list[tuple[float, float]]]:  # fmt: skip
+    """Wall-clock rates and the serving process's CPU time per request, phases alternating; and per
+    round, aioge / echo (cost per request, server CPU per request)."""
     body, _ = v2_body(np.arange(16, dtype=np.float32).reshape(1, 16), False)
     targets = {"aioge": (aioge, "/v2/models/identity/infer", f"aioge identity model, {clients} client(s)"),
                "echo": (ort, "/echo", f"Starlette echo (body as is), {clients} client(s)"),
@@ -312,17 +313,26 @@ async def overhead(aioge: Proc, ort: Proc, clients: int, per_client: int, cap: f
     conns = {k: [Http(srv.port, path, body) for _ in range(clients)] for k, (srv, path, _) in targets.items()}
     for k in conns:
         await drive("warm", clients, 5, cap, lambda i, k=k: conns[k][i]())
+    per_round = []
     for _ in range(rounds):
+        got = {}
         for k in conns:
             pid = targets[k][0].p.pid
             c0 = process_cpu(pid)
-            r = await drive(k, clients, per_client, cap, lambda i, k=k: conns[k][i]())
+            r = got[k] = await drive(k, clients, per_client, cap, lambda i, k=k: conns[k][i]())
             r.cpu = process_cpu(pid) - c0
             totals[k].add(r)
+        a, e = got["aioge"], got["echo"]
+        per_round.append((e.rps / a.rps, a.cpu_per_request / max(e.cpu_per_request, 1e-9)))
     for cs in conns.values():
         for c in cs:
             await c.close()
-    return totals
+    return totals, per_round
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
 
 
 async def identity_round_trip(n: int) -> float:
@@ -461,7 +471,8 @@ async def main() -> None:
                     print()
             device_ms = await identity_round_trip(per_client * 20) if "overhead" in phases else 0.0
             for n in (1, 16) if "overhead" in phases else ():
-                rows = await overhead(aioge_srv, ort_srv, n, 200 if n == 1 else 50, cap, max(rounds, 3))
+                n_rounds = 2 if args.quick else 8  # many short alternating rounds: this machine's load drifts
+                rows, per_round = await overhead(aioge_srv, ort_srv, n, 400 if n == 1 else 40, cap, n_rounds)
                 print(f"[server overhead, identity model, {n} client(s)]")
                 for r in rows.values():
                     print(r.line())
@@ -471,7 +482,12 @@ async def main() -> None:
                 cpu = a.cpu_per_request / e.cpu_per_request
                 print(f"  => server CPU per request: aioge / echo {cpu:.2f}x, aioge / JSON echo "
                       f"{a.cpu_per_request / j.cpu_per_request:.2f}x")  # fmt: skip
+                cost_r, cpu_r = [c for c, _ in per_round], [c for _, c in per_round]
+                print(f"  => per round (aioge, echo back to back), median [range]: cost {median(cost_r):.2f}x "
+                      f"[{min(cost_r):.2f}-{max(cost_r):.2f}], server CPU {median(cpu_r):.2f}x "
+                      f"[{min(cpu_r):.2f}-{max(cpu_r):.2f}]")  # fmt: skip
                 summary.append((f"overhead {n} client(s) vs echo (server CPU)", cpu, None, None))
+                summary.append((f"overhead {n} client(s) vs echo, median round (cost)", median(cost_r), None, None))
                 if n == 1:  # what of the 1-client latency is the device round trip, measured in this process
                     rest = a.pct(0.5) - device_ms
                     print(f"  => of aioge's p50 {a.pct(0.5):.3f} ms, {device_ms:.3f} ms is the identity model's "

@@ -271,7 +271,10 @@ class Batcher:
         self._begin_close()
         assert self._tg is not None
         try:
-            return await self._tg.__aexit__(et, exc, tb)
+            suppress = await self._tg.__aexit__(et, exc, tb)
+            while self._running:  # batches run in their callers' own tasks (_run_alone) finish too
+                await self._wait(None, slot=True)
+            return suppress
         finally:
             self._closed = True
             self._fail_queued(ClosedResourceError(f"{self.name}: the batcher closed before this request ran"))

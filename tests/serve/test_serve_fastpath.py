@@ -128,6 +128,28 @@ async def test_cancelling_a_request_running_alone_frees_its_slot(model):
     assert b.stats["ok"] == 1
 
 
+async def test_closing_waits_for_a_request_running_alone(model):
+    rec = Recording(model, gated=True)
+    got: dict = {}
+    async with anyio.create_task_group() as tg:
+        b = Batcher(rec, max_queue_delay=0)
+        await b.__aenter__()
+
+        async def call() -> None:
+            got["y"] = (await b.infer({"x": rows(1, 4.0)}))["y"]
+
+        async def open_later() -> None:
+            await anyio.sleep(0.05)
+            rec.gate.set()
+
+        tg.start_soon(call)
+        await until(lambda: b.inflight == 1)
+        tg.start_soon(open_later)
+        await b.__aexit__(None, None, None)
+        assert "y" in got  # leaving waited for the batch run in the caller's task: nothing accepted is lost
+    np.testing.assert_allclose(got["y"], rows(1, 4.0) @ W, rtol=1e-5, atol=1e-5)
+
+
 async def test_a_deadline_still_fails_a_request_waiting_behind_one_running_alone(model):
     rec = Recording(model, gated=True)
     async with Batcher(rec, max_queue_delay=0, max_inflight=1) as b, anyio.create_task_group() as tg:
