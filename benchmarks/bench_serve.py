@@ -17,7 +17,11 @@ send batch-1 requests; for each model (the weight-bound MLP 1024->4096->
    by a keep-alive asyncio HTTP/1.1 load generator in this process;
 3. server overhead: an identity model through the aioge server (HTTP + JSON +
    batcher + device round trip) vs a bare Starlette echo endpoint (the body
-   returned as is) and a JSON echo (parsed and re-serialised), 1 client and 16.
+   returned as is) and a JSON echo (parsed and re-serialised), 1 client and 16,
+   both servers on the same uvicorn settings and loop (``aioge.serve.cli.
+   uvicorn_config``, uvloop); cost per request (1/throughput) overall and as the
+   median of 8 short back-to-back rounds, and each server process's CPU time
+   per request (every thread, from /proc), which drifts less with the load.
 
 Throughput (req/s), p50/p99 latency and the batch-size distribution for
 every row; ratios are measured in the same run, the phases of each
