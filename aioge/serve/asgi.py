@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import PayloadTooLargeError
 from .metrics import ServeMetrics
@@ -94,20 +94,37 @@ class _ServeApp(Starlette):
     Same answers as the Starlette route it shadows (the body read under the
     size limit, 413 past it, nothing sent to a client that disconnected),
     without Starlette's per-request middleware, routing and objects.
+    Middleware added to the app (``add_middleware``, e.g. Ray Serve's
+    replica header) wraps that handler too.
     """
 
     server: InferenceServer
+    _fast: ASGIApp | None = None
+
+    def add_middleware(self, middleware_class: Any, *args: Any, **kwargs: Any) -> None:
+        super().add_middleware(middleware_class, *args, **kwargs)
+        self._fast = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            target = infer_target(scope["path"])
-            if target is not None:
-                try:
-                    await self._infer(scope, receive, send, *target)
-                except ClientDisconnect:  # nobody to answer
-                    pass
-                return
+        if scope["type"] == "http" and scope["method"] == "POST" and infer_target(scope["path"]) is not None:
+            fast = self._fast
+            if fast is None:  # the handler inside the user's middleware, as Starlette nests its routes
+                fast = self._bare
+                for cls, args, kwargs in reversed(self.user_middleware):
+                    fast = cls(fast, *args, **kwargs)
+                self._fast = fast
+            scope["app"] = self
+            await fast(scope, receive, send)
+            return
         await super().__call__(scope, receive, send)
+
+    async def _bare(self, scope: Scope, receive: Receive, send: Send) -> None:
+        target = infer_target(scope["path"])
+        assert target is not None
+        try:
+            await self._infer(scope, receive, send, *target)
+        except ClientDisconnect:  # nobody to answer
+            pass
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send, name: str, version: str | None) -> None:
         server = self.server

@@ -341,6 +341,22 @@ def test_infer_target_parses_only_infer_paths():
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_middleware_added_to_the_app_wraps_the_infer_route_too(dev):
+    httpx = pytest.importorskip("httpx")
+    from aioge.serve.asgi import build_app
+    from aioge.serve.ray import ReplicaHeader
+    from aioge.serve.server import InferenceServer, ModelSpec
+
+    async with InferenceServer({"linear": ModelSpec(linear, batch_sizes=(1,), max_queue_delay=0)}, device=dev) as s:
+        app = build_app(s, own_lifespan=False)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as c:
+            assert "x-aioge-replica" not in (await c.post("/v2/models/linear/infer", json=v2(rows(1)))).headers
+            app.add_middleware(ReplicaHeader, replica="r7")  # after requests ran: still applies
+            for r in (await c.post("/v2/models/linear/infer", json=v2(rows(1)))), await c.get("/v2/health/live"):
+                assert r.status_code == 200 and r.headers["x-aioge-replica"] == "r7"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_bug_in_the_handler_is_a_500_in_json(asgi, monkeypatch):
     c, server = asgi
 
