@@ -1,6 +1,7 @@
 """Serving benchmark: dynamic batching in process and over HTTP, against onnxruntime, one run.
 
     python benchmarks/bench_serve.py [--quick] [--clients 64] [--models mlp,cnn]
+                                     [--phases inproc,http,overhead] [--rounds N]
 
 Loopback only, bounded in count and time (every phase stops after its
 requests or its time cap, whichever comes first).  N concurrent clients
@@ -16,7 +17,11 @@ send batch-1 requests; for each model (the weight-bound MLP 1024->4096->
    by a keep-alive asyncio HTTP/1.1 load generator in this process;
 3. server overhead: an identity model through the aioge server (HTTP + JSON +
    batcher + device round trip) vs a bare Starlette echo endpoint (the body
-   returned as is) and a JSON echo (parsed and re-serialised), 1 client and 16.
+   returned as is) and a JSON echo (parsed and re-serialised), 1 client and 16,
+   both servers on the same uvicorn settings and loop (``aioge.serve.cli.
+   uvicorn_config``, uvloop); cost per request (1/throughput) overall and as the
+   median of 8 short back-to-back rounds, and each server process's CPU time
+   per request (every thread, from /proc), which drifts less with the load.
 
 Throughput (req/s), p50/p99 latency and the batch-size distribution for
 every row; ratios are measured in the same run, the phases of each
@@ -67,10 +72,13 @@ class Run:
         self.errors = 0
         self.first_error = ""
         self.batches: dict[int, int] = {}
+        self.cpu: float | None = None  # CPU seconds of the serving process (every thread) during the phase
 
     def add(self, other: Run) -> None:
         self.lat += other.lat
         self.wall += other.wall
+        if other.cpu is not None:
+            self.cpu = (self.cpu or 0.0) + other.cpu
         self.errors += other.errors
         self.first_error = self.first_error or other.first_error
         for k, v in other.batches.items():
@@ -79,6 +87,11 @@ class Run:
     @property
     def rps(self) -> float:
         return len(self.lat) / self.wall if self.wall else 0.0
+
+    @property
+    def cpu_per_request(self) -> float:
+        """Server CPU seconds per request (all of the server's threads)."""
+        return (self.cpu or 0.0) / max(len(self.lat), 1)
 
     def pct(self, q: float) -> float:
         s = sorted(self.lat)
@@ -92,8 +105,9 @@ class Run:
             dist = " ".join(f"{k}:{v}" for k, v in sorted(self.batches.items()))
             b = f" | batches {total}, mean {mean:.1f} rows ({dist})"
         err = f" | {self.errors} errors, e.g. {self.first_error}" if self.errors else ""
+        cpu = f"  server CPU {self.cpu_per_request * 1e6:6.1f} us/req" if self.cpu is not None else ""
         return (f"  {self.label:34s} {self.rps:8.1f} req/s  p50 {self.pct(0.5):8.2f} ms  p99 {self.pct(0.99):8.2f} ms"
-                f"  ({len(self.lat)} requests){err}{b}")  # fmt: skip
+                f"  ({len(self.lat)} requests){cpu}{err}{b}")  # fmt: skip
 
 
 async def drive(label: str, clients: int, per_client: int, cap: float, call: Callable[[int], Awaitable[None]]) -> Run:
@@ -210,6 +224,12 @@ class Http:
             self.conn = None
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Proc:
     def __init__(self, cmd: list[str]) -> None:
         env = dict(os.environ)
@@ -285,23 +305,38 @@ async def over_http(aioge_port: int, ort_port: int, name: str, shape, clients: i
     return totals
 
 
-async def overhead(aioge_port: int, ort_port: int, clients: int, per_client: int, cap: float,
-                   rounds: int) -> dict[str, Run]:  # fmt: skip
+async def overhead(aioge: Proc, ort: Proc, clients: int, per_client: int, cap: float,
+                   rounds: int) -> tuple[dict[str, Run], list[tuple[float, float]]]:  # fmt: skip
+    """Wall-clock rates and the serving process's CPU time per request, phases alternating; and per
+    round, aioge / echo (cost per request, server CPU per request)."""
     body, _ = v2_body(np.arange(16, dtype=np.float32).reshape(1, 16), False)
-    targets = {"aioge": (aioge_port, "/v2/models/identity/infer", f"aioge identity model, {clients} client(s)"),
-               "echo": (ort_port, "/echo", f"Starlette echo (body as is), {clients} client(s)"),
-               "echo_json": (ort_port, "/echo-json", f"Starlette JSON echo, {clients} client(s)")}  # fmt: skip
+    targets = {"aioge": (aioge, "/v2/models/identity/infer", f"aioge identity model, {clients} client(s)"),
+               "echo": (ort, "/echo", f"Starlette echo (body as is), {clients} client(s)"),
+               "echo_json": (ort, "/echo-json", f"Starlette JSON echo, {clients} client(s)")}  # fmt: skip
     totals = {k: Run(label) for k, (_, _, label) in targets.items()}
-    conns = {k: [Http(port, path, body) for _ in range(clients)] for k, (port, path, _) in targets.items()}
+    conns = {k: [Http(srv.port, path, body) for _ in range(clients)] for k, (srv, path, _) in targets.items()}
     for k in conns:
         await drive("warm", clients, 5, cap, lambda i, k=k: conns[k][i]())
+    per_round = []
     for _ in range(rounds):
+        got = {}
         for k in conns:
-            totals[k].add(await drive(k, clients, per_client, cap, lambda i, k=k: conns[k][i]()))
+            pid = targets[k][0].p.pid
+            c0 = process_cpu(pid)
+            r = got[k] = await drive(k, clients, per_client, cap, lambda i, k=k: conns[k][i]())
+            r.cpu = process_cpu(pid) - c0
+            totals[k].add(r)
+        a, e = got["aioge"], got["echo"]
+        per_round.append((e.rps / a.rps, a.cpu_per_request / max(e.cpu_per_request, 1e-9)))
     for cs in conns.values():
         for c in cs:
             await c.close()
-    return totals
+    return totals, per_round
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
 
 
 async def identity_round_trip(n: int) -> float:
@@ -371,7 +406,16 @@ def ort_server(repo: str) -> None:
             port = self.servers[0].sockets[0].getsockname()[1]
             print(f"listening on http://127.0.0.1:{port}", flush=True)
 
-    Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False)).run()
+    from aioge.serve.cli import uvicorn_config
+
+    config = uvicorn_config(app)  # the settings `aioge serve` runs with
+    config.host, config.port = "127.0.0.1", 0
+    try:
+        import uvloop
+
+        uvloop.run(Server(config).serve())  # the loop `aioge serve` runs on
+    except ImportError:
+        asyncio.run(Server(config).serve())
 
 
 # ------------------------------------------------------------------ main
@@ -390,9 +434,13 @@ async def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer requests, one round")
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--phases", default="inproc,http,overhead", help="which comparisons to run (default: all)")
+    ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (default 2, quick 1)")
     ap.add_argument("--ort-server", metavar="REPO", help=argparse.SUPPRESS)
     args = ap.parse_args()
     per_client, cap, rounds = (3, 4.0, 1) if args.quick else (8, 8.0, 2)
+    rounds = args.rounds or rounds
+    phases = {p for p in args.phases.split(",") if p}
     names = [n for n in args.models.split(",") if n]
     all_models = models()
     summary = []
@@ -400,7 +448,7 @@ async def main() -> None:
           f"2 batches in flight; {per_client} requests per client per phase (cap {cap:.0f} s), {rounds} round(s) "
           "alternating\n")  # fmt: skip
     async with aioge.open_device(0) as dev:
-        for name in names:
+        for name in names if "inproc" in phases else ():
             proto, shape = all_models[name]
             rows = await in_process(dev, name, proto, shape, args.clients, per_client, cap, rounds)
             thr, p99 = report(f"[in process] {name}", rows, "ort", "batcher")
@@ -416,7 +464,7 @@ async def main() -> None:
                           "--batch-sizes", ",".join(map(str, BUCKETS)), "--max-queue-delay-us", "500"])  # fmt: skip
         ort_srv = Proc([sys.executable, __file__, "--ort-server", repo])
         try:
-            for name in names:
+            for name in names if "http" in phases else ():
                 shape = all_models[name][1]
                 for binary in ((False, True) if name == "mlp" else (False,)):
                     rows = await over_http(aioge_srv.port, ort_srv.port, name, shape, args.clients, per_client, cap,
@@ -425,15 +473,25 @@ async def main() -> None:
                     thr, p99 = report(f"[over HTTP, {kind}] {name}", rows, "ort", "aioge")
                     summary.append((f"HTTP {kind} {name}", thr, p99, 3.0 if name == "mlp" else None))
                     print()
-            device_ms = await identity_round_trip(per_client * 20)
-            for n in (1, 16):
-                rows = await overhead(aioge_srv.port, ort_srv.port, n, 200 if n == 1 else 50, cap, rounds)
+            device_ms = await identity_round_trip(per_client * 20) if "overhead" in phases else 0.0
+            for n in (1, 16) if "overhead" in phases else ():
+                n_rounds = 2 if args.quick else 8  # many short alternating rounds: this machine's load drifts
+                rows, per_round = await overhead(aioge_srv, ort_srv, n, 400 if n == 1 else 40, cap, n_rounds)
                 print(f"[server overhead, identity model, {n} client(s)]")
                 for r in rows.values():
                     print(r.line())
                 a, e, j = rows["aioge"], rows["echo"], rows["echo_json"]
                 print(f"  => cost per request (1/throughput): aioge / echo {e.rps / a.rps:.2f}x, aioge / JSON echo "
                       f"{j.rps / a.rps:.2f}x [<= 1.5x]; p50 aioge / echo {a.pct(0.5) / e.pct(0.5):.2f}x")  # fmt: skip
+                cpu = a.cpu_per_request / e.cpu_per_request
+                print(f"  => server CPU per request: aioge / echo {cpu:.2f}x, aioge / JSON echo "
+                      f"{a.cpu_per_request / j.cpu_per_request:.2f}x")  # fmt: skip
+                cost_r, cpu_r = [c for c, _ in per_round], [c for _, c in per_round]
+                print(f"  => per round (aioge, echo back to back), median [range]: cost {median(cost_r):.2f}x "
+                      f"[{min(cost_r):.2f}-{max(cost_r):.2f}], server CPU {median(cpu_r):.2f}x "
+                      f"[{min(cpu_r):.2f}-{max(cpu_r):.2f}]")  # fmt: skip
+                summary.append((f"overhead {n} client(s) vs echo (server CPU)", cpu, None, None))
+                summary.append((f"overhead {n} client(s) vs echo, median round (cost)", median(cost_r), None, None))
                 if n == 1:  # what of the 1-client latency is the device round trip, measured in this process
                     rest = a.pct(0.5) - device_ms
                     print(f"  => of aioge's p50 {a.pct(0.5):.3f} ms, {device_ms:.3f} ms is the identity model's "

@@ -10,6 +10,14 @@ tasks each run one batch at a time while the next one forms: under load
 the queue grows while the device is busy, so batches grow with the load.
 A batcher serves the event loop it was entered on.
 
+When the batcher is idle (nothing queued, no batch running) and a request
+would leave at once anyway (``max_queue_delay == 0``, or it fills a batch
+by itself) and has no deadline, the caller runs its batch of one in its
+own task: no hop to a worker and back (the same batch, sooner; under load
+requests queue and batch as before).  On asyncio the waits are
+bare futures and timer handles rather than anyio events and cancel
+scopes: those cost more than the rest of a small request's queueing.
+
 Deadlines: a request whose deadline passes is failed with
 :class:`DeadlineExceededError` at once; one still queued then is dropped
 from the queue and never executed.  Cancelling ``infer`` does the same
@@ -21,12 +29,14 @@ at once.  A request of the wrong names, dtypes or shapes is refused with
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+import anyio.lowlevel
 import numpy as np
 
 from ..errors import ClosedResourceError
@@ -42,6 +52,10 @@ if TYPE_CHECKING:
 __all__ = ("Batcher", "BatchObserver")
 
 _QUEUED, _RUNNING, _DONE, _DEAD = 0, 1, 2, 3
+#: a request run alone in its caller's task yields to the loop once in this many (see Batcher._run_alone)
+_YIELD_EVERY = 16
+#: ... and when it arrives this soon (seconds) after the previous batch ended
+_BACK_TO_BACK = 50e-6
 
 
 class BatchObserver(Protocol):
@@ -65,10 +79,83 @@ class _Request:
         self.state = _QUEUED
         self.result: dict[str, np.ndarray] | None = None
         self.error: BaseException | None = None
-        self.done = anyio.Event()
+        self.done: Any = None  # the waiter's flag (see _Sync), made when it is queued
         self.t_enqueue = now
         self.t_start: float | None = None
         self.deadline = deadline
+
+
+class _Sync:
+    """Flags to wait on, with an optional timeout, and the clock: anyio's (any backend)."""
+
+    def __init__(self) -> None:
+        self.now = anyio.current_time
+
+    def flag(self) -> Any:
+        return anyio.Event()
+
+    @staticmethod
+    def set(flag: Any) -> None:
+        flag.set()
+
+    checkpoint = staticmethod(anyio.lowlevel.checkpoint)
+
+    async def wait(self, flag: Any, timeout: float | None) -> None:
+        """Until ``flag`` is set or ``timeout`` seconds passed (the caller tells which)."""
+        if timeout is None:
+            await flag.wait()
+        else:
+            with anyio.move_on_after(timeout):
+                await flag.wait()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _AsyncioSync(_Sync):
+    """The same on asyncio: a future per flag, a timer handle per timeout (no cancel scope, no backend lookup).
+
+    A task cancelled while awaiting a flag cancels the future; setting it later is a no-op.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.now = loop.time  # what anyio.current_time() reads on asyncio
+
+    def flag(self) -> asyncio.Future[None]:
+        return self.loop.create_future()
+
+    @staticmethod
+    def set(flag: Any) -> None:
+        if not flag.done():
+            flag.set_result(None)
+
+    @staticmethod
+    async def checkpoint() -> None:
+        await asyncio.sleep(0)  # a bare yield; anyio's also checks for a cancel scope
+
+    async def wait(self, flag: Any, timeout: float | None) -> None:
+        if timeout is None:
+            await flag
+            return
+        timer = self.loop.call_later(max(timeout, 0.0), _resolve, flag)
+        try:
+            await flag
+        finally:
+            timer.cancel()
+
+
+def _sync_here() -> _Sync:
+    """The flags of the running event loop's backend."""
+    try:
+        import sniffio
+
+        asyncio_loop = sniffio.current_async_library() == "asyncio"
+    except Exception:  # pragma: no cover - sniffio comes with anyio
+        asyncio_loop = False
+    return _AsyncioSync(asyncio.get_running_loop()) if asyncio_loop else _Sync()
 
 
 class Batcher:
@@ -142,8 +229,13 @@ class Batcher:
         self._queued_rows = 0
         self._dead = 0  # dropped requests still in the deque
         self._running = 0  # batches executing
-        self._wake: anyio.Event | None = None
-        self._wake_when_full = False
+        self._sync = _Sync()
+        self._now = self._sync.now
+        self._wake: Any = None  # the forming worker's flag while it waits
+        self._wake_when_full = False  # ... for a full batch (not for any arrival)
+        self._want_slot = False  # ... for a batch to end (max_inflight batches are running)
+        self._alone = 0  # requests run alone in their callers' tasks
+        self._last_end = -math.inf  # when the last batch ended
         self._tg: TaskGroup | None = None
         self._form = anyio.Lock()
         self._closing = False
@@ -163,6 +255,9 @@ class Batcher:
     async def __aenter__(self) -> Batcher:
         if self._tg is not None or self._closed:
             raise RuntimeError(f"{self.name}: a Batcher is entered once")
+        self._sync = _sync_here()
+        self._now = self._sync.now
+        self._form = anyio.Lock(fast_acquire=True)  # no yield when free: the worker loop awaits anyway
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -176,7 +271,10 @@ class Batcher:
         self._begin_close()
         assert self._tg is not None
         try:
-            return await self._tg.__aexit__(et, exc, tb)
+            suppress = await self._tg.__aexit__(et, exc, tb)
+            while self._running:  # batches run in their callers' own tasks (_run_alone) finish too
+                await self._wait(None, slot=True)
+            return suppress
         finally:
             self._closed = True
             self._fail_queued(ClosedResourceError(f"{self.name}: the batcher closed before this request ran"))
@@ -233,7 +331,7 @@ class Batcher:
         Cancellation: a queued request leaves the queue at once and is never
         executed; one already running has its rows dropped.
         """
-        now = anyio.current_time()
+        now = self._now()
         self._stats["requests"] += 1
         if self._closing or self._tg is None:
             self._finish(None, "closed", now)
@@ -244,36 +342,72 @@ class Batcher:
             self._stats["invalid"] += 1
             self._finish(None, "invalid", now)
             raise
+        t = self.timeout if timeout is None else timeout
+        if (t is None and not self._queued and not self._running
+                and (self.max_queue_delay == 0 or rows >= self._full_rows())):  # fmt: skip
+            return await self._run_alone(_Request(checked, rows, now, None), now)
         if self._queued >= self.max_queue_size:
             self._stats["queue_full"] += 1
             self._finish(None, "queue_full", now)
             raise QueueFullError(f"{self.name}: {self._queued} requests are queued (max_queue_size "
                                  f"{self.max_queue_size})", retry_after=self._retry_after())  # fmt: skip
-        t = self.timeout if timeout is None else timeout
         deadline = None if t is None else now + max(float(t), 0.0)
         req = _Request(checked, rows, now, deadline)
+        req.done = self._sync.flag()
         self._queue.append(req)
         self._queued += 1
         self._queued_rows += rows
         if self._observer is not None:
             self._observer.queue_depth(self.name, self._queued)
-        if self._wake is not None and (not self._wake_when_full or self._queued_rows >= self._full_rows()):
+        if self._wake is not None and not self._want_slot and (
+                not self._wake_when_full or self._queued_rows >= self._full_rows()):  # fmt: skip
             self._wakeup()
         try:
-            if deadline is None:
-                await req.done.wait()
-            else:
-                with anyio.move_on_after(deadline - now):
-                    await req.done.wait()
+            await self._sync.wait(req.done, None if deadline is None else deadline - now)
         except BaseException:
-            if not req.done.is_set():
+            if req.state != _DONE:
                 self._drop(req)
                 self._stats["cancelled"] += 1
                 self._finish(req, "cancelled", now)
             raise
-        if not req.done.is_set():  # the deadline passed
+        if req.state != _DONE:  # the deadline passed
             self._drop(req)
             req.error = DeadlineExceededError(self._deadline_message(req))
+        return self._settle(req, now)
+
+    async def _run_alone(self, req: _Request, now: float) -> dict[str, np.ndarray]:
+        """A batch of one request, run in the caller's task (the batcher idle, no deadline).
+
+        Its slot is taken first: requests arriving while it runs queue (and
+        batch with each other).  It yields once first when the previous batch
+        ended a moment ago (``_BACK_TO_BACK``: back-to-back requests, so
+        others are likely ready to run: they join the queue and batch instead
+        of each running alone), and every ``_YIELD_EVERY``-th time (a small
+        model's ``execute`` may finish without yielding: a caller looping on
+        an idle batcher must not starve the loop).  A lone client's request
+        does not pay for the yield.
+        """
+        req.state = _RUNNING
+        self._running += 1
+        started = False
+        try:
+            self._alone += 1
+            if now - self._last_end < _BACK_TO_BACK or not self._alone % _YIELD_EVERY:
+                await self._sync.checkpoint()
+            req.t_start = self._now()
+            started = True
+            await self._run_batch([req], reserved=True)
+        except BaseException:  # cancelled while running: its (only) rows are dropped
+            if not started:
+                self._running -= 1
+                self._slot_freed()
+            self._stats["cancelled"] += 1
+            self._finish(req, "cancelled", now)
+            raise
+        return self._settle(req, now)
+
+    def _settle(self, req: _Request, now: float) -> dict[str, np.ndarray]:
+        """The finished request's result, or its error raised; counted either way."""
         if req.error is not None:
             status = "deadline" if isinstance(req.error, DeadlineExceededError) else "error"
             self._stats["deadline" if status == "deadline" else "errors"] += 1
@@ -291,42 +425,45 @@ class Batcher:
     def _finish(self, req: _Request | None, status: str, t0: float) -> None:
         if self._observer is None:
             return
-        now = anyio.current_time()
+        now = self._now()
         q = None if req is None or req.t_start is None else req.t_start - req.t_enqueue
         self._observer.request(self.name, status, q, now - t0)
 
     def _check(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
         """The feeds as arrays, and their rows; InvalidInputError for anything that does not fit."""
-        if not isinstance(feeds, Mapping):
+        if not isinstance(feeds, dict) and not isinstance(feeds, Mapping):
             raise InvalidInputError(f"{self.name}: feeds must be a mapping of input name -> array")
-        missing = [n for n in self._row_shapes if n not in feeds]
-        unknown = [str(n) for n in feeds if n not in self._row_shapes]
-        if missing or unknown:
+        specs = self._row_shapes
+        if len(feeds) != len(specs) or not all(n in feeds for n in specs):
+            missing = [n for n in specs if n not in feeds]
+            unknown = [str(n) for n in feeds if n not in specs]
             raise InvalidInputError(f"{self.name}: missing inputs {missing}, unknown inputs {unknown} "
-                                    f"(the model takes {list(self._row_shapes)})")  # fmt: skip
+                                    f"(the model takes {list(specs)})")  # fmt: skip
         out: dict[str, np.ndarray] = {}
         rows: int | None = None
         batching = self.max_batch_size > 0
-        for n, row in self._row_shapes.items():
+        for n, row in specs.items():
             a = feeds[n]
             if not isinstance(a, np.ndarray):
                 raise InvalidInputError(f"{self.name}: input {n!r} must be a numpy array, not {type(a).__name__}")
             if a.dtype != self._dtypes[n]:
                 raise InvalidInputError(f"{self.name}: input {n!r} has dtype {a.dtype}, the model takes "
                                         f"{self._dtypes[n]}")  # fmt: skip
-            want = ("n", *row) if batching else row
-            if a.ndim != len(want) or (a.shape[1:] if batching else a.shape) != row:
-                raise InvalidInputError(f"{self.name}: input {n!r} has shape {list(a.shape)}, the model takes "
+            shape = a.shape
+            if (len(shape) != len(row) + 1 or shape[1:] != row) if batching else shape != row:
+                want = ("n", *row) if batching else row
+                raise InvalidInputError(f"{self.name}: input {n!r} has shape {list(shape)}, the model takes "
                                         f"{list(want)}")  # fmt: skip
             if batching:
-                r = int(a.shape[0])
+                r = shape[0]
                 if rows is not None and r != rows:
                     raise InvalidInputError(f"{self.name}: inputs have different numbers of rows ({rows} and {r})")
                 rows = r
             out[n] = a
-        rows = rows if batching else 1
+        if not batching:
+            return out, 1
         assert rows is not None
-        if batching and not 1 <= rows <= self.max_batch_size:
+        if not 1 <= rows <= self.max_batch_size:
             raise InvalidInputError(f"{self.name}: a request of {rows} rows (the model takes 1 to "
                                     f"{self.max_batch_size} rows per request)")  # fmt: skip
         return out, rows
@@ -351,21 +488,27 @@ class Batcher:
     def _full_rows(self) -> int:
         return self.max_batch_size if self.max_batch_size else 1
 
-    def _wakeup(self) -> None:
-        ev = self._wake
-        if ev is not None:
-            self._wake = None
-            ev.set()
+    def _slot_freed(self) -> None:
+        if self._want_slot:
+            self._wakeup()
 
-    async def _wait(self, timeout: float | None, when_full: bool) -> None:
-        ev = self._wake = anyio.Event()
+    def _wakeup(self) -> None:
+        flag = self._wake
+        if flag is not None:
+            self._wake = None
+            self._sync.set(flag)
+
+    async def _wait(self, timeout: float | None, *, when_full: bool = False, slot: bool = False) -> None:
+        """The forming worker waits: for an arrival (a full batch if ``when_full``), a free ``slot``,
+        closing, or ``timeout``."""
+        flag = self._wake = self._sync.flag()
         self._wake_when_full = when_full
-        if timeout is None:
-            await ev.wait()
-        else:
-            with anyio.move_on_after(timeout):
-                await ev.wait()
-        self._wake = None
+        self._want_slot = slot
+        try:
+            await self._sync.wait(flag, timeout)
+        finally:
+            self._wake = None
+            self._want_slot = False
 
     def _fail_queued(self, err: BaseException) -> None:
         while self._queue:
@@ -373,7 +516,7 @@ class Batcher:
             if r.state == _QUEUED:
                 r.state = _DONE
                 r.error = err
-                r.done.set()
+                self._sync.set(r.done)
         self._queued = self._queued_rows = self._dead = 0
 
     # ---- dispatch ----
@@ -404,11 +547,14 @@ class Batcher:
             if not q:
                 if self._closing:
                     return None
-                await self._wait(None, when_full=False)
+                await self._wait(None)
+                continue
+            if self._running >= self.max_inflight:  # batches run in the callers' own tasks (_run_alone)
+                await self._wait(None, slot=True)
                 continue
             if self._queued_rows >= self._full_rows() or self._closing or self.max_queue_delay == 0:
                 break
-            remaining = q[0].t_enqueue + self.max_queue_delay - anyio.current_time()
+            remaining = q[0].t_enqueue + self.max_queue_delay - self._now()
             if remaining <= 0:
                 break
             await self._wait(remaining, when_full=True)
@@ -418,7 +564,7 @@ class Batcher:
         q = self._queue
         batch: list[_Request] = []
         rows = 0
-        now = anyio.current_time()
+        now = self._now()
         cap = self._full_rows()
         while q:
             r = q[0]
@@ -434,7 +580,7 @@ class Batcher:
             if r.deadline is not None and r.deadline <= now:  # never executed: its waiter raises
                 r.state = _DONE
                 r.error = DeadlineExceededError(self._deadline_message(r))
-                r.done.set()
+                self._sync.set(r.done)
                 continue
             r.state = _RUNNING
             r.t_start = now
@@ -444,14 +590,17 @@ class Batcher:
             self._observer.queue_depth(self.name, self._queued)
         return batch
 
-    async def _run_batch(self, batch: list[_Request]) -> None:
+    async def _run_batch(self, batch: list[_Request], reserved: bool = False) -> None:
+        """Assemble, execute, split; ``reserved``: its slot in ``_running`` is taken already."""
         if not batch:
             return
-        t0 = anyio.current_time()
-        rows = sum(r.rows for r in batch)
+        t0 = self._now()
+        rows = batch[0].rows if len(batch) == 1 else sum(r.rows for r in batch)
         bucket = rows
-        self._running += 1
-        self._stats["peak_inflight"] = max(self._stats["peak_inflight"], self._running)
+        if not reserved:
+            self._running += 1
+        if self._running > self._stats["peak_inflight"]:
+            self._stats["peak_inflight"] = self._running
         if self._observer is not None:
             self._observer.inflight(self.name, self._running)
         try:
@@ -464,17 +613,21 @@ class Batcher:
                 if r.state == _RUNNING:
                     r.state = _DONE
                     r.error = err
-                    r.done.set()
+                    if r.done is not None:
+                        self._sync.set(r.done)
             if not isinstance(e, Exception):
                 raise
         finally:
             self._running -= 1
+            self._slot_freed()
+            self._last_end = end = self._now()
             self._batch_sizes[rows] += 1
-            self._stats["batches"] += 1
-            self._stats["rows"] += rows
-            self._stats["padding_rows"] += bucket - rows
+            stats = self._stats
+            stats["batches"] += 1
+            stats["rows"] += rows
+            stats["padding_rows"] += bucket - rows
             if self._observer is not None:
-                self._observer.batch(self.name, rows, bucket, anyio.current_time() - t0)
+                self._observer.batch(self.name, rows, bucket, end - t0)
                 self._observer.inflight(self.name, self._running)
 
     def _assemble(self, batch: list[_Request], rows: int) -> tuple[dict[str, np.ndarray], int]:
@@ -505,4 +658,5 @@ class Batcher:
             if r.state == _RUNNING:  # else its waiter gave up: the rows are dropped
                 r.state = _DONE
                 r.result = res
-                r.done.set()
+                if r.done is not None:  # None: run by its own caller (_run_alone)
+                    self._sync.set(r.done)

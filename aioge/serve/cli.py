@@ -21,7 +21,7 @@ import signal
 import sys
 from typing import Any
 
-__all__ = ("register", "run", "add_arguments")
+__all__ = ("register", "run", "add_arguments", "uvicorn_config")
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -67,6 +67,27 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
                                           "and dynamic batching, under uvicorn.")  # fmt: skip
     add_arguments(p)
     p.set_defaults(func=run)
+
+
+def uvicorn_config(app: Any, *, log_level: str = "warning", graceful_timeout: float | None = None) -> Any:
+    """The ``uvicorn.Config`` ``aioge serve`` runs ``app`` with (``benchmarks/bench_serve.py``'s
+    baseline servers use it too, so both sides of a comparison run the same server settings).
+
+    httptools' parser (the ``serve`` extra has it) rather than h11's, no access log (a log line per
+    request), no lifespan (the command enters the models itself, before listening); the event loop
+    is whatever runs ``Server.serve`` (the command runs it on uvloop).
+    """
+    import uvicorn
+
+    try:
+        import httptools  # noqa: F401
+
+        http = "httptools"
+    except ImportError:  # pragma: no cover - the serve extra installs it
+        http = "h11"
+    grace: Any = graceful_timeout  # uvicorn annotates an int, and waits a float of seconds as well
+    return uvicorn.Config(app, http=http, lifespan="off", log_level=log_level, access_log=False,
+                          timeout_graceful_shutdown=grace)  # fmt: skip
 
 
 def _usage(msg: str) -> int:
@@ -173,8 +194,8 @@ def _serve(server: Any, args: argparse.Namespace) -> int:
         try:
             if stop:  # a signal came while the models were loading
                 return 0
-            config = uvicorn.Config(build_app(server, own_lifespan=False), lifespan="off", log_level=args.log_level,
-                                    timeout_graceful_shutdown=args.graceful_timeout, access_log=False)  # fmt: skip
+            config = uvicorn_config(build_app(server, own_lifespan=False), log_level=args.log_level,
+                                    graceful_timeout=args.graceful_timeout)  # fmt: skip
             await _Server(config).serve(sockets=[sock])
         finally:
             await server.__aexit__(None, None, None)

@@ -27,6 +27,7 @@ orjson writes them as ``null`` -- ask for binary outputs to get them exactly.
 
 from __future__ import annotations
 
+import array
 import json
 import math
 from collections.abc import Mapping
@@ -83,6 +84,10 @@ _KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-inte
 
 def datatype_of(dt: Any) -> str:
     """The v2 datatype name of a numpy dtype (ValueError for one the protocol lacks)."""
+    if isinstance(dt, np.dtype):  # the served specs' own: no normalisation needed
+        name = _NAMES.get(dt)
+        if name is not None:
+            return name
     d = dtypes.normalize(dt)
     try:
         return _NAMES[d]
@@ -90,7 +95,7 @@ def datatype_of(dt: Any) -> str:
         raise ValueError(f"dtype {d} has no Open Inference Protocol datatype") from None
 
 
-@dataclass
+@dataclass(slots=True)
 class InferRequest:
     """A decoded request: the input arrays and what to answer."""
 
@@ -125,12 +130,16 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _params(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
-    p = obj.get("parameters", {})
+_NONE: dict[str, Any] = {}
+
+
+def _params(obj: Mapping[str, Any], where: str | None = None, name: str = "") -> dict[str, Any]:
+    """``obj``'s parameters (``where``: what to call it in an error; default ``input {name!r}``)."""
+    p = obj.get("parameters")
     if p is None:
-        return {}
+        return _NONE
     if not isinstance(p, dict):
-        raise _bad(f"{where}: 'parameters' must be an object")
+        raise _bad(f"{where or f'input {name!r}'}: 'parameters' must be an object")
     return p
 
 
@@ -190,7 +199,7 @@ def decode_request(
     rid = req.get("id")
     if rid is not None and not isinstance(rid, str):
         raise _bad("'id' must be a string")
-    params = _params(req, "request")
+    params = _params(req, "request") or {}  # its own: the request keeps it
     timeout = params.get("timeout")
     seconds: float | None = None
     if timeout is not None:
@@ -230,7 +239,7 @@ def decode_request(
         if dt_name != want:
             raise _bad(f"input {name!r} has datatype {dt_name!r}, the model takes {want}")
         count = math.prod(shape)  # bounded: each dim matched the model's or the batch limit
-        p = _params(item, f"input {name!r}")
+        p = _params(item, name=name)
         size = p.get("binary_data_size")
         if size is not None:
             nbytes = count * spec.dtype.itemsize
@@ -275,19 +284,22 @@ def decode_request(
 
 
 def _check_shape(shape: Any, spec: TensorInfo, max_batch_size: int) -> list[int]:
-    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+    if type(shape) is not list:
         raise _bad(f"input {spec.name!r}: 'shape' must be a list of non-negative integers")
-    want = list(spec.shape)
+    for d in shape:
+        if type(d) is not int or d < 0:  # JSON integers (a bool is not one)
+            raise _bad(f"input {spec.name!r}: 'shape' must be a list of non-negative integers")
+    want = spec.shape
     if len(shape) != len(want):
-        raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {want}")
+        raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
     if max_batch_size > 0:
-        if shape[1:] != want[1:]:
-            raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {want}")
+        if tuple(shape[1:]) != want[1:]:
+            raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
         if not 1 <= shape[0] <= max_batch_size:
             raise _bad(f"input {spec.name!r} has {shape[0]} rows; the model takes 1 to {max_batch_size} "
                        "per request")  # fmt: skip
-    elif shape != want:
-        raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {want}")
+    elif tuple(shape) != want:
+        raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
     return shape
 
 
@@ -295,10 +307,28 @@ def _from_json(data: Any, dt: np.dtype[Any], shape: list[int], name: str) -> np.
     if not isinstance(data, list):
         raise _bad(f"input {name!r} has neither 'data' (a list) nor binary_data_size")
     count = math.prod(shape)
+    if dt.kind == "f" and count and len(data) == count and type(data[0]) is float:
+        # flat JSON numbers for a float input (what clients send): C doubles straight from the
+        # list, about twice numpy's inference; anything else (nesting, strings, nulls, huge
+        # integers) fails here and the general path below says what is wrong
+        try:
+            flat = np.frombuffer(array.array("d", data), np.float64)
+        except (TypeError, OverflowError):
+            pass
+        else:
+            if dt.itemsize >= 8:
+                return flat.reshape(shape)
+            with np.errstate(over="ignore"):
+                return flat.astype(dt).reshape(shape)
     try:
         a = np.asarray(data)  # inferred first: strings, nulls and objects are refused, not coerced
     except (ValueError, TypeError, OverflowError, RecursionError):
         raise _bad(f"input {name!r}: 'data' is not a regular array of numbers") from None
+    if a.dtype.kind == "f" and dt.kind == "f" and a.size == count:  # the usual case: JSON numbers to floats
+        if dt.itemsize >= a.dtype.itemsize:
+            return a.reshape(shape)
+        with np.errstate(over="ignore"):  # finite float64 beyond the type's range becomes inf, as a cast does
+            return a.astype(dt).reshape(shape)
     big_ints = False
     if dt.kind in "iu" and a.dtype.kind == "f":  # numpy reads [0, 2**63] as float64: are they all integers?
         exact = np.array(data, dtype=object)
