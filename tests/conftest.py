@@ -18,41 +18,20 @@ thread), every test:
 from __future__ import annotations
 
 import gc
-import logging
 import os
 
 import pytest
 
 import aioge
 from aioge import _native
+from tests.support.harness import ALL_BACKENDS, LIVE, live_handles, loop_errors
 
 os.environ["PYTHONASYNCIODEBUG"] = "1"  # read by every loop at creation, uvloop's included
-
-ALL_BACKENDS = [
-    pytest.param(("asyncio", {"debug": True}), id="asyncio"),
-    pytest.param(("asyncio", {"debug": True, "use_uvloop": True}), id="uvloop"),
-    pytest.param(("trio", {}), id="trio"),
-]
 
 
 @pytest.fixture(params=ALL_BACKENDS)
 def anyio_backend(request):
     return request.param
-
-
-class _LoopErrors(logging.Handler):
-    """Collects what asyncio's (and uvloop's) default exception handler logs."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-_loop_errors = _LoopErrors()
-logging.getLogger("asyncio").addHandler(_loop_errors)
 
 
 def pytest_collection_finish(session):
@@ -66,26 +45,16 @@ def pytest_collection_finish(session):
 
 
 def pytest_runtest_setup(item):
-    _loop_errors.records.clear()
+    loop_errors.records.clear()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield  # after every fixture's teardown, so after the leak check's gc.collect()
-    errors, _loop_errors.records = _loop_errors.records, []
+    errors, loop_errors.records = loop_errors.records, []
     if errors:
-        text = "\n".join(_loop_errors.format(r) for r in errors)
+        text = "\n".join(loop_errors.format(r) for r in errors)
         raise AssertionError(f"an event loop reported {len(errors)} error(s):\n{text}")
-
-
-_LIVE = ("contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs", "device_allocations",
-         "host_allocations", "subscriptions", "graphs")  # fmt: skip
-
-
-def live_handles() -> dict[str, int]:
-    gc.collect()
-    c = _native.counters()
-    return {k: c[k] for k in _LIVE}
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +66,7 @@ def no_leaked_handles():
     before = live_handles()
     yield
     after = live_handles()
-    leaked = {k: after[k] - before[k] for k in _LIVE if after[k] != before[k]}
+    leaked = {k: after[k] - before[k] for k in LIVE if after[k] != before[k]}
     assert not leaked, f"leaked runtime handles: {leaked}"
 
 

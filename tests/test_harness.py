@@ -10,7 +10,7 @@ import threading
 import pytest
 import uvloop
 
-from .conftest import _loop_errors
+from tests.support.harness import loop_errors
 
 
 @pytest.mark.parametrize("new_loop", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
@@ -30,5 +30,5 @@ def test_loops_started_by_a_test_run_in_debug_mode_and_report_errors(new_loop):
     t.start()
     t.join()
     assert seen["debug"]
-    errors, _loop_errors.records = _loop_errors.records, []  # what would fail this test at teardown
+    errors, loop_errors.records = loop_errors.records, []  # what would fail this test at teardown
     assert len(errors) == 1 and errors[0].getMessage().startswith("a task exception was never retrieved")

@@ -14,12 +14,12 @@ import sys
 import numpy as np
 import onnxruntime as ort
 import pytest
-from conftest import aioge_cmd
-from tracecheck import check_trace
 
 import aioge
 from aioge import _native
 from aioge.cli import COMMANDS, main
+from tests.cli.conftest import aioge_cmd
+from tests.cli.tracecheck import check_trace
 from tests.graph import models as M
 
 

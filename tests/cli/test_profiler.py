@@ -10,14 +10,14 @@ import time
 
 import numpy as np
 import pytest
-from conftest import branchy
 from prometheus_client import CollectorRegistry, generate_latest
-from tracecheck import check_trace
 
 import aioge
 from aioge import _native
 from aioge._native import ffi, lib
 from aioge.runtime import _trace
+from tests.cli.conftest import branchy
+from tests.cli.tracecheck import check_trace
 
 pytestmark = pytest.mark.anyio
 

@@ -9,11 +9,8 @@ conversion, not the event loop (the core tests cover the three backends).
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))  # the model zoo
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # transformers: configs only, never the hub
 

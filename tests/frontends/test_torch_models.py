@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from zoo import MODELS, build, reference64
 
 import aioge
 from aioge.frontends.dynamo import close_runtime
+from tests.frontends.zoo import MODELS, build, reference64
 
 RTOL, ATOL = 1e-4, 1e-5
 

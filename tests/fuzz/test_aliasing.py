@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_errors import CASES
-from test_fuzz_ops import _materialise
 
 import aioge
 from aioge import TensorSpec
@@ -22,7 +20,9 @@ from aioge.errors import InvalidParamError
 from aioge.runtime import aliasing as _aliasing
 from aioge.runtime.launch import launch
 from aioge.runtime.tensor import Tensor
-from tests.rawacl import raw_runtime
+from tests.fuzz.test_fuzz_ops import _materialise
+from tests.ops.test_errors import CASES
+from tests.support.rawacl import raw_runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -10,20 +10,16 @@ onnxruntime; never a 5xx; the server stays healthy.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from typing import Any
 
 import numpy as np
 import pytest
-from fuzzutil import INT_EDGES, fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
 import aioge.serve
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "serve"))
-import serve_models as M
+from tests.fuzz.fuzzutil import INT_EDGES, fuzz
+from tests.serve import serve_models as M
 
 testclient = pytest.importorskip("starlette.testclient")
 ort = pytest.importorskip("onnxruntime")

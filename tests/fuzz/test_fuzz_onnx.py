@@ -13,23 +13,19 @@ from __future__ import annotations
 
 import copy
 import math
-import os
-import sys
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
-from fuzzutil import INT_EDGES, fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 
 import aioge
 from aioge.errors import AioGeError
-from tests.conftest import live_handles
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "graph"))
-import models
+from tests.fuzz.fuzzutil import INT_EDGES, fuzz
+from tests.graph import models
+from tests.support.harness import live_handles
 
 ort = pytest.importorskip("onnxruntime")
 pytestmark = pytest.mark.anyio

@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fuzzutil import INT_EDGES, fuzz
 from hypothesis import given
 from hypothesis import strategies as st
-from test_errors import CASES
 
 import aioge
 from aioge import Const, HostInput, TensorSpec
 from aioge.errors import AioGeError
-from tests.conftest import live_handles
+from tests.fuzz.fuzzutil import INT_EDGES, fuzz
+from tests.ops.test_errors import CASES
+from tests.support.harness import live_handles
 
 pytestmark = pytest.mark.anyio
 

@@ -2,18 +2,15 @@
 
 The repository-wide ``no_leaked_handles`` autouse fixture runs two full GC
 passes per test; the graph suite has hundreds of small tests and never opens
-a device, so it is overridden with a no-op here.  The helper modules of this
-directory (``models``, ``onnx_util``, ``cann_emulator``) are put on sys.path.
+a device, so it is overridden with a no-op here.  Its helper modules
+(``models``, ``onnx_util``, ``cann_emulator``) are imported as ``tests.graph.<name>``.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx_util import assert_close, make_model, rand, run_ort
 
 import aioge
 from aioge.graph import DynamicShapeError, Graph, ShapeInferenceError, load_onnx
 from aioge.graph.passes.infer_shapes import infer_shapes
+from tests.graph.onnx_util import assert_close, make_model, rand, run_ort
 
 pytestmark = pytest.mark.anyio
 D, H = 16, 2  # model width, heads

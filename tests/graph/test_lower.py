@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cann_emulator import SPEC, run_lowered
 
 from aioge.graph import ASCEND, Graph, LoweringError, lower, lower_node, optimize
 from aioge.graph.lower import acl_dtype
 from aioge.graph.passes import infer_shapes
+from tests.graph.cann_emulator import SPEC, run_lowered
 
 
 def lowered(
@@ -222,9 +222,8 @@ def test_fused_ops_lower_to_themselves() -> None:
 
 
 def test_every_emitted_op_type_is_known() -> None:
-    import models
-
     from aioge.graph import load_onnx
+    from tests.graph import models
 
     for fn in models.MODELS.values():
         g = optimize(load_onnx(fn(small=True)), level=0)

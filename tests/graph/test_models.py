@@ -3,14 +3,14 @@ against onnxruntime, fused vs unfused, lowered (emulated CANN ops) vs reference.
 
 from __future__ import annotations
 
-import models
 import numpy as np
 import pytest
-from cann_emulator import run_lowered
-from onnx_util import assert_close, check_against_ort
 
 from aioge.graph import load_onnx, optimize
 from aioge.graph.reference import run_reference
+from tests.graph import models
+from tests.graph.cann_emulator import run_lowered
+from tests.graph.onnx_util import assert_close, check_against_ort
 
 NAMES = list(models.MODELS)
 

@@ -23,12 +23,12 @@ import numpy as np
 import onnx
 import pytest
 from onnx import numpy_helper
-from onnx_backend import Case, dir_cases, exotic_types, light_cases, node_cases, to_opset_21
 
 import aioge
 from aioge.graph import DynamicShapeError, LoweringError, MalformedModelError, UnsupportedOpError, load_onnx
 from aioge.graph.onnx_import import SUPPORTED_OPS
 from aioge.runtime.compile import compile_graph
+from tests.graph.onnx_backend import Case, dir_cases, exotic_types, light_cases, node_cases, to_opset_21
 
 #: implemented ops' node tests that aioge refuses, with the reason (a typed error at load or compile)
 REFUSED = {
@@ -85,7 +85,7 @@ def _expected(case: Case, m: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> d
     names = [o.name for o in m.graph.output]
     if case.outputs is not None:
         return dict(zip(names, case.outputs, strict=False))
-    from onnx_util import run_ort
+    from tests.graph.onnx_util import run_ort
 
     return run_ort(m, feeds)
 

@@ -9,7 +9,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, external_data_helper, helper, numpy_helper
-from onnx_util import check_against_ort, make_model, rand, run_ort
 
 from aioge.errors import AioGeError
 from aioge.graph import (
@@ -23,6 +22,7 @@ from aioge.graph import (
     load_onnx,
 )
 from aioge.graph.reference import run_reference
+from tests.graph.onnx_util import check_against_ort, make_model, rand, run_ort
 
 
 def small_model() -> onnx.ModelProto:

@@ -7,15 +7,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cann_emulator import run_lowered
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 from onnx import TensorProto, helper, numpy_helper
-from onnx_util import assert_close, check_against_ort, make_model, one_op, rand
 
 from aioge.graph import load_onnx, optimize
 from aioge.graph.reference import run_reference
+from tests.graph.cann_emulator import run_lowered
+from tests.graph.onnx_util import assert_close, check_against_ort, make_model, one_op, rand
 
 HYP = settings(
     max_examples=30,

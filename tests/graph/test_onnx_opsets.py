@@ -7,9 +7,9 @@ import onnx
 import onnx.version_converter
 import pytest
 from onnx import helper
-from onnx_util import check_against_ort, make_model, one_op, rand, run_ort
 
 from aioge.graph import MalformedModelError, load_onnx
+from tests.graph.onnx_util import check_against_ort, make_model, one_op, rand, run_ort
 
 X = rand(2, 1, 3, 1)
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import itertools
 
-import models
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from plan_sim import execute, random_issue_order
 
 from aioge.graph import Graph, PlanError, load_onnx, optimize, plan
 from aioge.graph.passes import infer_shapes
 from aioge.graph.reference import run_reference
+from tests.graph import models
+from tests.graph.plan_sim import execute, random_issue_order
 
 
 @st.composite

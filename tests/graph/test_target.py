@@ -15,15 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import models
 import pytest
-from cann_emulator import run_lowered
-from onnx_util import assert_close
 
 from aioge.graph import ASCEND, HOST, Graph, LoweringError, Target, load_onnx, lower, lower_node, optimize, target_for
 from aioge.graph.lower import expand_host_ops
 from aioge.graph.passes import infer_shapes
 from aioge.graph.reference import run_reference
+from tests.graph import models
+from tests.graph.cann_emulator import run_lowered
+from tests.graph.onnx_util import assert_close
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,8 +84,8 @@ def test_target_lookup_and_capabilities() -> None:
 _CANN_ONLY = """
 import asyncio, sys
 import numpy as np
-sys.path.insert(0, sys.argv[1])
-import models
+sys.path.insert(0, sys.argv[1])  # the repository root
+from tests.graph import models
 import aioge
 from aioge.runtime.compile import compile_graph
 
@@ -113,7 +113,7 @@ asyncio.run(main())
 
 def test_host_runtime_without_its_host_only_kernels_runs_the_ascend_target() -> None:
     env = {**os.environ, "AIOGE_HOST_CANN_ONLY": "1"}
-    out = subprocess.run([sys.executable, "-c", _CANN_ONLY, str(Path(__file__).parent)], env=env,
+    out = subprocess.run([sys.executable, "-c", _CANN_ONLY, str(Path(__file__).resolve().parents[2])], env=env,
                          capture_output=True, text=True, cwd=ROOT, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     assert "refused:" in out.stdout and "_Fused" in out.stdout, out.stdout

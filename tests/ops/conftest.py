@@ -3,22 +3,17 @@
 Tests with fixed cases run on every backend (asyncio, uvloop, trio).  The
 hypothesis tests, hundreds of examples whose subject is the kernels rather
 than the event loop, run on asyncio and trio only (not uvloop, another
-asyncio loop), which keeps them to half a minute per backend.  The helpers
-of this directory (``opsutil``) are put on sys.path.
+asyncio loop), which keeps them to half a minute per backend.  Its helpers are
+imported as ``tests.ops.<name>``.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-from tests.conftest import ALL_BACKENDS
+from tests.support.harness import ALL_BACKENDS
 
 NO_UVLOOP = [p for p in ALL_BACKENDS if p.id != "uvloop"]
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from opsutil import check, up
 
 import aioge
 from aioge import Const, TensorSpec, ops
 from aioge._native import lib
+from tests.ops.opsutil import check, up
 
 pytestmark = pytest.mark.anyio
 

@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
-from opsutil import check, up
 
 import aioge
 from aioge import HostInput, TensorSpec
+from tests.ops.opsutil import check, up
 
 pytestmark = pytest.mark.anyio
 

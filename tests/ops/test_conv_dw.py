@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opsutil import F32, F64, check, few, ort_run, up
 
 import aioge
 from aioge import TensorSpec, ops
+from tests.ops.opsutil import F32, F64, check, few, ort_run, up
 
 pytestmark = pytest.mark.anyio
 

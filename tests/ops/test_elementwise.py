@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opsutil import (
+
+import aioge
+from aioge import TensorSpec, ops
+from tests.ops.opsutil import (
     BF16,
     F16,
     F32,
@@ -22,9 +25,6 @@ from opsutil import (
     shapes,
     up,
 )
-
-import aioge
-from aioge import TensorSpec, ops
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from opsutil import up
 
 import aioge
 from aioge import Attr, Const, HostInput, TensorSpec, ops
@@ -24,7 +23,8 @@ from aioge.errors import (
     OpOutputMismatchError,
     UnsupportedDataTypeError,
 )
-from tests.conftest import live_handles
+from tests.ops.opsutil import up
+from tests.support.harness import live_handles
 
 pytestmark = pytest.mark.anyio
 
@@ -1159,7 +1159,7 @@ CASES = [
 
 
 # the op types the onnx lane added keep their cases in their own module
-from error_cases_onnx import cases as _onnx_cases  # noqa: E402
+from tests.ops.error_cases_onnx import cases as _onnx_cases  # noqa: E402
 
 CASES += _onnx_cases(Case, T, H, C)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from opsutil import check, up
 
 from aioge import ops
+from tests.ops.opsutil import check, up
 
 pytestmark = pytest.mark.anyio
 

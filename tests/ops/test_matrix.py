@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opsutil import BF16, F16, F32, F64, check, few, rand, up
 
 import aioge
 from aioge import TensorSpec, ops
+from tests.ops.opsutil import BF16, F16, F32, F64, check, few, rand, up
 
 pytestmark = pytest.mark.anyio
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from opsutil import BF16, F16, F32, F64, INTS, check, few, rand, rounded, shapes, up
 
 import aioge
 from aioge import HostInput, TensorSpec, ops
+from tests.ops.opsutil import BF16, F16, F32, F64, INTS, check, few, rand, rounded, shapes, up
 
 pytestmark = pytest.mark.anyio
 

@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-import serve_models as M
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.serve import serve_models as M
+from tests.support.paths import ROOT
 
 
 class ServerProcess:

@@ -12,9 +12,11 @@ import threading
 import httpx
 import numpy as np
 import pytest
-import serve_models as M
-from conftest import ROOT, ServerProcess, wait_for
-from test_serve_http import metric, tensor
+
+from tests.serve import serve_models as M
+from tests.serve.conftest import ServerProcess, wait_for
+from tests.serve.test_serve_http import metric, tensor
+from tests.support.paths import ROOT
 
 
 def test_sigterm_finishes_every_accepted_request(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def test_serve_onnx_example():

@@ -13,7 +13,8 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
-import serve_models as M
+
+from tests.serve import serve_models as M
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,8 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
-import serve_models as M
+
+from tests.serve import serve_models as M
 
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")

@@ -21,8 +21,7 @@ import pytest
 
 import aioge
 from aioge import Const, HostInput, TensorSpec, _native
-
-from .graph import models as M
+from tests.graph import models as M
 
 pytestmark = [pytest.mark.anyio, pytest.mark.ascend]
 
@@ -164,7 +163,7 @@ async def test_onnx_model_in_the_backends_mode(compiled, name):
 async def test_a_failed_node_is_raised_by_its_execution(dev, compiled, as_tensors):
     """Issue 9 item 1 on this backend's mode (per op here, sunk on the host runtime):
     a node that fails before the last one is the execution's error, not garbage outputs."""
-    from .test_model import gather_chain
+    from tests.runtime.test_executable import gather_chain
 
     model = await compiled(gather_chain())
     x = np.arange(12, dtype=np.float32).reshape(4, 3)

@@ -7,8 +7,7 @@ import onnxruntime as ort
 import pytest
 
 import aioge
-
-from .graph import models as M
+from tests.graph import models as M
 
 pytestmark = pytest.mark.anyio
 

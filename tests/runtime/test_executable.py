@@ -11,8 +11,7 @@ import aioge.runtime.compile
 import aioge.runtime.executable
 from aioge import _native
 from aioge.graph import Graph, run_reference
-
-from .conftest import ALL_BACKENDS
+from tests.support.harness import ALL_BACKENDS
 
 pytestmark = pytest.mark.anyio
 
@@ -560,7 +559,7 @@ async def test_likely_mistakes_get_errors_saying_what_was_expected(dev, compiled
     with pytest.raises(TypeError, match=r"compile\(\) takes an aioge\.Graph or an ONNX model"):
         await dev.compile(42)
     # an ONNX model is compiled from its path, bytes or ModelProto directly
-    from .graph import models as M
+    from tests.graph import models as M
 
     proto = M.attention(small=True)
     path = tmp_path / "m.onnx"

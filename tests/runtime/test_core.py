@@ -268,7 +268,7 @@ def test_generated_error_table_is_current():
     import sys
     from pathlib import Path
 
-    tool = Path(__file__).resolve().parent.parent / "tools" / "gen_error_codes.py"
+    tool = Path(__file__).resolve().parents[2] / "tools" / "gen_error_codes.py"
     assert subprocess.run([sys.executable, str(tool), "--check"]).returncode == 0
 
 
@@ -452,7 +452,7 @@ def test_the_whole_error_hierarchy_is_exported_and_documented():
 
     import aioge.graph.errors as graph_errors
 
-    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("### Errors", 1)[1].split("\n## ", 1)[0]
     names = [n for n in (*errors.__all__, *graph_errors.__all__, "SessionError") if n[0].isupper()]
     for name in names:

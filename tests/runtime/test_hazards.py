@@ -20,8 +20,7 @@ import aioge
 from aioge import TensorSpec, _native
 from aioge._native import ffi, lib
 from aioge.graph import run_reference
-
-from .test_model import branches
+from tests.runtime.test_executable import branches
 
 pytestmark = pytest.mark.anyio
 

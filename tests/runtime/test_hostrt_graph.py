@@ -7,8 +7,7 @@ import pytest
 
 from aioge import _native
 from aioge._native import ffi, lib
-
-from .rawacl import raw_runtime
+from tests.support.rawacl import raw_runtime
 
 pytestmark = pytest.mark.abi
 

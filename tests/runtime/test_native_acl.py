@@ -8,7 +8,7 @@ from pathlib import Path
 from aioge import dtypes
 from aioge._native import acl
 
-CORE = Path(__file__).resolve().parent.parent / "aioge"
+CORE = Path(__file__).resolve().parents[2] / "aioge"
 
 
 def test_enums_match_the_public_tables() -> None:

@@ -13,8 +13,7 @@ import pytest
 
 from aioge import _native
 from aioge._native import ffi, lib
-
-from .rawacl import D2D, D2H, DEFAULT, H2D, H2H, raw_runtime
+from tests.support.rawacl import D2D, D2H, DEFAULT, H2D, H2H, raw_runtime
 
 pytestmark = pytest.mark.abi
 

@@ -26,7 +26,7 @@ import pytest
 
 import aioge
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "cffi_build"
 
 
@@ -113,8 +113,8 @@ def test_missing_library_is_a_clear_backend_error(tmp_path):
 
 def test_abi_suite_through_dlopen(standalone_lib):
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-m", "abi", "-p", "no:cacheprovider",
-           str(ROOT / "tests" / "test_runtime.py"), str(ROOT / "tests" / "test_core.py"),
-           str(ROOT / "tests" / "test_model.py"), str(ROOT / "tests" / "test_graph_c.py")]  # fmt: skip
+           *(str(ROOT / "tests/runtime" / f) for f in ("test_hostrt.py", "test_core.py", "test_executable.py",
+                                                     "test_hostrt_graph.py"))]  # fmt: skip
     out = subprocess.run(cmd, env=_env(standalone_lib), capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " passed" in out.stdout
@@ -140,7 +140,7 @@ def test_acl_only_library_has_no_aioge_symbols(acl_only_lib):
 
 def test_ascend_suite_through_the_acl_only_library(acl_only_lib, tmp_path):
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-m", "ascend", "-p", "no:cacheprovider",
-           str(ROOT / "tests" / "test_ascend_paths.py"), str(ROOT / "tests" / "test_core.py")]  # fmt: skip
+           str(ROOT / "tests/runtime/test_ascend_paths.py"), str(ROOT / "tests/runtime/test_core.py")]  # fmt: skip
     # AIOGE_HOST_CANN_ONLY: the host-only kernels ("_Fused*") are hidden, as on a real Ascend
     env = {**_env(acl_only_lib), "AIOGE_TEST_DUMP_DIR": str(tmp_path), "AIOGE_HOST_CANN_ONLY": "1"}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
@@ -155,8 +155,8 @@ def test_ascend_suite_through_the_acl_only_library(acl_only_lib, tmp_path):
 
 
 async def _host_model_outputs() -> dict[str, dict[str, np.ndarray]]:
-    from .graph import models as M
-    from .test_ascend_paths import MODELS
+    from tests.graph import models as M
+    from tests.runtime.test_ascend_paths import MODELS
 
     outs = {}
     async with aioge.open_device(0) as dev:
