@@ -119,20 +119,29 @@ static void release_ev_task(hrt_task *t) {
     free(t);
 }
 
+/* hrt_task_begin for a task about event `e`: the reference on e taken by
+ * ev_get moves into the task (and is dropped if the stream does not resolve). */
+static aclError ev_task_begin(hrt_event *e, aclrtStream stream, const char *api, hrt_task_fn run, uint8_t kind,
+                              hrt_stream **s, ev_task **m) {
+    aclError rc = hrt_task_begin(stream, api, sizeof **m, run, s, (void **)m);
+    if (rc) {
+        ev_unref(e);
+        return rc;
+    }
+    (*m)->t.release = release_ev_task;
+    (*m)->t.kind = kind;
+    (*m)->e = e;
+    return ACL_SUCCESS;
+}
+
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     aclError rc;
     hrt_event *e = ev_get(event, "aclrtRecordEvent", &rc);
     if (!e) return rc;
     hrt_stream *s;
     ev_task *m;
-    rc = hrt_task_begin(stream, "aclrtRecordEvent", sizeof *m, run_marker, &s, (void **)&m);
-    if (rc) {
-        ev_unref(e);
-        return rc;
-    }
-    m->t.release = release_ev_task;
-    m->t.kind = HRT_TASK_MARKER;
-    m->e = e; /* the reference taken by ev_get moves into the task */
+    rc = ev_task_begin(e, stream, "aclrtRecordEvent", run_marker, HRT_TASK_MARKER, &s, &m);
+    if (rc) return rc;
     HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     m->gen = ++e->rec_gen;
     e->stream_id = s->id;
@@ -157,14 +166,8 @@ aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
     ev_task *m;
     /* A reset orders after the stream's prior work; its state change (back
      * to "not recorded") happens when the stream reaches it. */
-    rc = hrt_task_begin(stream, "aclrtResetEvent", sizeof *m, run_noop, &s, (void **)&m);
-    if (rc) {
-        ev_unref(e);
-        return rc;
-    }
-    m->t.release = release_ev_task;
-    m->t.kind = HRT_TASK_MARKER;
-    m->e = e;
+    rc = ev_task_begin(e, stream, "aclrtResetEvent", run_noop, HRT_TASK_MARKER, &s, &m);
+    if (rc) return rc;
     return hrt_task_commit(s, &m->t, false);
 }
 
@@ -297,14 +300,8 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
     }
     hrt_stream *s;
     ev_task *w;
-    rc = hrt_task_begin(stream, "aclrtStreamWaitEvent", sizeof *w, run_wait, &s, (void **)&w);
-    if (rc) {
-        ev_unref(e);
-        return rc;
-    }
-    w->t.release = release_ev_task;
-    w->t.kind = HRT_TASK_WAIT;
-    w->e = e; /* the reference taken by ev_get moves into the task */
+    rc = ev_task_begin(e, stream, "aclrtStreamWaitEvent", run_wait, HRT_TASK_WAIT, &s, &w);
+    if (rc) return rc;
     HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     w->gen = e->rec_gen;
     HRT_UNLOCK(&e->mu);

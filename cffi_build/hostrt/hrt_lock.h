@@ -36,31 +36,21 @@ void hrt_unlock_note(const void *mu, const char *name, const char *where);
 /* How many locks this thread holds (tests). */
 int hrt_locks_held(void);
 
-#define HRT_LOCK(mu, rank)                                                                                         \
+#define HRT_LOCK_TAKE_(take, mu, rank)                                                                             \
     do {                                                                                                           \
         hrt_lock_note((mu), (rank), #mu, HRT_LOCK_WHERE);                                                          \
-        pthread_mutex_lock(mu);                                                                                    \
+        take(mu);                                                                                                  \
     } while (0)
-#define HRT_UNLOCK(mu)                                                                                             \
+#define HRT_LOCK_GIVE_(give, mu)                                                                                   \
     do {                                                                                                           \
-        pthread_mutex_unlock(mu);                                                                                  \
+        give(mu);                                                                                                  \
         hrt_unlock_note((mu), #mu, HRT_LOCK_WHERE);                                                                \
     } while (0)
-#define HRT_RDLOCK(rw, rank)                                                                                       \
-    do {                                                                                                           \
-        hrt_lock_note((rw), (rank), #rw, HRT_LOCK_WHERE);                                                          \
-        pthread_rwlock_rdlock(rw);                                                                                 \
-    } while (0)
-#define HRT_WRLOCK(rw, rank)                                                                                       \
-    do {                                                                                                           \
-        hrt_lock_note((rw), (rank), #rw, HRT_LOCK_WHERE);                                                          \
-        pthread_rwlock_wrlock(rw);                                                                                 \
-    } while (0)
-#define HRT_RWUNLOCK(rw)                                                                                           \
-    do {                                                                                                           \
-        pthread_rwlock_unlock(rw);                                                                                 \
-        hrt_unlock_note((rw), #rw, HRT_LOCK_WHERE);                                                                \
-    } while (0)
+#define HRT_LOCK(mu, rank) HRT_LOCK_TAKE_(pthread_mutex_lock, mu, rank)
+#define HRT_UNLOCK(mu) HRT_LOCK_GIVE_(pthread_mutex_unlock, mu)
+#define HRT_RDLOCK(rw, rank) HRT_LOCK_TAKE_(pthread_rwlock_rdlock, rw, rank)
+#define HRT_WRLOCK(rw, rank) HRT_LOCK_TAKE_(pthread_rwlock_wrlock, rw, rank)
+#define HRT_RWUNLOCK(rw) HRT_LOCK_GIVE_(pthread_rwlock_unlock, rw)
 #else
 #define HRT_LOCK(mu, rank) pthread_mutex_lock(mu)
 #define HRT_UNLOCK(mu) pthread_mutex_unlock(mu)

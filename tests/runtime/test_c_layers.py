@@ -9,11 +9,10 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None or shutil.which("nm") is None, reason="needs gcc and nm (binutils)"

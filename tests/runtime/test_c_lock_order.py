@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 HOSTRT = ROOT / "cffi_build" / "hostrt"
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
