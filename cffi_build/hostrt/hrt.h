@@ -7,20 +7,27 @@
  * registry and cached once "compiled".  No Python, no GIL: everything here
  * is plain C with pthreads.
  *
- * Files, bottom up; a file calls only files below it (checked by
- * tests/runtime/test_c_layers.py with tools/c_call_graph.py), and each
- * prototype is in its owner's header:
- *   hrt_kernel.h  errors, settings (common.c, env.c), attrs, op registry,
- *                 pool, BLAS: all a kernel (kernels/, through kcommon.h) sees
- *   hrt_base.h    handles, clocks, buffers (common.c); thread.c; lock.c
- *   hrt_ctx.h     the thread's current context (ctx.c)
- *   hrt_op.h      desc.c, alias.c, pool.c, blas.c, op.c, kernels/
- *   hrt_mem.h     memory.c (the synchronous half calls no stream)
- *   hrt_stream.h  stream.c: tasks and the one enqueue helper
- *   hrt_callback.h  callback.c;  event.c; memory.c's async copies; op.c's launch
- *   graph.c       sunk graphs (../aioge_graph.h)
- *   runtime.c     aclInit/aclFinalize, devices, contexts and their streams
- *   counters.c    aiogeHostGetCounters: reads every layer's counters
+ * Files, bottom up: a file calls only files on lines above it (the call
+ * graph from the objects' symbols: `python tools/c_call_graph.py`; a cycle
+ * fails tests/runtime/test_c_layers.py).  Each prototype is in its owner's
+ * header, named on the right:
+ *   common.c env.c lock.c   errors, settings (hrt_kernel.h); handles, clocks,
+ *                           buffers (hrt_base.h); the lock check (hrt_lock.h)
+ *   thread.c ctx.c alias.c  worker priority (hrt_base.h); the thread's current
+ *                           context (hrt_ctx.h); launch aliasing (hrt_op.h)
+ *   pool.c stream.c         intra-op pool (hrt_kernel.h, hrt_op.h); streams,
+ *                           tasks and the one enqueue helper (hrt_stream.h)
+ *   blas.c memory.c event.c callback.c
+ *                           GEMM (hrt_kernel.h, hrt_op.h); device memory and
+ *                           async copies (hrt_mem.h); events; host callbacks
+ *                           (hrt_callback.h)
+ *   desc.c                  tensor descs and attrs (hrt_kernel.h, hrt_op.h)
+ *   op.c                    op registry, kernel cache, aclopCompileAndExecute
+ *                           (hrt_kernel.h, hrt_op.h)
+ *   kernels/ graph.c runtime.c counters.c
+ *                           the kernels (they see only hrt_kernel.h); sunk
+ *                           graphs; aclInit/aclFinalize, devices, contexts and
+ *                           their streams; aiogeHostGetCounters
  * The public entry points are declared in ../acl.h, ../aioge_host.h and
  * ../aioge_graph.h.
  *
@@ -33,10 +40,11 @@
  *   5. h_mu          (common.c)    the live-handle registry
  * Leaves, held without taking any other lock: cache_mu, reg_mu, opt_mu
  * (op.c), mem_lock (memory.c, a rwlock), pool_mu (pool.c), blas_mu (blas.c),
- * gate_mu (stream.c).  A kernel runs with no runtime lock held and takes only
- * pool_mu (through hrt_parallel_for).  The ranks are in hrt_lock.h; a debug
- * build (-DHRT_DEBUG_LOCKS, on in .ci/sanitize's ASan build) aborts on a lock
- * taken out of order, and ThreadSanitizer's lock-order-inversion detector
+ * gate_mu (stream.c).  A task (a kernel, say) runs with no runtime lock held
+ * and takes only pool_mu (through hrt_parallel_for).  The ranks are in
+ * hrt_lock.h; a debug build (-DHRT_DEBUG_LOCKS, on in .ci/sanitize's ASan
+ * build) aborts on a lock taken out of order or a task started with a lock
+ * held (blas_mu, in kern's blas.c, is a plain pthread lock: not tracked), and ThreadSanitizer's lock-order-inversion detector
  * checks it too (.ci/sanitize tsan). */
 #ifndef AIOGE_HRT_H
 #define AIOGE_HRT_H

@@ -35,6 +35,9 @@ void hrt_lock_note(const void *mu, int rank, const char *name, const char *where
 void hrt_unlock_note(const void *mu, const char *name, const char *where);
 /* How many locks this thread holds (tests). */
 int hrt_locks_held(void);
+/* Abort if this thread holds any tracked lock (before running a task). */
+void hrt_locks_none(const char *what, const char *where);
+#define HRT_ASSERT_NO_LOCKS(what) hrt_locks_none((what), HRT_LOCK_WHERE)
 
 #define HRT_LOCK_TAKE_(take, mu, rank)                                                                             \
     do {                                                                                                           \
@@ -57,6 +60,7 @@ int hrt_locks_held(void);
 #define HRT_RDLOCK(rw, rank) pthread_rwlock_rdlock(rw)
 #define HRT_WRLOCK(rw, rank) pthread_rwlock_wrlock(rw)
 #define HRT_RWUNLOCK(rw) pthread_rwlock_unlock(rw)
+#define HRT_ASSERT_NO_LOCKS(what) ((void)0)
 #endif
 
 #endif

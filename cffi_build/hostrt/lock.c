@@ -53,4 +53,12 @@ void hrt_unlock_note(const void *mu, const char *name, const char *where) {
 }
 
 int hrt_locks_held(void) { return n_held; }
+
+void hrt_locks_none(const char *what, const char *where) {
+    if (!n_held) return;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s at %s while holding %s (rank %d, taken at %s)", what, where, held[n_held - 1].name,
+             held[n_held - 1].rank, held[n_held - 1].where);
+    die(msg);
+}
 #endif

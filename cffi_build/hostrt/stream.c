@@ -86,6 +86,7 @@ static void idle_wait(hrt_stream *s) {
 /* Run a task taken off the queue (or inline), without s->mu; returns its sequence number. */
 static uint64_t run_task(hrt_stream *s, hrt_task *t, bool skip, bool *marker) {
     aclError rc = ACL_SUCCESS;
+    HRT_ASSERT_NO_LOCKS("running a task");
     hrt_task_fail_clear();
     if (t->injected) {
         rc = hrt_task_fail(t->injected, "injected failure (aiogeHostInjectFailure) of task %llu on stream %d",

@@ -82,6 +82,11 @@ int main(int argc, char **argv) {
         HRT_UNLOCK(&leaf);
     } else if (!strcmp(c, "unheld")) {
         HRT_UNLOCK(&leaf);
+    } else if (!strcmp(c, "task_under_lock")) {
+        HRT_ASSERT_NO_LOCKS("running a task");  /* nothing held: fine */
+        HRT_LOCK(&st, HRT_RANK_STREAM);
+        HRT_ASSERT_NO_LOCKS("running a task");
+        HRT_UNLOCK(&st);
     }
     printf("ran %s\n", c);
     return 0;
@@ -138,10 +143,17 @@ def test_releasing_an_unheld_lock_aborts(debug_exe):
     assert "releasing &leaf" in out.stderr
 
 
+def test_task_started_under_a_lock_aborts(debug_exe):
+    out = _run(debug_exe, "task_under_lock")
+    assert out.returncode < 0
+    assert "running a task at " in out.stderr and "while holding &st (rank 3" in out.stderr
+
+
 def test_normal_build_compiles_the_check_out(tmp_path):
     exe = _build(tmp_path, debug=False)
-    out = _run(exe, "inverted")  # no record, no abort: plain pthread calls
-    assert out.returncode == 0 and out.stdout.strip() == "ran inverted"
+    for case in ("inverted", "task_under_lock"):  # no record, no abort: plain pthread calls
+        out = _run(exe, case)
+        assert out.returncode == 0 and out.stdout.strip() == f"ran {case}"
     if shutil.which("nm"):
         syms = subprocess.run(["nm", str(exe)], capture_output=True, text=True, check=True).stdout
         assert "hrt_lock_note" not in syms
