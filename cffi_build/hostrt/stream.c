@@ -372,17 +372,30 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) 
     return rc;
 }
 
-aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status) {
-    if (!status) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtStreamQuery", "status is NULL");
+/* For a call that reads or sets a stream's state: resolve, pin and lock it
+ * (NULL with the error in *rc); stream_unlock undoes both. */
+static hrt_stream *stream_lock(aclrtStream stream, const char *api, aclError *rc) {
     hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aclrtStreamQuery");
-    if (rc) return rc;
+    *rc = hrt_resolve_stream(stream, &s, api);
+    if (*rc) return NULL;
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
-    bool done = atomic_load(&s->completed) >= s->submitted;
-    aclError err = s->sticky_code;
-    if (err) hrt_error_push(err, "aclrtStreamQuery", s->sticky_msg);
+    return s;
+}
+
+static void stream_unlock(hrt_stream *s) {
     HRT_UNLOCK(&s->mu);
     hrt_stream_release(s);
+}
+
+aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status) {
+    if (!status) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtStreamQuery", "status is NULL");
+    aclError err;
+    hrt_stream *s = stream_lock(stream, "aclrtStreamQuery", &err);
+    if (!s) return err;
+    bool done = atomic_load(&s->completed) >= s->submitted;
+    err = s->sticky_code;
+    if (err) hrt_error_push(err, "aclrtStreamQuery", s->sticky_msg);
+    stream_unlock(s);
     if (err) return err;
     *status = done ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
     return ACL_SUCCESS;
@@ -392,39 +405,33 @@ aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode) {
     if (mode != ACL_CONTINUE_ON_FAILURE && mode != ACL_STOP_ON_FAILURE)
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtSetStreamFailureMode", "unknown failure mode %llu",
                          (unsigned long long)mode);
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aclrtSetStreamFailureMode");
-    if (rc) return rc;
-    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    aclError rc;
+    hrt_stream *s = stream_lock(stream, "aclrtSetStreamFailureMode", &rc);
+    if (!s) return rc;
     s->failure_mode = mode;
     s->failure_mode_set = true;
-    HRT_UNLOCK(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     return ACL_SUCCESS;
 }
 
 /* ---------------------------------------------------- loop notification */
 aclError aiogeHostStreamSetNotifyFd(aclrtStream stream, int32_t fd) {
     if (fd < -1) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostStreamSetNotifyFd", "fd %d is invalid", fd);
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostStreamSetNotifyFd");
-    if (rc) return rc;
-    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    aclError rc;
+    hrt_stream *s = stream_lock(stream, "aiogeHostStreamSetNotifyFd", &rc);
+    if (!s) return rc;
     s->notify_fd = fd;
     s->notify_armed = false;
-    HRT_UNLOCK(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     return ACL_SUCCESS;
 }
 
 aclError aiogeHostStreamArmNotify(aclrtStream stream) {
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostStreamArmNotify");
-    if (rc) return rc;
-    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    aclError rc;
+    hrt_stream *s = stream_lock(stream, "aiogeHostStreamArmNotify", &rc);
+    if (!s) return rc;
     s->notify_armed = s->notify_fd >= 0;
-    HRT_UNLOCK(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     return ACL_SUCCESS;
 }
 
@@ -432,14 +439,12 @@ aclError aiogeHostStreamArmNotify(aclrtStream stream) {
 aclError aiogeHostInjectFailure(aclrtStream stream, int32_t count, aclError code) {
     if (count < 0 || code == 0)
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostInjectFailure", "count must be >= 0 and code non-zero");
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostInjectFailure");
-    if (rc) return rc;
-    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    aclError rc;
+    hrt_stream *s = stream_lock(stream, "aiogeHostInjectFailure", &rc);
+    if (!s) return rc;
     s->inject_left = count;
     s->inject_code = code;
-    HRT_UNLOCK(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     return ACL_SUCCESS;
 }
 
