@@ -67,3 +67,11 @@ def test_kernels_only_use_the_kernel_layer(graph):
     # streams, events, memory, contexts or the handle registry
     assert set(graph["kernels"]) <= {"common", "env", "desc", "op", "pool", "blas"}
     assert not ({"hrt_handle_add", "hrt_handles_lock", "hrt_now_ns"} & graph["kernels"].get("common", set()))
+
+
+def test_debug_lock_check_sits_at_the_bottom(tool):
+    # with -DHRT_DEBUG_LOCKS every runtime file calls lock.c, which calls nothing back
+    graph = tool.call_graph(with_kernels=False, defines=("HRT_DEBUG_LOCKS",))
+    assert tool.cycles(graph) == []
+    assert graph["lock"] == {}
+    assert "hrt_lock_note" in graph["stream"]["lock"]
