@@ -210,11 +210,16 @@ class _Now:
             try:
                 for name, shape, dt in self.ins:
                     a = feeds[name]
-                    if type(a) is not np.ndarray or a.shape != shape or a.dtype != dt:
+                    if type(a) is not np.ndarray:
+                        if isinstance(a, Tensor):
+                            return None  # on the device already: the general path uses it in place
+                        a = _host_array(a)  # a torch CPU tensor: a view, no copy
+                    if a.shape != shape or a.dtype != dt:
                         return None
                     b = from_buffer(a)  # ValueError: not contiguous
                     host_in[i] = b
                     keep.append(b)
+                    keep.append(a)
                     i += 1
                 if len(feeds) != i:
                     return None
@@ -345,21 +350,30 @@ class CompiledGraph(Resource):
                 self._now = _Now(self, DeviceMemory(dev, self._arena_bytes, s0))
         cache = dev._cache
         for op in b.ops:
-            descs, locs, ats = [], [], []
-            for kind, loc, at in op.inputs:
-                descs.append(self._desc(kind, op.op_type))
-                locs.append(loc)
-                ats.append(at)
-            odescs, olocs, oats = [], [], []
-            for kind, loc, at in op.outputs:
-                odescs.append(self._desc(kind, op.op_type))
-                olocs.append(loc)
-                oats.append(at)
-            attr = cache.attr(op.attrs)
-            acl.graph_add_node(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats), (odescs, olocs, oats),
-                               attr)  # fmt: skip
+            consts: list[Any] = []  # a const desc holds a copy of its value (a weight: megabytes): dropped at once
+            try:
+                descs, locs, ats = [], [], []
+                for kind, loc, at in op.inputs:
+                    d = self._desc(kind, op.op_type)
+                    if isinstance(kind, np.ndarray):
+                        consts.append(d)
+                    descs.append(d)
+                    locs.append(loc)
+                    ats.append(at)
+                odescs, olocs, oats = [], [], []
+                for kind, loc, at in op.outputs:
+                    odescs.append(self._desc(kind, op.op_type))
+                    olocs.append(loc)
+                    oats.append(at)
+                attr = cache.attr(op.attrs)
+                acl.graph_add_node(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats),
+                                   (odescs, olocs, oats), attr)  # fmt: skip
+            finally:
+                for d in consts:
+                    acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
 
     def _desc(self, kind: Any, op_type: str) -> Any:
+        """The desc of a node's operand; the model keeps it, except a const one (the caller destroys it)."""
         nd = int(acl.Format.ND)
         if kind is None:
             d = acl.absent_tensor_desc()
@@ -372,6 +386,7 @@ class CompiledGraph(Resource):
                 except BaseException:
                     acl.destroy_tensor_desc(d)
                     raise
+            return d
         else:
             dt, shape = kind
             fmt = int(acl.Format.NCHW) if op_type in NCHW_OPS and len(shape) == 4 else nd
