@@ -7,7 +7,9 @@
 
 Set ``AIOGE_PORTABLE=1`` to build without ``-march=native``.  ``AIOGE_SANITIZE`` (e.g.
 ``address,undefined`` or ``thread``) builds with that ``-fsanitize=`` at ``-O1`` for
-``.ci/sanitize``; the process then needs the sanitizer runtime preloaded.
+``.ci/sanitize``; the process then needs the sanitizer runtime preloaded.  ``AIOGE_DEBUG_LOCKS=1``
+builds with ``-DHRT_DEBUG_LOCKS``: every runtime lock taken out of the order written in
+``hostrt/hrt.h`` aborts the process (``hostrt/hrt_lock.h``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,11 @@ def _sanitize() -> list[str]:
 
 def _cflags() -> list[str]:
     opt = "-O1" if _sanitize() else "-O3"
+    # a call to a function whose header the file does not include is an error: the headers are the layers
     flags = [opt, "-std=gnu11", "-fwrapv", "-pthread", "-Wall", "-Wno-unused-function"]
+    flags.append("-Werror=implicit-function-declaration")
+    if os.environ.get("AIOGE_DEBUG_LOCKS", "") in ("1", "true", "yes"):
+        flags.append("-DHRT_DEBUG_LOCKS")
     if os.environ.get("AIOGE_PORTABLE", "") not in ("1", "true", "yes"):
         flags.append("-march=native")
     return flags + _sanitize()

@@ -10,7 +10,7 @@
  * launches, any partial overlap, and outputs that overlap each other are
  * refused here with ACL_ERROR_INVALID_PARAM before anything is enqueued.
  * aioge/_aliasing.py applies the same table before a launch on any backend. */
-#include "hrt.h"
+#include "hrt_op.h"
 
 #include <stdlib.h>
 

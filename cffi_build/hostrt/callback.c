@@ -3,7 +3,7 @@
  * that, when the stream reaches it, hands the callback to that thread's
  * report queue; the thread runs it inside aclrtProcessReport.  A BLOCK
  * callback holds the stream until it has returned. */
-#include "hrt.h"
+#include "hrt_callback.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -47,9 +47,9 @@ static void cb_init(void) {
 }
 
 int64_t hrt_callback_subscriptions(void) {
-    pthread_mutex_lock(&cb_mu);
+    HRT_LOCK(&cb_mu, HRT_RANK_CALLBACK);
     int64_t n = n_subs;
-    pthread_mutex_unlock(&cb_mu);
+    HRT_UNLOCK(&cb_mu);
     return n;
 }
 
@@ -103,7 +103,7 @@ aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream) {
     hrt_stream *s;
     aclError rc = hrt_resolve_stream(stream, &s, "aclrtSubscribeReport");
     if (rc) return rc;
-    pthread_mutex_lock(&cb_mu);
+    HRT_LOCK(&cb_mu, HRT_RANK_CALLBACK);
     for (sub *x = subs; x && !rc; x = x->next) {
         if (x->stream == s)
             rc = hrt_error(ACL_ERROR_REPEAT_SUBSCRIBE, "aclrtSubscribeReport", "stream %d is already subscribed", s->id);
@@ -135,12 +135,12 @@ aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream) {
         n->next = subs;
         subs = n;
         n_subs++;
-        pthread_mutex_lock(&s->mu);
+        HRT_LOCK(&s->mu, HRT_RANK_STREAM);
         s->subscribed = true;
         s->cb_thread = threadId;
-        pthread_mutex_unlock(&s->mu);
+        HRT_UNLOCK(&s->mu);
     }
-    pthread_mutex_unlock(&cb_mu);
+    HRT_UNLOCK(&cb_mu);
     hrt_stream_release(s);
     return rc;
 }
@@ -150,7 +150,7 @@ aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream) {
     hrt_stream *s;
     aclError rc = hrt_resolve_stream(stream, &s, "aclrtUnSubscribeReport");
     if (rc) return rc;
-    pthread_mutex_lock(&cb_mu);
+    HRT_LOCK(&cb_mu, HRT_RANK_CALLBACK);
     sub **pp = &subs;
     while (*pp && !((*pp)->stream == s && (*pp)->thread == threadId)) pp = &(*pp)->next;
     if (!*pp) {
@@ -161,20 +161,20 @@ aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream) {
         *pp = x->next;
         free(x);
         n_subs--;
-        pthread_mutex_lock(&s->mu);
+        HRT_LOCK(&s->mu, HRT_RANK_STREAM);
         s->subscribed = false;
-        pthread_mutex_unlock(&s->mu);
+        HRT_UNLOCK(&s->mu);
         drop_records_locked(threadId, s);
         remove_empty_queue_locked(threadId);
     }
-    pthread_mutex_unlock(&cb_mu);
+    HRT_UNLOCK(&cb_mu);
     hrt_stream_release(s);
     return rc;
 }
 
 aclError hrt_callbacks_stream_gone(hrt_stream *s) {
     pthread_once(&cb_once, cb_init);
-    pthread_mutex_lock(&cb_mu);
+    HRT_LOCK(&cb_mu, HRT_RANK_CALLBACK);
     sub **pp = &subs;
     while (*pp) {
         if ((*pp)->stream == s) {
@@ -189,7 +189,7 @@ aclError hrt_callbacks_stream_gone(hrt_stream *s) {
             pp = &(*pp)->next;
         }
     }
-    pthread_mutex_unlock(&cb_mu);
+    HRT_UNLOCK(&cb_mu);
     return ACL_SUCCESS;
 }
 
@@ -203,13 +203,13 @@ typedef struct {
 static aclError run_callback(hrt_task *t) {
     cb_task *c = (cb_task *)t;
     hrt_stream *s = t->stream;
-    pthread_mutex_lock(&cb_mu);
+    HRT_LOCK(&cb_mu, HRT_RANK_CALLBACK);
     sub *x = subs;
     while (x && x->stream != s) x = x->next;
     rq *q = x ? find_queue(x->thread) : NULL;
     cb_record *r = q ? calloc(1, sizeof *r) : NULL;
     if (!r) {
-        pthread_mutex_unlock(&cb_mu);
+        HRT_UNLOCK(&cb_mu);
         return hrt_task_fail(ACL_ERROR_RT_STREAM_NO_CB_REG, "callback on stream %d: no thread is subscribed any more", s->id);
     }
     r->fn = c->fn;
@@ -227,7 +227,7 @@ static aclError run_callback(hrt_task *t) {
             rc = hrt_task_fail(ACL_ERROR_RT_STREAM_NO_CB_REG, "blocking callback on stream %d dropped: unsubscribed", s->id);
         free(r);
     }
-    pthread_mutex_unlock(&cb_mu);
+    HRT_UNLOCK(&cb_mu);
     return rc;
 }
 
@@ -241,9 +241,9 @@ aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBloc
     cb_task *t;
     aclError rc = hrt_task_begin(stream, api, sizeof *t, run_callback, &s, (void **)&t);
     if (rc) return rc;
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     bool subscribed = s->subscribed;
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     if (!subscribed) {
         int id = s->id;
         hrt_task_cancel(s, &t->t);
@@ -264,12 +264,12 @@ aclError aclrtProcessReport(int32_t timeout) {
     uint64_t self = (uint64_t)pthread_self();
     struct timespec dl;
     if (timeout > 0) hrt_deadline(&dl, timeout);
-    pthread_mutex_lock(&cb_mu);
+    HRT_LOCK(&cb_mu, HRT_RANK_CALLBACK);
     rq *q;
     for (;;) {
         q = find_queue(self);
         if (!q) {
-            pthread_mutex_unlock(&cb_mu);
+            HRT_UNLOCK(&cb_mu);
             return hrt_error(ACL_ERROR_RT_THREAD_SUBSCRIBE, api, "thread %llu is not subscribed to any stream",
                              (unsigned long long)self);
         }
@@ -278,22 +278,22 @@ aclError aclrtProcessReport(int32_t timeout) {
         if (w == ETIMEDOUT) {
             q = find_queue(self);
             if (q && q->head) break;
-            pthread_mutex_unlock(&cb_mu);
+            HRT_UNLOCK(&cb_mu);
             return hrt_error(ACL_ERROR_RT_REPORT_TIMEOUT, api, "no callback arrived within %d ms", timeout);
         }
     }
     cb_record *r = q->head;
     q->head = r->next;
     if (!q->head) q->tail = NULL;
-    pthread_mutex_unlock(&cb_mu);
+    HRT_UNLOCK(&cb_mu);
     r->fn(r->user);
-    pthread_mutex_lock(&cb_mu);
+    HRT_LOCK(&cb_mu, HRT_RANK_CALLBACK);
     if (r->block) {
         r->done = true;
         pthread_cond_broadcast(&cb_cv);
     } else {
         free(r);
     }
-    pthread_mutex_unlock(&cb_mu);
+    HRT_UNLOCK(&cb_mu);
     return ACL_SUCCESS;
 }

@@ -1,5 +1,5 @@
 /* Error text, the handle registry, clocks and a small byte buffer. */
-#include "hrt.h"
+#include "hrt_base.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -108,7 +108,7 @@ static void h_rehash(size_t ncap) {
 
 void hrt_handle_add(const void *p, hrt_kind kind) {
     uintptr_t k = (uintptr_t)p;
-    pthread_mutex_lock(&h_mu);
+    HRT_LOCK(&h_mu, HRT_RANK_HANDLES);
     if ((h_used + 1) * 2 >= h_cap) h_rehash(h_cap ? (h_live * 4 > h_cap ? h_cap * 2 : h_cap) : 1024);
     size_t j = h_hash(k) & (h_cap - 1);
     while (h_tab[j].key > 1 && h_tab[j].key != k) j = (j + 1) & (h_cap - 1);
@@ -122,7 +122,7 @@ void hrt_handle_add(const void *p, hrt_kind kind) {
         h_counts[kind]++;
     }
     h_tab[j].kind = kind;
-    pthread_mutex_unlock(&h_mu);
+    HRT_UNLOCK(&h_mu);
 }
 
 static hslot *h_find(uintptr_t k) {
@@ -136,7 +136,7 @@ static hslot *h_find(uintptr_t k) {
 }
 
 bool hrt_handle_remove(const void *p, hrt_kind kind) {
-    pthread_mutex_lock(&h_mu);
+    HRT_LOCK(&h_mu, HRT_RANK_HANDLES);
     hslot *s = h_find((uintptr_t)p);
     bool ok = s && s->kind == (int)kind;
     if (ok) {
@@ -144,7 +144,7 @@ bool hrt_handle_remove(const void *p, hrt_kind kind) {
         h_live--;
         h_counts[kind]--;
     }
-    pthread_mutex_unlock(&h_mu);
+    HRT_UNLOCK(&h_mu);
     return ok;
 }
 
@@ -154,19 +154,19 @@ bool hrt_handle_valid_locked(const void *p, hrt_kind kind) {
 }
 
 bool hrt_handle_valid(const void *p, hrt_kind kind) {
-    pthread_mutex_lock(&h_mu);
+    HRT_LOCK(&h_mu, HRT_RANK_HANDLES);
     bool ok = hrt_handle_valid_locked(p, kind);
-    pthread_mutex_unlock(&h_mu);
+    HRT_UNLOCK(&h_mu);
     return ok;
 }
 
-void hrt_handles_lock(void) { pthread_mutex_lock(&h_mu); }
-void hrt_handles_unlock(void) { pthread_mutex_unlock(&h_mu); }
+void hrt_handles_lock(void) { HRT_LOCK(&h_mu, HRT_RANK_HANDLES); }
+void hrt_handles_unlock(void) { HRT_UNLOCK(&h_mu); }
 
 int64_t hrt_handle_count(hrt_kind kind) {
-    pthread_mutex_lock(&h_mu);
+    HRT_LOCK(&h_mu, HRT_RANK_HANDLES);
     int64_t n = h_counts[kind];
-    pthread_mutex_unlock(&h_mu);
+    HRT_UNLOCK(&h_mu);
     return n;
 }
 

@@ -1,7 +1,8 @@
 /* aclDataBuffer, aclTensorDesc and aclopAttr: host-side descriptor objects.
  * They need no aclInit; aclopCompileAndExecute copies what it needs from
  * them, so callers may destroy them as soon as the call returns. */
-#include "hrt.h"
+#include "hrt_op.h"
+#include "hrt_mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * whichever thread got there first (a data race).  A value that does not
  * parse or is out of range is not silently replaced by the default: aclInit
  * fails with ACL_ERROR_INVALID_PARAM and a message naming the variable. */
-#include "hrt.h"
+#include "hrt_base.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * the waiting stream that blocks that stream's worker (never the host) until
  * the marker has run.  Every wait refers to a marker enqueued earlier, so
  * waits can never form a cycle. */
-#include "hrt.h"
+#include "hrt_stream.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -102,7 +102,7 @@ static aclError run_marker(hrt_task *t) {
         s->range_code = 0;
         s->work_since_marker = false;
     }
-    pthread_mutex_lock(&e->mu);
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     if (m->gen > e->done_gen) {
         e->done_gen = m->gen;
         e->time_ns = now;
@@ -110,7 +110,7 @@ static aclError run_marker(hrt_task *t) {
         if (s->mark_code) memcpy(e->msg, s->mark_msg, HRT_MSG_LEN);
         pthread_cond_broadcast(&e->cv);
     }
-    pthread_mutex_unlock(&e->mu);
+    HRT_UNLOCK(&e->mu);
     return ACL_SUCCESS;
 }
 
@@ -119,24 +119,33 @@ static void release_ev_task(hrt_task *t) {
     free(t);
 }
 
+/* hrt_task_begin for a task about event `e`: the reference on e taken by
+ * ev_get moves into the task (and is dropped if the stream does not resolve). */
+static aclError ev_task_begin(hrt_event *e, aclrtStream stream, const char *api, hrt_task_fn run, uint8_t kind,
+                              hrt_stream **s, ev_task **m) {
+    aclError rc = hrt_task_begin(stream, api, sizeof **m, run, s, (void **)m);
+    if (rc) {
+        ev_unref(e);
+        return rc;
+    }
+    (*m)->t.release = release_ev_task;
+    (*m)->t.kind = kind;
+    (*m)->e = e;
+    return ACL_SUCCESS;
+}
+
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     aclError rc;
     hrt_event *e = ev_get(event, "aclrtRecordEvent", &rc);
     if (!e) return rc;
     hrt_stream *s;
     ev_task *m;
-    rc = hrt_task_begin(stream, "aclrtRecordEvent", sizeof *m, run_marker, &s, (void **)&m);
-    if (rc) {
-        ev_unref(e);
-        return rc;
-    }
-    m->t.release = release_ev_task;
-    m->t.kind = HRT_TASK_MARKER;
-    m->e = e; /* the reference taken by ev_get moves into the task */
-    pthread_mutex_lock(&e->mu);
+    rc = ev_task_begin(e, stream, "aclrtRecordEvent", run_marker, HRT_TASK_MARKER, &s, &m);
+    if (rc) return rc;
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     m->gen = ++e->rec_gen;
     e->stream_id = s->id;
-    pthread_mutex_unlock(&e->mu);
+    HRT_UNLOCK(&e->mu);
     return hrt_task_commit(s, &m->t, true); /* a marker on an idle stream: nothing to wait for */
 }
 
@@ -157,14 +166,8 @@ aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
     ev_task *m;
     /* A reset orders after the stream's prior work; its state change (back
      * to "not recorded") happens when the stream reaches it. */
-    rc = hrt_task_begin(stream, "aclrtResetEvent", sizeof *m, run_noop, &s, (void **)&m);
-    if (rc) {
-        ev_unref(e);
-        return rc;
-    }
-    m->t.release = release_ev_task;
-    m->t.kind = HRT_TASK_MARKER;
-    m->e = e;
+    rc = ev_task_begin(e, stream, "aclrtResetEvent", run_noop, HRT_TASK_MARKER, &s, &m);
+    if (rc) return rc;
     return hrt_task_commit(s, &m->t, false);
 }
 
@@ -175,9 +178,9 @@ aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *statu
     aclError rc;
     hrt_event *e = ev_get(event, "aclrtQueryEventStatus", &rc);
     if (!e) return rc;
-    pthread_mutex_lock(&e->mu);
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     *status = ev_done_locked(e) ? ACL_EVENT_RECORDED_STATUS_COMPLETE : ACL_EVENT_RECORDED_STATUS_NOT_READY;
-    pthread_mutex_unlock(&e->mu);
+    HRT_UNLOCK(&e->mu);
     ev_unref(e);
     return ACL_SUCCESS;
 }
@@ -187,9 +190,9 @@ aclError aclrtQueryEvent(aclrtEvent event, aclrtEventStatus *status) {
     aclError rc;
     hrt_event *e = ev_get(event, "aclrtQueryEvent", &rc);
     if (!e) return rc;
-    pthread_mutex_lock(&e->mu);
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     *status = ev_done_locked(e) ? ACL_EVENT_STATUS_COMPLETE : ACL_EVENT_STATUS_NOT_READY;
-    pthread_mutex_unlock(&e->mu);
+    HRT_UNLOCK(&e->mu);
     ev_unref(e);
     return ACL_SUCCESS;
 }
@@ -198,7 +201,7 @@ static aclError ev_sync(aclrtEvent event, int32_t timeout_ms, const char *api) {
     aclError rc;
     hrt_event *e = ev_get(event, api, &rc);
     if (!e) return rc;
-    pthread_mutex_lock(&e->mu);
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     uint64_t target = e->rec_gen;
     struct timespec dl;
     if (timeout_ms >= 0) hrt_deadline(&dl, timeout_ms);
@@ -214,7 +217,7 @@ static aclError ev_sync(aclrtEvent event, int32_t timeout_ms, const char *api) {
         rc = e->code;
         hrt_error_push(rc, api, e->msg);
     }
-    pthread_mutex_unlock(&e->mu);
+    HRT_UNLOCK(&e->mu);
     ev_unref(e);
     if (rc == ACL_ERROR_RT_EVENT_SYNC_TIMEOUT)
         hrt_error(rc, api, "event %p did not complete within %d ms", event, timeout_ms);
@@ -242,14 +245,14 @@ aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endE
         return rc;
     }
     uint64_t ta = 0, tb = 0;
-    pthread_mutex_lock(&a->mu);
+    HRT_LOCK(&a->mu, HRT_RANK_EVENT);
     bool a_ok = a->rec_gen && ev_done_locked(a), a_time = a->flags & ACL_EVENT_TIME_LINE;
     ta = a->time_ns;
-    pthread_mutex_unlock(&a->mu);
-    pthread_mutex_lock(&b->mu);
+    HRT_UNLOCK(&a->mu);
+    HRT_LOCK(&b->mu, HRT_RANK_EVENT);
     bool b_ok = b->rec_gen && ev_done_locked(b), b_time = b->flags & ACL_EVENT_TIME_LINE;
     tb = b->time_ns;
-    pthread_mutex_unlock(&b->mu);
+    HRT_UNLOCK(&b->mu);
     ev_unref(a);
     ev_unref(b);
     if (!a_time || !b_time)
@@ -266,10 +269,10 @@ aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp) {
     aclError rc;
     hrt_event *e = ev_get(event, api, &rc);
     if (!e) return rc;
-    pthread_mutex_lock(&e->mu);
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     bool ok = e->rec_gen && ev_done_locked(e);
     uint64_t t = e->time_ns;
-    pthread_mutex_unlock(&e->mu);
+    HRT_UNLOCK(&e->mu);
     ev_unref(e);
     if (!ok) return hrt_error(ACL_ERROR_RT_EVENT_NOT_COMPLETE, api, "the event must be recorded and complete");
     *timestamp = t / 1000; /* us, as ACL gives it */
@@ -280,9 +283,9 @@ aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp) {
 static aclError run_wait(hrt_task *t) {
     ev_task *w = (ev_task *)t;
     hrt_event *e = w->e;
-    pthread_mutex_lock(&e->mu);
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     while (e->done_gen < w->gen) pthread_cond_wait(&e->cv, &e->mu);
-    pthread_mutex_unlock(&e->mu);
+    HRT_UNLOCK(&e->mu);
     return ACL_SUCCESS;
 }
 
@@ -296,31 +299,15 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
                          "event was created without ACL_EVENT_SYNC and cannot be waited on");
     }
     hrt_stream *s;
-    rc = hrt_resolve_stream(stream, &s, "aclrtStreamWaitEvent");
-    if (rc) {
-        ev_unref(e);
-        return rc;
-    }
-    pthread_mutex_lock(&e->mu);
-    uint64_t gen = e->rec_gen;
-    pthread_mutex_unlock(&e->mu);
-    if (gen == 0) { /* never recorded: nothing to wait for */
-        hrt_stream_release(s);
-        ev_unref(e);
+    ev_task *w;
+    rc = ev_task_begin(e, stream, "aclrtStreamWaitEvent", run_wait, HRT_TASK_WAIT, &s, &w);
+    if (rc) return rc;
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
+    w->gen = e->rec_gen;
+    HRT_UNLOCK(&e->mu);
+    if (w->gen == 0) { /* never recorded: nothing to wait for */
+        hrt_task_cancel(s, &w->t);
         return ACL_SUCCESS;
     }
-    ev_task *w = calloc(1, sizeof *w);
-    if (!w) {
-        hrt_stream_release(s);
-        ev_unref(e);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, "aclrtStreamWaitEvent", "out of host memory");
-    }
-    w->t.run = run_wait;
-    w->t.release = release_ev_task;
-    w->t.kind = HRT_TASK_WAIT;
-    w->e = e;
-    w->gen = gen;
-    hrt_stream_enqueue(s, &w->t);
-    hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return hrt_task_commit(s, &w->t, false);
 }

@@ -4,7 +4,8 @@
  * fault.  Each block is reference counted: the table holds one reference and
  * every queued task using the block holds one, so aclrtFree of a block that
  * queued work still uses defers the release instead of corrupting memory. */
-#include "hrt.h"
+#include "hrt_mem.h"
+#include "hrt_stream.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -89,19 +90,19 @@ void hrt_alloc_unref(hrt_alloc *a) {
 }
 
 hrt_alloc *hrt_device_lookup(const void *p, size_t len, bool ref) {
-    pthread_rwlock_rdlock(&mem_lock);
+    HRT_RDLOCK(&mem_lock, HRT_RANK_LEAF);
     hrt_alloc *a = tab_find(&dev_tab, p, len);
     if (a && ref) atomic_fetch_add(&a->refs, 1);
-    pthread_rwlock_unlock(&mem_lock);
+    HRT_RWUNLOCK(&mem_lock);
     return a;
 }
 
 bool hrt_is_device_ptr(const void *p) { return hrt_device_lookup(p, 0, false) != NULL; }
 
 bool hrt_is_pinned_ptr(const void *p) {
-    pthread_rwlock_rdlock(&mem_lock);
+    HRT_RDLOCK(&mem_lock, HRT_RANK_LEAF);
     bool ok = tab_find(&host_tab, p, 0) != NULL;
-    pthread_rwlock_unlock(&mem_lock);
+    HRT_RWUNLOCK(&mem_lock);
     return ok;
 }
 
@@ -110,16 +111,16 @@ int64_t hrt_memory_counter(int which) {
     case 0: return atomic_load(&dev_live_blocks);
     case 1: return atomic_load(&dev_bytes);
     case 2: {
-        pthread_rwlock_rdlock(&mem_lock);
+        HRT_RDLOCK(&mem_lock, HRT_RANK_LEAF);
         int64_t n = (int64_t)host_tab.n;
-        pthread_rwlock_unlock(&mem_lock);
+        HRT_RWUNLOCK(&mem_lock);
         return n;
     }
     case 3: return atomic_load(&host_bytes);
     case 4: {
-        pthread_rwlock_rdlock(&mem_lock);
+        HRT_RDLOCK(&mem_lock, HRT_RANK_LEAF);
         int64_t n = atomic_load(&dev_live_blocks) - (int64_t)dev_tab.n;
-        pthread_rwlock_unlock(&mem_lock);
+        HRT_RWUNLOCK(&mem_lock);
         return n;
     }
     }
@@ -168,9 +169,9 @@ static aclError dev_malloc(void **devPtr, size_t size, aclrtMemMallocPolicy poli
     a->charged = charged;
     a->device = c->device;
     atomic_init(&a->refs, 1); /* the table's reference */
-    pthread_rwlock_wrlock(&mem_lock);
+    HRT_WRLOCK(&mem_lock, HRT_RANK_LEAF);
     bool ok = tab_insert(&dev_tab, a);
-    pthread_rwlock_unlock(&mem_lock);
+    HRT_RWUNLOCK(&mem_lock);
     if (!ok) {
         free(p);
         free(a);
@@ -193,9 +194,9 @@ aclError aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy pol
 
 aclError aclrtFree(void *devPtr) {
     if (!devPtr) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtFree", "devPtr is NULL");
-    pthread_rwlock_wrlock(&mem_lock);
+    HRT_WRLOCK(&mem_lock, HRT_RANK_LEAF);
     hrt_alloc *a = tab_remove_exact(&dev_tab, devPtr);
-    pthread_rwlock_unlock(&mem_lock);
+    HRT_RWUNLOCK(&mem_lock);
     if (!a) {
         if (hrt_is_pinned_ptr(devPtr))
             return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtFree", "%p is pinned host memory: use aclrtFreeHost", devPtr);
@@ -220,9 +221,9 @@ aclError aclrtMallocHost(void **hostPtr, size_t size) {
     a->charged = size;
     a->device = -1;
     atomic_init(&a->refs, 1);
-    pthread_rwlock_wrlock(&mem_lock);
+    HRT_WRLOCK(&mem_lock, HRT_RANK_LEAF);
     bool ok = tab_insert(&host_tab, a);
-    pthread_rwlock_unlock(&mem_lock);
+    HRT_RWUNLOCK(&mem_lock);
     if (!ok) {
         free(p);
         free(a);
@@ -235,28 +236,28 @@ aclError aclrtMallocHost(void **hostPtr, size_t size) {
 
 aclError aclrtFreeHost(void *hostPtr) {
     if (!hostPtr) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtFreeHost", "hostPtr is NULL");
-    pthread_rwlock_wrlock(&mem_lock);
+    HRT_WRLOCK(&mem_lock, HRT_RANK_LEAF);
     hrt_alloc *a = tab_remove_exact(&host_tab, hostPtr);
-    pthread_rwlock_unlock(&mem_lock);
+    HRT_RWUNLOCK(&mem_lock);
     if (!a) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtFreeHost", "%p was not returned by aclrtMallocHost", hostPtr);
     hrt_alloc_unref(a);
     return ACL_SUCCESS;
 }
 
 static hrt_alloc *host_lookup(const void *p, size_t len, bool ref) {
-    pthread_rwlock_rdlock(&mem_lock);
+    HRT_RDLOCK(&mem_lock, HRT_RANK_LEAF);
     hrt_alloc *a = tab_find(&host_tab, p, len);
     if (a && ref) atomic_fetch_add(&a->refs, 1);
-    pthread_rwlock_unlock(&mem_lock);
+    HRT_RWUNLOCK(&mem_lock);
     return a;
 }
 
 void hrt_memory_release_all(void) {
-    pthread_rwlock_wrlock(&mem_lock);
+    HRT_WRLOCK(&mem_lock, HRT_RANK_LEAF);
     for (size_t i = 0; i < dev_tab.n; i++) hrt_alloc_unref(dev_tab.v[i]);
     for (size_t i = 0; i < host_tab.n; i++) hrt_alloc_unref(host_tab.v[i]);
     dev_tab.n = host_tab.n = 0;
-    pthread_rwlock_unlock(&mem_lock);
+    HRT_RWUNLOCK(&mem_lock);
 }
 
 /* ---------------------------------------------------------------- copies */
@@ -373,53 +374,34 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
     const char *api = "aclrtMemcpyAsync";
     if (count == 0 && dst && src) return ACL_SUCCESS;
     hrt_stream *st;
-    aclError rc = hrt_resolve_stream(stream, &st, api);
+    copy_task *c;
+    aclError rc = hrt_task_begin(stream, api, sizeof *c, run_copy, &st, (void **)&c);
     if (rc) return rc;
-    copy_task *c = calloc(1, sizeof *c);
-    if (!c) {
-        hrt_stream_release(st);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
-    }
+    c->t.release = release_copy; /* from here on, cancelling drops the endpoints' references */
     rc = check_copy(dst, destMax, src, count, &kind, true, &c->d, &c->s, api);
     if (!rc && kind == ACL_MEMCPY_HOST_TO_HOST)
         rc = hrt_error(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, api, "asynchronous HOST_TO_HOST copies are not supported");
     int dev = st->ctx->device;
     if (!rc && ((c->d.device && c->d.a->device != dev) || (c->s.device && c->s.a->device != dev)))
         rc = hrt_error(ACL_ERROR_INVALID_PARAM, api, "device memory of another device than stream %d's device %d", st->id, dev);
-    if (rc) {
-        release_copy(&c->t);
-        hrt_stream_release(st);
-        return rc;
-    }
     /* Pageable host memory behaves synchronously, as in ACL: a pageable
      * source is staged now (the caller may reuse it on return); a pageable
      * destination makes the call return only once the copy has run. */
     bool src_pageable = !c->s.device && !c->s.pinned;
     bool dst_pageable = !c->d.device && !c->d.pinned;
-    if (src_pageable) {
+    if (!rc && src_pageable) {
         c->staging = malloc(count);
-        if (!c->staging) {
-            release_copy(&c->t);
-            hrt_stream_release(st);
-            return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory staging %zu bytes", count);
-        }
-        memcpy(c->staging, src, count);
+        if (c->staging) memcpy(c->staging, src, count);
+        else rc = hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory staging %zu bytes", count);
     }
-    c->t.run = run_copy;
-    c->t.release = release_copy;
+    if (rc) {
+        hrt_task_cancel(st, &c->t);
+        return rc;
+    }
     c->dst = dst;
     c->src = src;
     c->n = count;
-    hrt_stream_enqueue(st, &c->t);
-    if (dst_pageable) {
-        uint64_t seq;
-        pthread_mutex_lock(&st->mu);
-        seq = st->submitted;
-        pthread_mutex_unlock(&st->mu);
-        hrt_stream_wait_seq(st, seq);
-    }
-    hrt_stream_release(st);
-    return ACL_SUCCESS;
+    return dst_pageable ? hrt_task_commit_sync(st, &c->t) : hrt_task_commit(st, &c->t, false);
 }
 
 aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count) {
@@ -459,28 +441,19 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
     if (count > maxCount) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "count %zu exceeds maxCount %zu", count, maxCount);
     if (count == 0) return ACL_SUCCESS;
     hrt_stream *st;
-    aclError rc = hrt_resolve_stream(stream, &st, api);
+    set_task *t;
+    aclError rc = hrt_task_begin(stream, api, sizeof *t, run_set, &st, (void **)&t);
     if (rc) return rc;
-    hrt_alloc *a = hrt_device_lookup(devPtr, count, true);
-    if (!a) {
-        hrt_stream_release(st);
+    t->a = hrt_device_lookup(devPtr, count, true);
+    if (!t->a) {
+        hrt_task_cancel(st, &t->t);
         return hrt_error(ACL_ERROR_INVALID_PARAM, api, "[%p, +%zu) is not inside a device allocation", devPtr, count);
     }
-    set_task *t = calloc(1, sizeof *t);
-    if (!t) {
-        hrt_alloc_unref(a);
-        hrt_stream_release(st);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
-    }
-    t->t.run = run_set;
     t->t.release = release_set;
     t->p = devPtr;
     t->value = value & 0xff;
     t->n = count;
-    t->a = a;
-    hrt_stream_enqueue(st, &t->t);
-    hrt_stream_release(st);
-    return ACL_SUCCESS;
+    return hrt_task_commit(st, &t->t, false);
 }
 
 aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_, size_t *total) {

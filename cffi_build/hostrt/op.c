@@ -4,7 +4,10 @@
  * input values, attrs, compile-option generation), bounded LRU as in ACL
  * (aclopSetMaxOpQueueNum, default 20000).  A kernel is reference counted:
  * queued tasks keep an evicted kernel alive until they have run. */
-#include "hrt.h"
+#include "hrt_op.h"
+#include "hrt_mem.h"
+#include "hrt_stream.h"
+#include "../aioge_host.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,18 +19,18 @@ static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static hrt_opdef *reg_head;
 
 void hrt_register_op(hrt_opdef *def) {
-    pthread_mutex_lock(&reg_mu);
+    HRT_LOCK(&reg_mu, HRT_RANK_LEAF);
     def->next_registered = reg_head;
     reg_head = def;
-    pthread_mutex_unlock(&reg_mu);
+    HRT_UNLOCK(&reg_mu);
 }
 
 int32_t aiogeHostListOps(const char *names[], int32_t capacity) {
     int32_t n = 0;
-    pthread_mutex_lock(&reg_mu);
+    HRT_LOCK(&reg_mu, HRT_RANK_LEAF);
     for (const hrt_opdef *d = reg_head; d; d = d->next_registered, n++)
         if (names && n < capacity) names[n] = d->name;
-    pthread_mutex_unlock(&reg_mu);
+    HRT_UNLOCK(&reg_mu);
     return n;
 }
 
@@ -35,10 +38,10 @@ int32_t aiogeHostListOps(const char *names[], int32_t capacity) {
  * a run takes exactly the ops a real Ascend has (the ascend-path tests). */
 const hrt_opdef *hrt_find_op(const char *name) {
     if (hrt_env_get()->cann_only && name[0] == '_') return NULL;
-    pthread_mutex_lock(&reg_mu);
+    HRT_LOCK(&reg_mu, HRT_RANK_LEAF);
     hrt_opdef *d = reg_head;
     while (d && strcmp(d->name, name) != 0) d = d->next_registered;
-    pthread_mutex_unlock(&reg_mu);
+    HRT_UNLOCK(&reg_mu);
     return d;
 }
 
@@ -65,19 +68,19 @@ aclError aclSetCompileopt(aclCompileOpt opt, const char *value) {
     }
     char *copy = strdup(value);
     if (!copy) return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
-    pthread_mutex_lock(&opt_mu);
+    HRT_LOCK(&opt_mu, HRT_RANK_LEAF);
     free(opt_values[opt]);
     opt_values[opt] = copy;
-    pthread_mutex_unlock(&opt_mu);
+    HRT_UNLOCK(&opt_mu);
     atomic_fetch_add(&opt_generation, 1);
     return ACL_SUCCESS;
 }
 
 size_t aclGetCompileoptSize(aclCompileOpt opt) {
     if ((unsigned)opt >= N_OPTS) return 0;
-    pthread_mutex_lock(&opt_mu);
+    HRT_LOCK(&opt_mu, HRT_RANK_LEAF);
     size_t n = opt_values[opt] ? strlen(opt_values[opt]) + 1 : 1;
-    pthread_mutex_unlock(&opt_mu);
+    HRT_UNLOCK(&opt_mu);
     return n;
 }
 
@@ -85,13 +88,13 @@ aclError aclGetCompileopt(aclCompileOpt opt, char *value, size_t length) {
     const char *api = "aclGetCompileopt";
     if (!value) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "value is NULL");
     if ((unsigned)opt >= N_OPTS) return hrt_error(ACL_ERROR_INTERNAL_ERROR, api, "unknown compile option %d", (int)opt);
-    pthread_mutex_lock(&opt_mu);
+    HRT_LOCK(&opt_mu, HRT_RANK_LEAF);
     const char *v = opt_values[opt] ? opt_values[opt] : "";
     size_t need = strlen(v) + 1;
     aclError rc = ACL_SUCCESS;
     if (length < need) rc = hrt_error(ACL_ERROR_INVALID_PARAM, api, "length %zu < %zu needed", length, need);
     else memcpy(value, v, need);
-    pthread_mutex_unlock(&opt_mu);
+    HRT_UNLOCK(&opt_mu);
     return rc;
 }
 
@@ -112,13 +115,13 @@ static uint64_t cache_max = 20000;
 
 /* hits, misses, entries, evictions, bound: one consistent snapshot */
 void hrt_opcache_snapshot(int64_t out[5]) {
-    pthread_mutex_lock(&cache_mu);
+    HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
     out[0] = cache_hits;
     out[1] = cache_misses;
     out[2] = cache_entries;
     out[3] = cache_evictions;
     out[4] = cache_max > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)cache_max;
-    pthread_mutex_unlock(&cache_mu);
+    HRT_UNLOCK(&cache_mu);
 }
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n) {
@@ -185,17 +188,17 @@ static void cache_trim_locked(void) {
 
 aclError aclopSetMaxOpQueueNum(uint64_t maxOpNum) {
     if (maxOpNum == 0) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclopSetMaxOpQueueNum", "maxOpNum must be > 0");
-    pthread_mutex_lock(&cache_mu);
+    HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
     cache_max = maxOpNum;
     cache_trim_locked();
-    pthread_mutex_unlock(&cache_mu);
+    HRT_UNLOCK(&cache_mu);
     return ACL_SUCCESS;
 }
 
 aclError aiogeHostResetOpCache(void) {
-    pthread_mutex_lock(&cache_mu);
+    HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
     while (lru_head) cache_remove_locked(lru_head);
-    pthread_mutex_unlock(&cache_mu);
+    HRT_UNLOCK(&cache_mu);
     return ACL_SUCCESS;
 }
 
@@ -204,7 +207,7 @@ static bool same_values(const hrt_kernel *k, int nin, const hrt_tensor *in, cons
 /* Returns a referenced kernel or NULL. */
 static hrt_kernel *cache_get(const uint8_t *key, size_t len, uint64_t h, int nin, const hrt_tensor *in,
                              const void *const *values) {
-    pthread_mutex_lock(&cache_mu);
+    HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
     hrt_kernel *k = buckets[h % N_BUCKETS];
     while (k && !(k->hash == h && k->key_len == len && memcmp(k->key, key, len) == 0 && same_values(k, nin, in, values)))
         k = k->hnext;
@@ -216,21 +219,21 @@ static hrt_kernel *cache_get(const uint8_t *key, size_t len, uint64_t h, int nin
     } else {
         cache_misses++;
     }
-    pthread_mutex_unlock(&cache_mu);
+    HRT_UNLOCK(&cache_mu);
     return k;
 }
 
 /* Insert a freshly compiled kernel (which holds one reference for the
  * caller); returns the kernel to use (an equal one may have won a race). */
 static hrt_kernel *cache_put(hrt_kernel *k, const hrt_tensor *in, const void *const *values) {
-    pthread_mutex_lock(&cache_mu);
+    HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
     hrt_kernel *e = buckets[k->hash % N_BUCKETS];
     while (e && !(e->hash == k->hash && e->key_len == k->key_len && memcmp(e->key, k->key, k->key_len) == 0 &&
                   same_values(e, k->n_in, in, values)))
         e = e->hnext;
     if (e) {
         atomic_fetch_add(&e->refs, 1);
-        pthread_mutex_unlock(&cache_mu);
+        HRT_UNLOCK(&cache_mu);
         hrt_kernel_unref(k);
         return e;
     }
@@ -240,7 +243,7 @@ static hrt_kernel *cache_put(hrt_kernel *k, const hrt_tensor *in, const void *co
     lru_push_front(k);
     cache_entries++;
     cache_trim_locked();
-    pthread_mutex_unlock(&cache_mu);
+    HRT_UNLOCK(&cache_mu);
     return k;
 }
 
@@ -341,7 +344,7 @@ static aclError run_op(hrt_task *t) {
 static void release_op(hrt_task *t) {
     op_task *o = (op_task *)t;
     for (int i = 0; i < o->nallocs; i++) hrt_alloc_unref(o->allocs[i]);
-    hrt_kernel_unref(o->k);
+    if (o->k) hrt_kernel_unref(o->k); /* none yet when the launch is cancelled */
     free(o);
 }
 
@@ -493,30 +496,26 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
     if (compileFlag == ACL_COMPILE_UNREGISTERED && !opPath)
         return hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: ACL_COMPILE_UNREGISTERED needs opPath", opType);
 
+    size_t ntens = (size_t)numInputs + (size_t)numOutputs;
+    size_t task_bytes = sizeof(op_task) + sizeof(void *) * ntens + sizeof(hrt_alloc *) * ntens;
     hrt_stream *st;
-    aclError rc = hrt_resolve_stream(stream, &st, API);
+    op_task *task;
+    aclError rc = hrt_task_begin(stream, API, task_bytes, run_op, &st, (void **)&task);
     if (rc) return rc;
+    task->t.release = release_op; /* cancelling drops the device blocks referenced so far */
+    task->ptrs = (void **)(task + 1);
+    task->allocs = (hrt_alloc **)(task->ptrs + ntens);
     int dev = st->ctx->device;
 
-    size_t ntens = (size_t)numInputs + (size_t)numOutputs;
     hrt_tensor views_small[16];
     const void *values_small[16];
     hrt_tensor *views = ntens <= 16 ? views_small : malloc(sizeof(hrt_tensor) * ntens);
     const void **values = (size_t)numInputs <= 16 ? values_small : malloc(sizeof(void *) * (size_t)(numInputs ? numInputs : 1));
-    op_task *task = NULL;
     hrt_kernel *k = NULL;
     if (!views || !values) {
         rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "%s: out of host memory", opType);
         goto done;
     }
-    size_t task_bytes = sizeof(op_task) + sizeof(void *) * ntens + sizeof(hrt_alloc *) * ntens;
-    task = calloc(1, task_bytes);
-    if (!task) {
-        rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "%s: out of host memory", opType);
-        goto done;
-    }
-    task->ptrs = (void **)(task + 1);
-    task->allocs = (hrt_alloc **)(task->ptrs + ntens);
 
     /* inputs */
     for (int i = 0; i < numInputs && !rc; i++) {
@@ -627,20 +626,15 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
     for (int i = 0; i < numInputs; i++)
         if (k->in[i].data) task->ptrs[i] = (void *)k->in[i].data;
     task->k = k;
-    task->t.run = run_op;
-    task->t.release = release_op;
-    hrt_stream_enqueue(st, &task->t);
-    task = NULL;
 
 done:
-    if (task) {
-        for (int i = 0; i < task->nallocs; i++) hrt_alloc_unref(task->allocs[i]);
-        free(task);
-    }
     if (views != views_small) free(views);
     if (values != values_small) free((void *)values);
-    hrt_stream_release(st);
-    return rc;
+    if (rc) {
+        hrt_task_cancel(st, &task->t);
+        return rc;
+    }
+    return hrt_task_commit(st, &task->t, false);
 }
 
 /* ----------------------------------------------- helpers for compile fns */

@@ -17,7 +17,7 @@
  * on a busy VM.  So an idle helper polls (yielding) for AIOGE_HOST_POOL_SPIN_US
  * (default 50) before it sleeps, and a caller waiting for the last chunks
  * polls the same way. */
-#include "hrt.h"
+#include "hrt_op.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -73,7 +73,7 @@ static void *helper(void *arg) {
     snprintf(name, sizeof name, "hrt-pool-%d", index);
     pthread_setname_np(pthread_self(), name);
     hrt_thread_background(); /* the stream workers' priority: device work yields to an event loop */
-    pthread_mutex_lock(&pool_mu);
+    HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
     unsigned seen = atomic_load(&jobs_posted);
     bool polled = false;
     for (;;) {
@@ -81,9 +81,9 @@ static void *helper(void *arg) {
         while (j && atomic_load(&j->next) >= j->nchunks) j = j->next_job;
         if (!j || index >= pool_target - 1) {
             if (!polled && index < pool_target - 1) { /* poll a while for the next kernel's job */
-                pthread_mutex_unlock(&pool_mu);
+                HRT_UNLOCK(&pool_mu);
                 SPIN_UNTIL(atomic_load(&jobs_posted) != seen);
-                pthread_mutex_lock(&pool_mu);
+                HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
                 polled = true;
                 seen = atomic_load(&jobs_posted);
                 continue;
@@ -97,13 +97,13 @@ static void *helper(void *arg) {
         }
         polled = false;
         j->active++;
-        pthread_mutex_unlock(&pool_mu);
+        HRT_UNLOCK(&pool_mu);
         int64_t finished = 0, c;
         while ((c = atomic_fetch_add(&j->next, 1)) < j->nchunks) {
             run_chunk(j, c);
             finished++;
         }
-        pthread_mutex_lock(&pool_mu);
+        HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
         atomic_fetch_add(&j->done, finished);
         j->active--;
         pthread_cond_broadcast(&done_cv);
@@ -130,37 +130,30 @@ static void ensure_started_locked(void) {
 }
 
 int hrt_num_threads(void) {
-    pthread_mutex_lock(&pool_mu);
+    HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
     ensure_started_locked();
     int n = pool_target;
-    pthread_mutex_unlock(&pool_mu);
+    HRT_UNLOCK(&pool_mu);
     return n;
 }
 
-void hrt_blas_set_threads(int n);
-
-aclError aiogeHostSetNumThreads(int32_t n) {
-    if (n < 1 || n > 1024) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostSetNumThreads", "n must be in [1, 1024]");
-    pthread_mutex_lock(&pool_mu);
+void hrt_pool_set_threads(int n) {
+    HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
     if (!pool_target) ensure_started_locked();
     pool_target = n;
     ensure_started_locked();
     pthread_cond_broadcast(&pool_cv);
-    pthread_mutex_unlock(&pool_mu);
-    hrt_blas_set_threads(n);
-    return ACL_SUCCESS;
+    HRT_UNLOCK(&pool_mu);
 }
-
-int32_t aiogeHostGetNumThreads(void) { return hrt_num_threads(); }
 
 void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     int64_t want = (n + grain - 1) / grain;
-    pthread_mutex_lock(&pool_mu);
+    HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
     ensure_started_locked();
     int threads = pool_target;
-    pthread_mutex_unlock(&pool_mu);
+    HRT_UNLOCK(&pool_mu);
     if (want <= 1 || threads <= 1) {
         fn(ctx, 0, n);
         return;
@@ -173,12 +166,12 @@ void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx) {
     atomic_init(&j.next, 0);
     atomic_init(&j.done, 0);
     j.active = 0;
-    pthread_mutex_lock(&pool_mu);
+    HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
     j.next_job = open_jobs;
     open_jobs = &j;
     atomic_fetch_add(&jobs_posted, 1);
     if (sleepers) pthread_cond_broadcast(&pool_cv);
-    pthread_mutex_unlock(&pool_mu);
+    HRT_UNLOCK(&pool_mu);
 
     int64_t finished = 0, c;
     while ((c = atomic_fetch_add(&j.next, 1)) < j.nchunks) {
@@ -187,11 +180,11 @@ void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx) {
     }
     atomic_fetch_add(&j.done, finished);
     SPIN_UNTIL(atomic_load(&j.done) >= j.nchunks); /* helpers finishing their last chunks */
-    pthread_mutex_lock(&pool_mu);
+    HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
     job **pp = &open_jobs;
     while (*pp && *pp != &j) pp = &(*pp)->next_job;
     if (*pp) *pp = j.next_job;
     /* the job lives on this stack: wait until no helper is inside it */
     while (atomic_load(&j.done) < j.nchunks || j.active > 0) pthread_cond_wait(&done_cv, &pool_mu);
-    pthread_mutex_unlock(&pool_mu);
+    HRT_UNLOCK(&pool_mu);
 }

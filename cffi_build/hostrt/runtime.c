@@ -1,10 +1,13 @@
-/* aclInit/aclFinalize, virtual devices, contexts and counters. */
+/* aclInit/aclFinalize, virtual devices, contexts and the streams they own,
+ * and the runtime-wide thread count.  The top of the runtime's lifecycle: it
+ * creates and tears down what the layers below run (streams, memory, the op
+ * cache, BLAS); none of them calls back here. */
 #include "hrt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-pthread_mutex_t hrt_rt_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t rt_mu = PTHREAD_MUTEX_INITIALIZER; /* devices, contexts, stream lists */
 
 typedef struct {
     int set_count;            /* aclrtSetDevice calls not yet reset */
@@ -15,10 +18,6 @@ typedef struct {
 static int rt_init_count;
 static int rt_ndevices;
 static hrt_device rt_devices[HRT_MAX_DEVICES];
-static __thread hrt_context *tls_ctx;
-
-bool hrt_runtime_initialized(void) { return rt_init_count > 0; }
-
 aclError aclInit(const char *configPath) {
     if (configPath && *configPath) {
         FILE *f = fopen(configPath, "rb");
@@ -27,16 +26,16 @@ aclError aclInit(const char *configPath) {
     }
     const hrt_env *env = hrt_env_get();
     if (env->error[0]) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclInit", "%s", env->error);
-    pthread_mutex_lock(&hrt_rt_mu);
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
     if (rt_init_count > 0) {
         rt_init_count++;
-        pthread_mutex_unlock(&hrt_rt_mu);
+        HRT_UNLOCK(&rt_mu);
         return ACL_ERROR_REPEAT_INITIALIZE;
     }
     rt_ndevices = (int)env->device_count;
     memset(rt_devices, 0, sizeof rt_devices);
     rt_init_count = 1;
-    pthread_mutex_unlock(&hrt_rt_mu);
+    HRT_UNLOCK(&rt_mu);
     hrt_blas_init_from_env();
     return ACL_SUCCESS;
 }
@@ -44,9 +43,9 @@ aclError aclInit(const char *configPath) {
 static void ctx_destroy_locked(hrt_context *c);
 
 aclError aclFinalize(void) {
-    pthread_mutex_lock(&hrt_rt_mu);
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
     if (rt_init_count == 0) {
-        pthread_mutex_unlock(&hrt_rt_mu);
+        HRT_UNLOCK(&rt_mu);
         return hrt_error(ACL_ERROR_REPEAT_FINALIZE, "aclFinalize", "aclFinalize called without aclInit");
     }
     /* Tear down what the application left: drain and destroy every stream,
@@ -63,10 +62,10 @@ aclError aclFinalize(void) {
         dev->set_count = 0;
     }
     rt_init_count = 0;
-    pthread_mutex_unlock(&hrt_rt_mu);
+    HRT_UNLOCK(&rt_mu);
     hrt_memory_release_all();
     aiogeHostResetOpCache(); /* compiled ops die with the runtime, as in ACL */
-    tls_ctx = NULL;
+    hrt_set_current_ctx(NULL);
     return ACL_SUCCESS;
 }
 
@@ -92,7 +91,15 @@ aclError aclrtGetDeviceCount(uint32_t *count) {
     return ACL_SUCCESS;
 }
 
-int hrt_device_count(void) { return rt_ndevices; }
+/* ------------------------------------------------------------ threads */
+aclError aiogeHostSetNumThreads(int32_t n) {
+    if (n < 1 || n > 1024) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostSetNumThreads", "n must be in [1, 1024]");
+    hrt_pool_set_threads(n);
+    hrt_blas_set_threads(n);
+    return ACL_SUCCESS;
+}
+
+int32_t aiogeHostGetNumThreads(void) { return hrt_num_threads(); }
 
 /* ------------------------------------------------------------ contexts */
 static hrt_context *ctx_new_locked(int device, bool is_default, aclError *rc) {
@@ -112,32 +119,30 @@ static hrt_context *ctx_new_locked(int device, bool is_default, aclError *rc) {
     return c;
 }
 
-/* Caller holds hrt_rt_mu.  Streams are drained before they are freed. */
+/* For an unregistered stream: wait for the API calls still using it, drop
+ * its callback subscriptions (waking a BLOCK callback its worker may be in),
+ * then drain and join it. */
+static void stream_destroy(hrt_stream *s) {
+    hrt_stream_quiesce(s);
+    hrt_callbacks_stream_gone(s);
+    hrt_stream_free(s);
+}
+
+/* Caller holds rt_mu.  Streams are drained before they are freed. */
 static void ctx_destroy_locked(hrt_context *c) {
     hrt_handle_remove(c, HRT_H_CONTEXT);
     while (c->streams) {
         hrt_stream *s = c->streams;
         c->streams = s->next_in_ctx;
         hrt_handle_remove(s, HRT_H_STREAM);
-        hrt_stream_free(s);
+        stream_destroy(s);
     }
     hrt_handle_remove(c->default_stream, HRT_H_STREAM);
-    hrt_stream_free(c->default_stream);
+    stream_destroy(c->default_stream);
     /* any thread still pointing at it will get CONTEXT_NULL-like failures via
      * the registry check in hrt_current_ctx */
-    if (tls_ctx == c) tls_ctx = NULL;
+    if (hrt_tls_ctx() == c) hrt_set_current_ctx(NULL);
     free(c);
-}
-
-hrt_context *hrt_tls_ctx(void) { return tls_ctx; }
-
-hrt_context *hrt_current_ctx(void) {
-    hrt_context *c = tls_ctx;
-    if (c && !hrt_handle_valid(c, HRT_H_CONTEXT)) {
-        tls_ctx = NULL;
-        return NULL;
-    }
-    return c;
 }
 
 static aclError check_device(int32_t id, const char *api) {
@@ -148,22 +153,22 @@ static aclError check_device(int32_t id, const char *api) {
 }
 
 aclError aclrtSetDevice(int32_t deviceId) {
-    pthread_mutex_lock(&hrt_rt_mu);
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
     aclError rc = check_device(deviceId, "aclrtSetDevice");
     if (!rc) {
         hrt_device *d = &rt_devices[deviceId];
         if (!d->default_ctx) d->default_ctx = ctx_new_locked(deviceId, true, &rc);
         if (d->default_ctx) {
             d->set_count++;
-            tls_ctx = d->default_ctx;
+            hrt_set_current_ctx(d->default_ctx);
         }
     }
-    pthread_mutex_unlock(&hrt_rt_mu);
+    HRT_UNLOCK(&rt_mu);
     return rc;
 }
 
 aclError aclrtResetDevice(int32_t deviceId) {
-    pthread_mutex_lock(&hrt_rt_mu);
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
     aclError rc = check_device(deviceId, "aclrtResetDevice");
     if (!rc) {
         hrt_device *d = &rt_devices[deviceId];
@@ -175,37 +180,29 @@ aclError aclrtResetDevice(int32_t deviceId) {
             d->default_ctx = NULL;
         }
     }
-    pthread_mutex_unlock(&hrt_rt_mu);
+    HRT_UNLOCK(&rt_mu);
     return rc;
-}
-
-aclError aclrtGetDevice(int32_t *deviceId) {
-    if (!deviceId) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtGetDevice", "deviceId is NULL");
-    hrt_context *c = hrt_current_ctx();
-    if (!c) return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, "aclrtGetDevice", "no current context in this thread");
-    *deviceId = c->device;
-    return ACL_SUCCESS;
 }
 
 aclError aclrtCreateContext(aclrtContext *context, int32_t deviceId) {
     if (!context) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateContext", "context is NULL");
-    pthread_mutex_lock(&hrt_rt_mu);
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
     aclError rc = check_device(deviceId, "aclrtCreateContext");
     hrt_context *c = NULL;
     if (!rc) c = ctx_new_locked(deviceId, false, &rc);
     if (c) {
         c->next = rt_devices[deviceId].contexts;
         rt_devices[deviceId].contexts = c;
-        tls_ctx = c;
+        hrt_set_current_ctx(c);
         *context = c;
     }
-    pthread_mutex_unlock(&hrt_rt_mu);
+    HRT_UNLOCK(&rt_mu);
     return rc;
 }
 
 aclError aclrtDestroyContext(aclrtContext context) {
     if (!context) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyContext", "context is NULL");
-    pthread_mutex_lock(&hrt_rt_mu);
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
     hrt_context *c = context;
     aclError rc = ACL_SUCCESS;
     if (!hrt_handle_valid(c, HRT_H_CONTEXT)) {
@@ -219,23 +216,60 @@ aclError aclrtDestroyContext(aclrtContext context) {
         if (*pp) *pp = c->next;
         ctx_destroy_locked(c);
     }
-    pthread_mutex_unlock(&hrt_rt_mu);
+    HRT_UNLOCK(&rt_mu);
     return rc;
 }
 
-aclError aclrtSetCurrentContext(aclrtContext context) {
-    if (!context) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtSetCurrentContext", "context is NULL");
-    if (!hrt_handle_valid(context, HRT_H_CONTEXT))
-        return hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtSetCurrentContext", "context %p is not live", context);
-    tls_ctx = context;
-    return ACL_SUCCESS;
+/* ------------------------------------------------------------- streams */
+aclError aclrtCreateStream(aclrtStream *stream) {
+    if (!stream) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream", "stream is NULL");
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
+    hrt_context *c = hrt_current_ctx();
+    if (!c) {
+        HRT_UNLOCK(&rt_mu);
+        return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, "aclrtCreateStream", "no current context in this thread");
+    }
+    aclError rc;
+    hrt_stream *s = hrt_stream_new(c, false, &rc);
+    if (s) {
+        s->next_in_ctx = c->streams;
+        c->streams = s;
+        *stream = s;
+    }
+    HRT_UNLOCK(&rt_mu);
+    return rc;
 }
 
-aclError aclrtGetCurrentContext(aclrtContext *context) {
-    if (!context) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtGetCurrentContext", "context is NULL");
-    hrt_context *c = hrt_current_ctx();
-    if (!c) return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, "aclrtGetCurrentContext", "no current context in this thread");
-    *context = c;
+aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag) {
+    if (priority > 7)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStreamWithConfig", "priority %u is not in [0, 7]", priority);
+    if (flag & ~(uint32_t)(ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC))
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStreamWithConfig", "unsupported stream flag 0x%x", flag);
+    return aclrtCreateStream(stream);
+}
+
+aclError aclrtDestroyStream(aclrtStream stream) {
+    if (!stream) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "stream is NULL");
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
+    hrt_stream *s = stream;
+    if (!hrt_handle_valid(s, HRT_H_STREAM)) {
+        HRT_UNLOCK(&rt_mu);
+        return hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyStream", "stream %p is not live", stream);
+    }
+    if (s->is_default) {
+        HRT_UNLOCK(&rt_mu);
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "the default stream cannot be destroyed");
+    }
+    if (pthread_equal(pthread_self(), s->thread)) {
+        HRT_UNLOCK(&rt_mu);
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "a stream cannot destroy itself from its own task");
+    }
+    hrt_stream **pp = &s->ctx->streams;
+    while (*pp && *pp != s) pp = &(*pp)->next_in_ctx;
+    if (*pp) *pp = s->next_in_ctx;
+    hrt_handle_remove(s, HRT_H_STREAM);
+    HRT_UNLOCK(&rt_mu);
+    stream_destroy(s); /* waits for the queued tasks */
     return ACL_SUCCESS;
 }
 
@@ -255,9 +289,9 @@ static bool list_add(stream_list *l, hrt_stream *s) {
         l->seq = ns;
         l->cap = ncap;
     }
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     l->seq[l->n] = s->submitted;
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     l->v[l->n++] = s;
     return true;
 }
@@ -274,11 +308,11 @@ aclError aclrtSynchronizeDevice(void) {
     hrt_context *c = hrt_current_ctx();
     if (!c) return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, "aclrtSynchronizeDevice", "no current context in this thread");
     stream_list l = {0};
-    pthread_mutex_lock(&hrt_rt_mu);
+    HRT_LOCK(&rt_mu, HRT_RANK_RUNTIME);
     hrt_device *d = &rt_devices[c->device];
     bool ok = list_add_ctx(&l, d->default_ctx);
     for (hrt_context *x = d->contexts; x && ok; x = x->next) ok = list_add_ctx(&l, x);
-    pthread_mutex_unlock(&hrt_rt_mu);
+    HRT_UNLOCK(&rt_mu);
     aclError first = ACL_SUCCESS;
     if (!ok) {
         first = hrt_error(ACL_ERROR_BAD_ALLOC, "aclrtSynchronizeDevice", "out of host memory");
@@ -289,49 +323,15 @@ aclError aclrtSynchronizeDevice(void) {
     for (int i = 0; i < l.n; i++) {
         hrt_stream *s = l.v[i];
         hrt_stream_wait_seq(s, l.seq[i]);
-        pthread_mutex_lock(&s->mu);
+        HRT_LOCK(&s->mu, HRT_RANK_STREAM);
         if (s->sticky_code && !first) {
             first = s->sticky_code;
             hrt_error_push(first, "aclrtSynchronizeDevice", s->sticky_msg);
         }
         s->sticky_code = 0;
-        pthread_mutex_unlock(&s->mu);
+        HRT_UNLOCK(&s->mu);
     }
     free(l.v);
     free(l.seq);
     return first;
-}
-
-/* ------------------------------------------------------------- counters */
-void hrt_opcache_snapshot(int64_t out[5]);
-int64_t hrt_task_counter(int which);
-int64_t hrt_callback_subscriptions(void);
-
-int32_t aiogeHostVersion(void) { return HRT_VERSION; }
-
-aclError aiogeHostGetCounters(aiogeHostCounters *c) {
-    if (!c) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostGetCounters", "counters is NULL");
-    c->contexts = hrt_handle_count(HRT_H_CONTEXT);
-    c->streams = hrt_handle_count(HRT_H_STREAM);
-    c->events = hrt_handle_count(HRT_H_EVENT);
-    c->tensor_descs = hrt_handle_count(HRT_H_DESC);
-    c->data_buffers = hrt_handle_count(HRT_H_BUFFER);
-    c->attrs = hrt_handle_count(HRT_H_ATTR);
-    c->device_allocations = hrt_memory_counter(0);
-    c->device_bytes = hrt_memory_counter(1);
-    c->host_allocations = hrt_memory_counter(2);
-    c->host_bytes = hrt_memory_counter(3);
-    c->deferred_frees = hrt_memory_counter(4);
-    int64_t oc[5];
-    hrt_opcache_snapshot(oc);
-    c->op_cache_hits = oc[0];
-    c->op_cache_misses = oc[1];
-    c->op_cache_entries = oc[2];
-    c->op_cache_evictions = oc[3];
-    c->op_cache_max_entries = oc[4];
-    c->tasks_executed = hrt_task_counter(0);
-    c->tasks_failed = hrt_task_counter(1);
-    c->subscriptions = hrt_callback_subscriptions();
-    c->graphs = hrt_handle_count(HRT_H_GRAPH);
-    return ACL_SUCCESS;
 }

@@ -5,14 +5,13 @@
  * and cleared by the next stream synchronize) and as the error of the range
  * since the last event marker (carried by that event), so an error reaches
  * the synchronize of the stream and of the first event recorded after it. */
-#include "hrt.h"
+#include "hrt_stream.h"
+#include "../aioge_host.h"
 
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,19 +40,14 @@ static void record_failure(hrt_stream *s, hrt_task *t, aclError rc) {
         s->range_code = rc;
         copy_msg(s->range_msg, m);
     }
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     if (!s->sticky_code) {
         s->sticky_code = rc;
         copy_msg(s->sticky_msg, m);
     }
     if (s->failure_mode == ACL_STOP_ON_FAILURE) s->failed_stop = true;
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     atomic_fetch_add(&n_tasks_failed, 1);
-}
-
-void hrt_thread_background(void) {
-    int nice_value = (int)hrt_env_get()->worker_nice;
-    if (nice_value > 0) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value);
 }
 
 /* How long an idle worker polls for the next task before it sleeps: in a
@@ -72,7 +66,7 @@ static inline void cpu_relax(void) {
 static void idle_wait(hrt_stream *s) {
     uint64_t budget = s->inline_busy ? 0 : spin_ns(); /* a queued task waits for the inline one: sleep */
     if (budget) {
-        pthread_mutex_unlock(&s->mu);
+        HRT_UNLOCK(&s->mu);
         uint64_t t0 = hrt_now_ns();
         /* yield rather than burn: on a busy machine the launching thread
          * (an event loop, say) gets the core */
@@ -81,7 +75,7 @@ static void idle_wait(hrt_stream *s) {
             else sched_yield();
             if (!(i & 63) && hrt_now_ns() - t0 > budget) break;
         }
-        pthread_mutex_lock(&s->mu);
+        HRT_LOCK(&s->mu, HRT_RANK_STREAM);
         if (s->head || s->stop) return;
     }
     s->worker_idle = true;
@@ -92,6 +86,7 @@ static void idle_wait(hrt_stream *s) {
 /* Run a task taken off the queue (or inline), without s->mu; returns its sequence number. */
 static uint64_t run_task(hrt_stream *s, hrt_task *t, bool skip, bool *marker) {
     aclError rc = ACL_SUCCESS;
+    HRT_ASSERT_NO_LOCKS("running a task");
     hrt_task_fail_clear();
     if (t->injected) {
         rc = hrt_task_fail(t->injected, "injected failure (aiogeHostInjectFailure) of task %llu on stream %d",
@@ -129,7 +124,7 @@ static void *stream_worker(void *arg) {
     snprintf(name, sizeof name, "hrt-stream-%d", s->id);
     pthread_setname_np(pthread_self(), name);
     hrt_thread_background();
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     for (;;) {
         while ((!s->head || s->inline_busy) && !s->stop) idle_wait(s);
         hrt_task *t = s->head;
@@ -139,16 +134,16 @@ static void *stream_worker(void *arg) {
         if (!s->head) s->tail = NULL;
         bool skip = s->failed_stop && t->kind == HRT_TASK_WORK;
         s->worker_busy = true;
-        pthread_mutex_unlock(&s->mu);
+        HRT_UNLOCK(&s->mu);
 
         bool marker;
         uint64_t seq = run_task(s, t, skip, &marker);
 
-        pthread_mutex_lock(&s->mu);
+        HRT_LOCK(&s->mu, HRT_RANK_STREAM);
         s->worker_busy = false;
         task_done(s, seq, marker);
     }
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     return NULL;
 }
 
@@ -183,13 +178,16 @@ hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc) {
 }
 
 /* The handle must already be unregistered: no new user can appear. */
-void hrt_stream_free(hrt_stream *s) {
+void hrt_stream_quiesce(hrt_stream *s) {
     while (atomic_load(&s->users) > 0) sched_yield();
-    hrt_callbacks_stream_gone(s);
-    pthread_mutex_lock(&s->mu);
+}
+
+void hrt_stream_free(hrt_stream *s) {
+    hrt_stream_quiesce(s);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     s->stop = true;
     pthread_cond_signal(&s->cv_work);
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     pthread_join(s->thread, NULL);
     pthread_cond_destroy(&s->cv_work);
     pthread_cond_destroy(&s->cv_done);
@@ -223,22 +221,23 @@ aclError hrt_resolve_stream(aclrtStream stream, hrt_stream **out, const char *ap
 
 void hrt_stream_release(hrt_stream *s) { atomic_fetch_sub(&s->users, 1); }
 
-void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
+uint64_t hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     t->next = NULL;
     t->stream = s;
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     if (t->kind == HRT_TASK_WORK && s->inject_left > 0) {
         t->injected = s->inject_code;
         s->inject_left--;
     }
-    t->seq = ++s->submitted;
+    uint64_t seq = t->seq = ++s->submitted;
     if (s->tail) s->tail->next = t;
     else s->head = t;
     s->tail = t;
     atomic_fetch_add_explicit(&s->queued, 1, memory_order_release);
     bool wake = s->worker_idle;
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
+    return seq;
 }
 
 aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
@@ -262,8 +261,15 @@ aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline) {
     return ACL_SUCCESS;
 }
 
+aclError hrt_task_commit_sync(hrt_stream *s, hrt_task *t) {
+    hrt_stream_wait_seq(s, hrt_stream_enqueue(s, t));
+    hrt_stream_release(s);
+    return ACL_SUCCESS;
+}
+
 void hrt_task_cancel(hrt_stream *s, hrt_task *t) {
-    free(t);
+    if (t->release) t->release(t);
+    else free(t);
     hrt_stream_release(s);
 }
 
@@ -274,9 +280,9 @@ void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
     }
     t->next = NULL;
     t->stream = s;
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     if (s->head || s->worker_busy || s->inline_busy || s->stop) {
-        pthread_mutex_unlock(&s->mu);
+        HRT_UNLOCK(&s->mu);
         hrt_stream_enqueue(s, t);
         return;
     }
@@ -287,25 +293,25 @@ void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
     t->seq = ++s->submitted;
     bool skip = s->failed_stop && t->kind == HRT_TASK_WORK;
     s->inline_busy = true; /* the worker takes nothing queued meanwhile: it stays behind this task */
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
 
     bool marker;
     uint64_t seq = run_task(s, t, skip, &marker);
 
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     s->inline_busy = false;
     task_done(s, seq, marker);
     bool wake = s->head != NULL;
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
 }
 
 bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_MSG_LEN]) {
     t->next = NULL;
     t->stream = s;
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     if (s->head || s->worker_busy || s->inline_busy || s->stop || s->failed_stop) {
-        pthread_mutex_unlock(&s->mu);
+        HRT_UNLOCK(&s->mu);
         return false;
     }
     if (t->kind == HRT_TASK_WORK && s->inject_left > 0) {
@@ -314,7 +320,7 @@ bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_M
     }
     t->seq = ++s->submitted;
     s->inline_busy = true;
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
 
     /* the range before this task is closed by no marker of ours: keep it aside,
      * so this task's failure is its caller's alone and an earlier one stays for
@@ -330,82 +336,30 @@ bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_M
     s->range_code = before;
     if (before) memcpy(s->range_msg, before_msg, HRT_MSG_LEN);
 
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     s->inline_busy = false;
     task_done(s, seq, marker);
     bool wake = s->head != NULL;
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
     return true;
 }
 
 void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq) {
     if (atomic_load(&s->completed) >= seq) return;
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     s->sync_waiters++;
     while (atomic_load(&s->completed) < seq) pthread_cond_wait(&s->cv_done, &s->mu);
     s->sync_waiters--;
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
 }
 
 /* ------------------------------------------------------------- the API */
-aclError aclrtCreateStream(aclrtStream *stream) {
-    if (!stream) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream", "stream is NULL");
-    pthread_mutex_lock(&hrt_rt_mu);
-    hrt_context *c = hrt_current_ctx();
-    if (!c) {
-        pthread_mutex_unlock(&hrt_rt_mu);
-        return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, "aclrtCreateStream", "no current context in this thread");
-    }
-    aclError rc;
-    hrt_stream *s = hrt_stream_new(c, false, &rc);
-    if (s) {
-        s->next_in_ctx = c->streams;
-        c->streams = s;
-        *stream = s;
-    }
-    pthread_mutex_unlock(&hrt_rt_mu);
-    return rc;
-}
-
-aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag) {
-    if (priority > 7)
-        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStreamWithConfig", "priority %u is not in [0, 7]", priority);
-    if (flag & ~(uint32_t)(ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC))
-        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtCreateStreamWithConfig", "unsupported stream flag 0x%x", flag);
-    return aclrtCreateStream(stream);
-}
-
-aclError aclrtDestroyStream(aclrtStream stream) {
-    if (!stream) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "stream is NULL");
-    pthread_mutex_lock(&hrt_rt_mu);
-    hrt_stream *s = stream;
-    if (!hrt_handle_valid(s, HRT_H_STREAM)) {
-        pthread_mutex_unlock(&hrt_rt_mu);
-        return hrt_error(ACL_ERROR_INVALID_RESOURCE_HANDLE, "aclrtDestroyStream", "stream %p is not live", stream);
-    }
-    if (s->is_default) {
-        pthread_mutex_unlock(&hrt_rt_mu);
-        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "the default stream cannot be destroyed");
-    }
-    if (pthread_equal(pthread_self(), s->thread)) {
-        pthread_mutex_unlock(&hrt_rt_mu);
-        return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "a stream cannot destroy itself from its own task");
-    }
-    hrt_stream **pp = &s->ctx->streams;
-    while (*pp && *pp != s) pp = &(*pp)->next_in_ctx;
-    if (*pp) *pp = s->next_in_ctx;
-    hrt_handle_remove(s, HRT_H_STREAM);
-    pthread_mutex_unlock(&hrt_rt_mu);
-    hrt_stream_free(s); /* waits for the queued tasks */
-    return ACL_SUCCESS;
-}
-
 static aclError stream_sync(hrt_stream *s, int32_t timeout_ms, const char *api) {
     aclError rc = ACL_SUCCESS;
     if (pthread_equal(pthread_self(), s->thread))
         return hrt_error(ACL_ERROR_INVALID_PARAM, api, "a task cannot synchronize its own stream");
-    pthread_mutex_lock(&s->mu);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     uint64_t target = s->submitted;
     if (atomic_load(&s->completed) < target) {
         struct timespec dl;
@@ -423,7 +377,7 @@ static aclError stream_sync(hrt_stream *s, int32_t timeout_ms, const char *api) 
         s->sync_waiters--;
     }
     if (rc) {
-        pthread_mutex_unlock(&s->mu);
+        HRT_UNLOCK(&s->mu);
         return hrt_error(rc, api, "stream %d did not complete within %d ms", s->id, timeout_ms);
     }
     if (s->sticky_code) {
@@ -432,7 +386,7 @@ static aclError stream_sync(hrt_stream *s, int32_t timeout_ms, const char *api) 
         s->sticky_code = 0;
         s->failed_stop = false;
     }
-    pthread_mutex_unlock(&s->mu);
+    HRT_UNLOCK(&s->mu);
     return rc;
 }
 
@@ -457,17 +411,30 @@ aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout) 
     return rc;
 }
 
+/* For a call that reads or sets a stream's state: resolve, pin and lock it
+ * (NULL with the error in *rc); stream_unlock undoes both. */
+static hrt_stream *stream_lock(aclrtStream stream, const char *api, aclError *rc) {
+    hrt_stream *s;
+    *rc = hrt_resolve_stream(stream, &s, api);
+    if (*rc) return NULL;
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    return s;
+}
+
+static void stream_unlock(hrt_stream *s) {
+    HRT_UNLOCK(&s->mu);
+    hrt_stream_release(s);
+}
+
 aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status) {
     if (!status) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtStreamQuery", "status is NULL");
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aclrtStreamQuery");
-    if (rc) return rc;
-    pthread_mutex_lock(&s->mu);
+    aclError err;
+    hrt_stream *s = stream_lock(stream, "aclrtStreamQuery", &err);
+    if (!s) return err;
     bool done = atomic_load(&s->completed) >= s->submitted;
-    aclError err = s->sticky_code;
+    err = s->sticky_code;
     if (err) hrt_error_push(err, "aclrtStreamQuery", s->sticky_msg);
-    pthread_mutex_unlock(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     if (err) return err;
     *status = done ? ACL_STREAM_STATUS_COMPLETE : ACL_STREAM_STATUS_NOT_READY;
     return ACL_SUCCESS;
@@ -477,39 +444,33 @@ aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode) {
     if (mode != ACL_CONTINUE_ON_FAILURE && mode != ACL_STOP_ON_FAILURE)
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtSetStreamFailureMode", "unknown failure mode %llu",
                          (unsigned long long)mode);
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aclrtSetStreamFailureMode");
-    if (rc) return rc;
-    pthread_mutex_lock(&s->mu);
+    aclError rc;
+    hrt_stream *s = stream_lock(stream, "aclrtSetStreamFailureMode", &rc);
+    if (!s) return rc;
     s->failure_mode = mode;
     s->failure_mode_set = true;
-    pthread_mutex_unlock(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     return ACL_SUCCESS;
 }
 
 /* ---------------------------------------------------- loop notification */
 aclError aiogeHostStreamSetNotifyFd(aclrtStream stream, int32_t fd) {
     if (fd < -1) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostStreamSetNotifyFd", "fd %d is invalid", fd);
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostStreamSetNotifyFd");
-    if (rc) return rc;
-    pthread_mutex_lock(&s->mu);
+    aclError rc;
+    hrt_stream *s = stream_lock(stream, "aiogeHostStreamSetNotifyFd", &rc);
+    if (!s) return rc;
     s->notify_fd = fd;
     s->notify_armed = false;
-    pthread_mutex_unlock(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     return ACL_SUCCESS;
 }
 
 aclError aiogeHostStreamArmNotify(aclrtStream stream) {
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostStreamArmNotify");
-    if (rc) return rc;
-    pthread_mutex_lock(&s->mu);
+    aclError rc;
+    hrt_stream *s = stream_lock(stream, "aiogeHostStreamArmNotify", &rc);
+    if (!s) return rc;
     s->notify_armed = s->notify_fd >= 0;
-    pthread_mutex_unlock(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     return ACL_SUCCESS;
 }
 
@@ -517,14 +478,12 @@ aclError aiogeHostStreamArmNotify(aclrtStream stream) {
 aclError aiogeHostInjectFailure(aclrtStream stream, int32_t count, aclError code) {
     if (count < 0 || code == 0)
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostInjectFailure", "count must be >= 0 and code non-zero");
-    hrt_stream *s;
-    aclError rc = hrt_resolve_stream(stream, &s, "aiogeHostInjectFailure");
-    if (rc) return rc;
-    pthread_mutex_lock(&s->mu);
+    aclError rc;
+    hrt_stream *s = stream_lock(stream, "aiogeHostInjectFailure", &rc);
+    if (!s) return rc;
     s->inject_left = count;
     s->inject_code = code;
-    pthread_mutex_unlock(&s->mu);
-    hrt_stream_release(s);
+    stream_unlock(s);
     return ACL_SUCCESS;
 }
 
@@ -585,7 +544,7 @@ static aclError run_gate(hrt_task *t) {
     struct timespec dl;
     hrt_deadline(&dl, gt->timeout_ms);
     aclError rc = ACL_SUCCESS;
-    pthread_mutex_lock(&gate_mu);
+    HRT_LOCK(&gate_mu, HRT_RANK_LEAF);
     while (!gt->g->open) {
         if (pthread_cond_timedwait(&gate_cv, &gate_mu, &dl) == ETIMEDOUT && !gt->g->open) {
             rc = hrt_task_fail(ACL_ERROR_RT_TASK_TIMEOUT, "gate %llu was not opened within %d ms",
@@ -597,7 +556,7 @@ static aclError run_gate(hrt_task *t) {
     gate **pp = &gates;
     while (*pp && *pp != gt->g) pp = &(*pp)->next;
     if (*pp) *pp = gt->g->next;
-    pthread_mutex_unlock(&gate_mu);
+    HRT_UNLOCK(&gate_mu);
     free(gt->g);
     return rc;
 }
@@ -615,11 +574,11 @@ aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *g
         hrt_task_cancel(s, &t->t);
         return hrt_error(ACL_ERROR_BAD_ALLOC, "aiogeHostLaunchGate", "out of host memory");
     }
-    pthread_mutex_lock(&gate_mu);
+    HRT_LOCK(&gate_mu, HRT_RANK_LEAF);
     g->id = next_gate_id++;
     g->next = gates;
     gates = g;
-    pthread_mutex_unlock(&gate_mu);
+    HRT_UNLOCK(&gate_mu);
     t->g = g;
     t->timeout_ms = timeout_ms;
     *gate_id = g->id;
@@ -628,14 +587,14 @@ aclError aiogeHostLaunchGate(aclrtStream stream, int32_t timeout_ms, uint64_t *g
 
 aclError aiogeHostOpenGate(uint64_t id) {
     pthread_once(&gate_once, gate_init);
-    pthread_mutex_lock(&gate_mu);
+    HRT_LOCK(&gate_mu, HRT_RANK_LEAF);
     gate *g = gates;
     while (g && g->id != id) g = g->next;
     if (g) {
         g->open = true;
         pthread_cond_broadcast(&gate_cv);
     }
-    pthread_mutex_unlock(&gate_mu);
+    HRT_UNLOCK(&gate_mu);
     if (!g) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostOpenGate", "gate %llu is not pending", (unsigned long long)id);
     return ACL_SUCCESS;
 }

@@ -1,0 +1,61 @@
+/* The op layer as the runtime above it (launch, graphs, aclInit) sees it:
+ * tensor descs and attrs (desc.c), the kernel cache (op.c), the aliasing
+ * check (alias.c), and the set-up of the compute libraries kernels use
+ * (pool.c, blas.c).  What kernels themselves may use is hrt_kernel.h. */
+#ifndef AIOGE_HRT_OP_H
+#define AIOGE_HRT_OP_H
+
+#include "hrt_base.h"
+
+/* --------------------------------------------------------------- desc.c */
+struct aclDataBuffer {
+    void *data;
+    size_t size;
+};
+
+struct aclTensorDesc {
+    aclDataType dtype;
+    aclFormat format;
+    aclMemType memtype;
+    int ndims;
+    int64_t *dims;
+    char *name;
+    void *const_data;
+    size_t const_len;
+};
+
+/* Append a canonical byte encoding of the attrs to a key buffer. */
+void hrt_attr_encode(const aclopAttr *a, hrt_buf *b);
+void hrt_attr_free(aclopAttr *a);
+
+/* ----------------------------------------------------------------- op.c */
+/* A tensor view of a desc given without a buffer (absent, const, or device). */
+aclError hrt_view_desc(const char *opType, const char *what, int idx, const aclTensorDesc *d, hrt_tensor *t,
+                       const void **value);
+/* The compiled kernel for fully described tensors, from the cache or newly
+ * compiled (errors recorded); returns it referenced. */
+aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const void *const *values, int nout,
+                        const hrt_tensor *out, const aclopAttr *attr, hrt_kernel **k);
+
+/* Run a compiled kernel; inputs past k->n_in read as NULL (absent) up to
+ * HRT_IN_SLOTS, so a kernel may test optional inputs the caller left off. */
+#define HRT_IN_SLOTS 16
+aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out);
+const hrt_opdef *hrt_find_op(const char *name);
+void hrt_kernel_unref(hrt_kernel *k);
+/* hits, misses, entries, evictions, bound: one consistent snapshot */
+void hrt_opcache_snapshot(int64_t out[5]);
+
+/* -------------------------------------------------------------- alias.c */
+/* Aliasing of one launch's buffers: refuse outputs that overlap each other
+ * or an input, unless the op runs in place on that very input. */
+bool hrt_op_inplace(const char *op, int input);
+aclError hrt_check_aliasing(const char *opType, const char *api, int nin, int nout, const hrt_tensor *views,
+                            void *const *ptrs);
+
+/* ------------------------------------------------------- pool.c, blas.c */
+void hrt_pool_set_threads(int n);   /* aiogeHostSetNumThreads; n in [1, 1024] */
+void hrt_blas_set_threads(int n);
+void hrt_blas_init_from_env(void);  /* aclInit */
+
+#endif

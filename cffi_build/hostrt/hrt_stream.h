@@ -1,0 +1,119 @@
+/* Streams and tasks (stream.c): one worker thread and one FIFO queue per
+ * stream, and the one way to put work on a stream (hrt_task_begin/commit). */
+#ifndef AIOGE_HRT_STREAM_H
+#define AIOGE_HRT_STREAM_H
+
+#include "hrt_ctx.h"
+
+typedef struct hrt_task hrt_task;
+
+typedef aclError (*hrt_task_fn)(hrt_task *t);
+
+enum { HRT_TASK_WORK = 0, HRT_TASK_MARKER = 1, HRT_TASK_WAIT = 2 };
+
+struct hrt_task {
+    hrt_task *next;
+    hrt_task_fn run;
+    void (*release)(hrt_task *t);   /* frees the task; NULL means free(t) */
+    hrt_stream *stream;
+    uint64_t seq;
+    aclError injected;
+    uint8_t kind;
+};
+
+struct hrt_stream {
+    hrt_context *ctx;
+    bool is_default;
+    int id;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;
+    pthread_cond_t cv_done;
+    hrt_task *head, *tail;
+    atomic_int queued;          /* tasks in the queue, readable without mu (spin) */
+    uint64_t submitted;
+    atomic_uint_least64_t completed;
+    int sync_waiters;
+    bool stop;
+    bool worker_idle;           /* worker is blocked waiting for work */
+    bool worker_busy;           /* worker is running a task it took off the queue */
+    bool inline_busy;           /* a caller is running a task inline (hrt_stream_submit) */
+    atomic_int users;           /* API calls currently using the stream */
+    /* error reported by the next stream synchronize (first since last sync) */
+    aclError sticky_code;
+    char sticky_msg[HRT_MSG_LEN];
+    /* worker only: error of the work since the last event marker, and of the
+     * last closed range (for markers with no work in between) */
+    aclError range_code;
+    char range_msg[HRT_MSG_LEN];
+    aclError mark_code;
+    char mark_msg[HRT_MSG_LEN];
+    bool work_since_marker;
+    /* injected failures, applied at enqueue time */
+    int inject_left;
+    aclError inject_code;
+    uint64_t failure_mode;
+    bool failure_mode_set;
+    bool failed_stop;           /* STOP_ON_FAILURE tripped */
+    /* event-loop notification (aiogeHostStreamSetNotifyFd) */
+    int notify_fd;
+    bool notify_armed;
+    /* host callbacks */
+    bool subscribed;
+    uint64_t cb_thread;
+    hrt_stream *next_in_ctx;
+};
+
+/* Resolve a stream argument (NULL = current context's default stream) and
+ * check it belongs to the current context.  Returns 0 or an error code with
+ * the message recorded under `api`.  On success the stream is pinned (it
+ * cannot be destroyed) until hrt_stream_release(*out). */
+aclError hrt_resolve_stream(aclrtStream s, hrt_stream **out, const char *api);
+void hrt_stream_release(hrt_stream *s);
+/* Enqueue a task; takes ownership.  Never fails once resolved.  Returns the
+ * task's sequence number (the task itself may already have run and been
+ * freed when this returns). */
+uint64_t hrt_stream_enqueue(hrt_stream *s, hrt_task *t);
+/* Enqueue a task, or, when `may_inline` and the stream has nothing queued or
+ * running, run it at once on the calling thread (the stream's order is the
+ * same either way: nothing is before it, and later tasks wait for it).  For
+ * tasks known to take microseconds, where the worker's wake-up would cost
+ * more than the work. */
+void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
+/* Run a WORK task now on the calling thread if the stream has nothing queued or
+ * running (and is not stopped, nor stopped on a failure): returns true, the
+ * task's result in *rc and, if it failed, its message in msg.  That failure is
+ * the caller's to report: no later event marker reports it (the stream's
+ * synchronize still does, as for every failed task).  Returns false, without
+ * touching the task, when it must be enqueued instead. */
+bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_MSG_LEN]);
+
+/* The shared shape of an entry point that puts one task on a stream:
+ *     rc = hrt_task_begin(stream, api, sizeof(my_task), run_fn, &s, (void **)&t);
+ *     if (rc) return rc;          // stream resolved and pinned, task zeroed, t->t.run set
+ *     ... fill t (or hrt_task_cancel(s, &t->t) and return an error) ...
+ *     return hrt_task_commit(s, &t->t, may_inline);  // submit, unpin, ACL_SUCCESS
+ * `size` covers the whole task struct, whose first member is the hrt_task.
+ * hrt_task_cancel releases the task as the stream would (t->release if set,
+ * so a task holding references can set release first and cancel any time).
+ * hrt_task_commit_sync enqueues and returns once the task has run (a copy
+ * into pageable memory, which ACL makes synchronous). */
+aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
+                        void **task);
+aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline);
+aclError hrt_task_commit_sync(hrt_stream *s, hrt_task *t);
+void hrt_task_cancel(hrt_stream *s, hrt_task *t);
+
+/* Wait until the task with sequence `seq` has run (no error reporting). */
+void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq);
+
+/* Lifecycle (runtime.c creates streams and links them into their context).
+ * Destroying one: unregister its handle, hrt_stream_quiesce (no API call uses
+ * it any more), drop what refers to it (callbacks), then hrt_stream_free. */
+hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc);
+void hrt_stream_quiesce(hrt_stream *s);
+void hrt_stream_free(hrt_stream *s);   /* drains, joins, frees */
+
+int64_t hrt_task_counter(int which);   /* 0 executed, 1 failed */
+
+#endif
