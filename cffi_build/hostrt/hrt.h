@@ -43,6 +43,7 @@ typedef enum {
     HRT_H_BUFFER,
     HRT_H_ATTR,
     HRT_H_GRAPH,
+    HRT_H_LAUNCH,   /* aiogeLaunch (launch.c) */
     HRT_H_KINDS
 } hrt_kind;
 
@@ -145,6 +146,11 @@ struct hrt_stream {
     /* event-loop notification (aiogeHostStreamSetNotifyFd) */
     int notify_fd;
     bool notify_armed;
+    uint64_t notify_at;         /* armed for the task with this sequence number (0: the next event marker) */
+    /* failed tasks kept for aiogeHostStreamTakeFailure once enabled (launch.c); guarded by mu */
+    bool log_failures;
+    struct hrt_failure *failures, *failures_tail;
+    atomic_uint_least64_t n_failures;  /* failures logged, cumulative (readable without mu) */
     /* host callbacks */
     bool subscribed;
     uint64_t cb_thread;
@@ -164,14 +170,15 @@ hrt_context *hrt_tls_ctx(void);         /* raw, unvalidated */
  * cannot be destroyed) until hrt_stream_release(*out). */
 aclError hrt_resolve_stream(aclrtStream s, hrt_stream **out, const char *api);
 void hrt_stream_release(hrt_stream *s);
-/* Enqueue a task; takes ownership.  Never fails once resolved. */
-void hrt_stream_enqueue(hrt_stream *s, hrt_task *t);
+/* Enqueue a task; takes ownership.  Never fails once resolved.  Returns the
+ * task's sequence number (1, 2, ... per stream; tasks complete in order). */
+uint64_t hrt_stream_enqueue(hrt_stream *s, hrt_task *t);
 /* Enqueue a task, or, when `may_inline` and the stream has nothing queued or
  * running, run it at once on the calling thread (the stream's order is the
  * same either way: nothing is before it, and later tasks wait for it).  For
  * tasks known to take microseconds, where the worker's wake-up would cost
  * more than the work. */
-void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
+uint64_t hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
 /* The shared shape of an entry point that puts one task on a stream:
  *     rc = hrt_task_begin(stream, api, sizeof(my_task), run_fn, &s, (void **)&t);
  *     if (rc) return rc;          // stream resolved and pinned, task zeroed, t->t.run set
@@ -188,6 +195,12 @@ hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc);
 void hrt_stream_free(hrt_stream *s);   /* drains, joins, frees */
 bool hrt_runtime_initialized(void);
 extern pthread_mutex_t hrt_rt_mu;      /* guards devices, contexts, stream lists */
+
+/* Hooks of launch.c (prepared launches, completion by sequence numbers):
+ * log a failed task (with s->mu held), and forget a stream being freed (its
+ * worker has joined). */
+void hrt_launch_log_failure(hrt_stream *s, uint64_t seq, aclError code, const char *msg);
+void hrt_launch_stream_gone(hrt_stream *s);
 
 /* ------------------------------------------------------------ callbacks */
 aclError hrt_callbacks_stream_gone(hrt_stream *s);
@@ -243,6 +256,11 @@ aclError hrt_check_aliasing(const char *opType, const char *api, int nin, int no
 
 const hrt_opdef *hrt_find_op(const char *name);
 void hrt_kernel_unref(hrt_kernel *k);
+/* Another launch of the compiled kernel `k` (launch.c), counted as the cache
+ * lookup of aclopCompileAndExecute: a hit making it most recent, or -- once it
+ * left the cache -- a miss that puts it back.  False when compile options
+ * changed since it was compiled (compile anew with hrt_kernel_get). */
+bool hrt_kernel_touch(hrt_kernel *k);
 void hrt_blas_init_from_env(void);  /* aclInit */
 
 #endif

@@ -47,6 +47,7 @@ static void record_failure(hrt_stream *s, hrt_task *t, aclError rc) {
         copy_msg(s->sticky_msg, m);
     }
     if (s->failure_mode == ACL_STOP_ON_FAILURE) s->failed_stop = true;
+    hrt_launch_log_failure(s, t->seq, rc, m);
     pthread_mutex_unlock(&s->mu);
     atomic_fetch_add(&n_tasks_failed, 1);
 }
@@ -115,9 +116,10 @@ static uint64_t run_task(hrt_stream *s, hrt_task *t, bool skip, bool *marker) {
 static void task_done(hrt_stream *s, uint64_t seq, bool marker) {
     atomic_store(&s->completed, seq);
     if (s->sync_waiters) pthread_cond_broadcast(&s->cv_done);
-    if (marker && s->notify_armed && s->notify_fd >= 0) {
+    if (s->notify_armed && s->notify_fd >= 0 && (s->notify_at ? seq >= s->notify_at : marker)) {
         uint64_t one = 1;
         s->notify_armed = false;
+        s->notify_at = 0;
         ssize_t w = write(s->notify_fd, &one, sizeof one); /* under mu: the fd cannot be detached meanwhile */
         (void)w;
     }
@@ -191,6 +193,7 @@ void hrt_stream_free(hrt_stream *s) {
     pthread_cond_signal(&s->cv_work);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
+    hrt_launch_stream_gone(s);
     pthread_cond_destroy(&s->cv_work);
     pthread_cond_destroy(&s->cv_done);
     pthread_mutex_destroy(&s->mu);
@@ -223,7 +226,7 @@ aclError hrt_resolve_stream(aclrtStream stream, hrt_stream **out, const char *ap
 
 void hrt_stream_release(hrt_stream *s) { atomic_fetch_sub(&s->users, 1); }
 
-void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
+uint64_t hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     t->next = NULL;
     t->stream = s;
     pthread_mutex_lock(&s->mu);
@@ -231,7 +234,7 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
         t->injected = s->inject_code;
         s->inject_left--;
     }
-    t->seq = ++s->submitted;
+    uint64_t seq = t->seq = ++s->submitted; /* the task may have run and gone once mu is released */
     if (s->tail) s->tail->next = t;
     else s->head = t;
     s->tail = t;
@@ -239,6 +242,7 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     bool wake = s->worker_idle;
     pthread_mutex_unlock(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
+    return seq;
 }
 
 aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
@@ -267,18 +271,14 @@ void hrt_task_cancel(hrt_stream *s, hrt_task *t) {
     hrt_stream_release(s);
 }
 
-void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
-    if (!may_inline) {
-        hrt_stream_enqueue(s, t);
-        return;
-    }
+uint64_t hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
+    if (!may_inline) return hrt_stream_enqueue(s, t);
     t->next = NULL;
     t->stream = s;
     pthread_mutex_lock(&s->mu);
     if (s->head || s->worker_busy || s->inline_busy || s->stop) {
         pthread_mutex_unlock(&s->mu);
-        hrt_stream_enqueue(s, t);
-        return;
+        return hrt_stream_enqueue(s, t);
     }
     if (t->kind == HRT_TASK_WORK && s->inject_left > 0) {
         t->injected = s->inject_code;
@@ -298,6 +298,7 @@ void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
     bool wake = s->head != NULL;
     pthread_mutex_unlock(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
+    return seq;
 }
 
 void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq) {
