@@ -73,7 +73,10 @@ int32_t aiogeHostGetNumThreads(void);
  * does for those descs -- the same checks, cache lookup (compiled on first
  * use, counted per launch) and task -- and returns the task's stream
  * sequence number (>= 0; launches whose outputs are all empty enqueue
- * nothing and return the stream's latest) or -code when refused. */
+ * nothing and return the stream's latest) or -code when refused.  Execute
+ * needs no current context (the stream must be explicit); a launch of at most
+ * 16 KiB of tensors (and AIOGE_HOST_INLINE_BYTES) runs on the caller's thread
+ * when the stream is idle, in stream order as any task. */
 typedef struct aiogeLaunch aiogeLaunch;
 aclError aiogeHostLaunchPrepare(aiogeLaunch **launch, const char *opType, int32_t numInputs,
                                 const aclTensorDesc *const inputDesc[], int32_t numOutputs,

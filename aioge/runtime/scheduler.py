@@ -267,6 +267,20 @@ class Lane:
             self.poll()  # nobody is waiting: settle what finished so buffers are released
         return comp
 
+    def submit_seq(self, keep: Any, what: str, name: str | None, tseq: int) -> Completion:
+        """``submit`` for the prepared-launch path (sequence-number lanes, no event, no
+        observer): the caller holds the stream's lock, which serialises every submit."""
+        self.launched = n = self.launched + 1
+        comp = Completion(self, None, keep, what, n, None, None, name, tseq)
+        self.pending.append(comp)  # atomic; iterations of pending take a snapshot or hold the lock
+        if self._thread is not None:  # the lane thread may be asleep on the condition
+            with self.lock:
+                if self._idle:
+                    self._cv.notify()
+        if not n & 63 and len(self.pending) > POLL_EVERY:
+            self.poll()
+        return comp
+
     def spin_until(self, comp: Completion) -> bool:
         """Briefly poll for a launch near the head of the queue; True if it completed."""
         if AWAIT_SPIN_S <= 0:
@@ -350,10 +364,9 @@ class Lane:
 
     def _first_waited(self) -> int:
         """The number of the first pending launch with waiters (-1: none)."""
-        with self.lock:
-            for c in self.pending:
-                if c._waiters:
-                    return c.tseq
+        for c in list(self.pending):  # a snapshot: launches append without the lock
+            if c._waiters:
+                return c.tseq
         return -1
 
     def _on_readable(self) -> None:
@@ -429,7 +442,8 @@ class Lane:
             got = acl.stream_take_failure(self._handle)
             self._fails_seen += 1
             if got is None:  # logged without its record (the runtime was out of memory)
-                got = (self._last_tseq + 1, acl.ERROR_INTERNAL, "a task failed (its error was lost: out of host memory)")
+                lost = "a task failed (its error was lost: out of host memory)"
+                got = (self._last_tseq + 1, acl.ERROR_INTERNAL, lost)
             self._failures.append(got)
 
     def _run(self) -> None:

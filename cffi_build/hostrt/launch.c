@@ -29,6 +29,7 @@ struct aiogeLaunch {
     char *op;
     int nin, nout;
     bool all_empty;         /* every output is empty: nothing to run (as aclopCompileAndExecute) */
+    size_t bytes;           /* of every tensor: decides running inline */
     hrt_kernel *k;          /* compiled on first execute; guarded by mu */
     hrt_tensor *views;      /* inputs then outputs */
 };
@@ -86,6 +87,7 @@ aclError aiogeHostLaunchPrepare(aiogeLaunch **launch, const char *opType, int32_
         free(l);
         return rc;
     }
+    for (int i = 0; i < numInputs + numOutputs; i++) l->bytes += l->views[i].nbytes;
     l->all_empty = numOutputs > 0;
     for (int j = 0; j < numOutputs && l->all_empty; j++) {
         const hrt_tensor *t = &l->views[numInputs + j];
@@ -113,6 +115,19 @@ aclError aiogeHostLaunchDestroy(aiogeLaunch *launch) {
 }
 
 /* ---------------------------------------------------------- executing */
+/* A launch whose tensors total at most this many bytes runs on the caller's
+ * thread when its stream is idle (hrt_stream_submit): it takes less time than
+ * waking the stream's worker would.  AIOGE_HOST_INLINE_BYTES bounds it (0:
+ * never), and so does a fixed 16 KiB, so a launch inline stays in the
+ * microseconds whatever the op. */
+#define LAUNCH_INLINE_MAX 16384
+
+static size_t inline_limit(void) {
+    size_t env = (size_t)hrt_env_get()->inline_bytes;
+    return env < LAUNCH_INLINE_MAX ? env : LAUNCH_INLINE_MAX;
+}
+
+static hrt_stream *pin_stream(aclrtStream stream, const char *api, aclError *rc);
 typedef struct {
     hrt_task t;
     hrt_kernel *k;
@@ -170,9 +185,9 @@ int64_t aiogeHostLaunchExecute(aiogeLaunch *launch, void *const ptrs[], const ac
     if (!attr_ok) return -(int64_t)hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: attr is not a live handle", l->op);
     int n = l->nin + l->nout;
     if (n && !ptrs) return -(int64_t)hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: ptrs is NULL", l->op);
-    hrt_stream *st;
-    aclError rc = hrt_resolve_stream(stream, &st, API);
-    if (rc) return -(int64_t)rc;
+    aclError rc;
+    hrt_stream *st = pin_stream(stream, API, &rc);
+    if (!st) return -(int64_t)rc;
     if (l->all_empty) { /* nothing runs: done once everything before it is */
         pthread_mutex_lock(&st->mu);
         uint64_t seq = st->submitted;
@@ -224,7 +239,7 @@ int64_t aiogeHostLaunchExecute(aiogeLaunch *launch, void *const ptrs[], const ac
     }
     task->t.run = run_launch;
     task->t.release = release_launch;
-    uint64_t seq = hrt_stream_enqueue(st, &task->t);
+    uint64_t seq = hrt_stream_submit(st, &task->t, l->bytes <= inline_limit());
     hrt_stream_release(st);
     return (int64_t)seq;
 }
