@@ -474,11 +474,11 @@ def pointer_scratch(n: int) -> Any:
 
 
 #: ``aiogeHostLaunchExecute(launch, ptrs, attr, stream) -> seq | -code``, raw: the launch hot path
-launch_execute_rc = getattr(lib, "aiogeHostLaunchExecute", None)
+launch_execute_rc: Any = getattr(lib, "aiogeHostLaunchExecute", None)
 #: ``aiogeHostStreamSubmitted(stream) -> seq``, raw: the number of the stream's latest task
-stream_submitted = getattr(lib, "aiogeHostStreamSubmitted", None)
+stream_submitted: Any = getattr(lib, "aiogeHostStreamSubmitted", None)
 #: ``aiogeHostStreamWaitCompleted(stream, seq, timeout_ms) -> rc``, raw, for the lane thread
-stream_wait_completed_rc = getattr(lib, "aiogeHostStreamWaitCompleted", None)
+stream_wait_completed_rc: Any = getattr(lib, "aiogeHostStreamWaitCompleted", None)
 
 
 class StreamProgress:

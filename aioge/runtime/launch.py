@@ -395,8 +395,9 @@ def _launch_prepared(
             if attr_h is None:
                 attr_h = cache.no_attr = cache.attr(None)
         n_in = len(inputs)
-        if n_in == 2 and len(outputs) == 1 and inputs[0] is not None and inputs[1] is not None:  # binary ops
-            a, b = inputs
+        a = inputs[0] if n_in == 2 else None
+        b = inputs[1] if n_in == 2 else None
+        if a is not None and b is not None and len(outputs) == 1:  # binary ops
             y = outputs[0]
             k: tuple[Any, ...] = (op_type, attr_h, a.dtype, a.shape, b.dtype, b.shape, y.dtype, y.shape)
         else:
