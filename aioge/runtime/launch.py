@@ -250,10 +250,19 @@ def launch(
     type).  Raises the AclError of a failed compile/validation at once.
     This is the hot path of every launch: keep it lean.
     """
-    if formats is None and not stream.timing and all(type(x) is Tensor for x in inputs):
-        if _FAST and _trace.hub is None:
+    if formats is None and not stream.timing:
+        fast = _FAST and _trace.hub is None
+        tensors = True
+        for x in inputs:
+            if type(x) is not Tensor:
+                tensors = False
+                if x is not None:
+                    fast = False
+                    break
+        if fast:
             return _launch_prepared(stream, op_type, inputs, outputs, attrs, what)
-        return _launch_tensors(stream, op_type, inputs, outputs, attrs, what)
+        if tensors:
+            return _launch_tensors(stream, op_type, inputs, outputs, attrs, what)
     cache = stream.device._cache
     n_in, n_out = len(inputs), len(outputs)
     codes = _ACL_CODE
