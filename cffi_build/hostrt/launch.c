@@ -362,7 +362,7 @@ static void free_failures(hrt_stream *s) {
 }
 
 void hrt_launch_log_failure(hrt_stream *s, uint64_t seq, aclError code, const char *msg) {
-    if (!s->log_failures) return;
+    if (!s->log_failures || seq == s->unlogged_seq) return; /* run_now: reported to its caller */
     hrt_failure *f = calloc(1, sizeof *f);
     if (f) {
         f->seq = seq;
