@@ -512,8 +512,12 @@ class StreamProgress:
         return done, self._fails[0]
 
 
-def stream_log_failures(stream: Handle, enable: bool) -> None:
-    check(lib.aiogeHostStreamLogFailures(stream, 1 if enable else 0), "aiogeHostStreamLogFailures")
+def stream_log_failures(stream: Handle, enable: bool, *, check_rc: bool = True) -> None:
+    rc = lib.aiogeHostStreamLogFailures(stream, 1 if enable else 0)
+    if check_rc:
+        check(rc, "aiogeHostStreamLogFailures")
+    elif rc:
+        recent_error()
 
 
 def stream_take_failure(stream: Handle) -> tuple[int, int, str] | None:

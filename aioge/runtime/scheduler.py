@@ -463,12 +463,17 @@ class Lane:
     def _wait_head(self, head: Completion, slice_ms: int = SLICE_MS) -> None:
         """Wait up to one slice for ``head``; settle it and everything behind it that finished too."""
         if self.seq_mode:
-            if acl.stream_wait_completed_rc(self._handle, head.tseq, slice_ms):  # timed out: not for anyone
-                _native.recent_error()
+            rc = acl.stream_wait_completed_rc(self._handle, head.tseq, slice_ms)
+            msg = _native.recent_error() if rc else ""  # a timeout's text is not for anyone
+            if rc == _STREAM_TIMEOUT:
                 return
             batch: list[tuple[Completion, int, str]] = []
             with self.lock:
-                self._take_finished_seq(batch)
+                if rc:  # the stream is gone (its device was reset): nothing pending will complete
+                    while self.pending:
+                        batch.append((self.pending.popleft(), rc, msg))
+                else:
+                    self._take_finished_seq(batch)
                 if batch:
                     self._finish(batch)
             return
@@ -577,8 +582,8 @@ class Lane:
             t.join()
         self._settle_all()
         self._detach()
-        if self.seq_mode:
-            acl.stream_log_failures(self._handle, False)
+        if self.seq_mode:  # unchecked: the stream may be gone with its device already
+            acl.stream_log_failures(self._handle, False, check_rc=False)
         with self.lock:
             self._stopped = True
             events, self._free_events = self._free_events, []
