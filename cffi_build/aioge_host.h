@@ -64,3 +64,43 @@ const char *aiogeHostBlasInfo(void);
 /* Intra-op worker threads shared by every stream (default: online CPUs). */
 aclError aiogeHostSetNumThreads(int32_t n);
 int32_t aiogeHostGetNumThreads(void);
+
+/* Prepared single-op launches: the launch fast path (launch.c).  Prepare
+ * checks the descs once (device tensors and absent optional inputs only:
+ * const and host-placed inputs go through aclopCompileAndExecute); Execute
+ * enqueues the op on `stream` with one device pointer per input and output
+ * (NULL for an absent input) and the attrs, doing what aclopCompileAndExecute
+ * does for those descs -- the same checks, cache lookup (compiled on first
+ * use, counted per launch) and task -- and returns the task's stream
+ * sequence number (>= 0; launches whose outputs are all empty enqueue
+ * nothing and return the stream's latest) or -code when refused.  Execute
+ * needs no current context (the stream must be explicit); a launch of at most
+ * 16 KiB of tensors (and AIOGE_HOST_INLINE_BYTES) runs on the caller's thread
+ * when the stream is idle, in stream order as any task. */
+typedef struct aiogeLaunch aiogeLaunch;
+aclError aiogeHostLaunchPrepare(aiogeLaunch **launch, const char *opType, int32_t numInputs,
+                                const aclTensorDesc *const inputDesc[], int32_t numOutputs,
+                                const aclTensorDesc *const outputDesc[]);
+int64_t aiogeHostLaunchExecute(aiogeLaunch *launch, void *const ptrs[], const aclopAttr *attr, aclrtStream stream);
+aclError aiogeHostLaunchDestroy(aiogeLaunch *launch);
+
+/* Completion by stream sequence numbers.  Every task enqueued on a stream
+ * (launch, copy, marker, wait) gets the next sequence number, 1, 2, ...;
+ * tasks complete in order.  These take an explicit stream and need no
+ * current context.  Submitted: the latest number given out.  Progress: how
+ * many tasks completed, and in *failures (may be NULL) how many failures were
+ * logged so far.  WaitCompleted: block until task `seq` completed
+ * (timeout_ms -1: forever; ACL_ERROR_RT_STREAM_SYNC_TIMEOUT otherwise).
+ * ArmNotifyAt: write the notify fd once task `seq` completed (at once if it
+ * has), then disarm.  LogFailures: keep each failed task (sequence number,
+ * code, message) until taken with TakeFailure (1: one taken, 0: none), in
+ * order; disabling drops what was kept.  WaitSeq: make `stream` wait (on the
+ * device) until task `seq` of `other` completed; both must belong to the
+ * current context. */
+uint64_t aiogeHostStreamSubmitted(aclrtStream stream);
+uint64_t aiogeHostStreamProgress(aclrtStream stream, uint64_t *failures);
+aclError aiogeHostStreamWaitCompleted(aclrtStream stream, uint64_t seq, int32_t timeout_ms);
+aclError aiogeHostStreamArmNotifyAt(aclrtStream stream, uint64_t seq);
+aclError aiogeHostStreamLogFailures(aclrtStream stream, int32_t enable);
+int32_t aiogeHostStreamTakeFailure(aclrtStream stream, uint64_t *seq, aclError *code, char *msg, size_t capacity);
+aclError aiogeHostStreamWaitSeq(aclrtStream stream, aclrtStream other, uint64_t seq);

@@ -93,6 +93,8 @@ class EventStatus(enum.IntEnum):
 ERROR_INVALID_PARAM = int(lib.ACL_ERROR_INVALID_PARAM)
 ERROR_REPEAT_INITIALIZE = int(lib.ACL_ERROR_REPEAT_INITIALIZE)
 ERROR_WAIT_TIMEOUT = int(lib.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT)
+ERROR_STREAM_TIMEOUT = int(lib.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT)
+ERROR_INTERNAL = int(lib.ACL_ERROR_INTERNAL_ERROR)
 
 
 def has_entry(name: str) -> bool:
@@ -463,6 +465,76 @@ def stream_clear_notify_fd(stream: Handle) -> None:
 
 def stream_arm_notify(stream: Handle) -> None:
     lib.aiogeHostStreamArmNotify(stream)
+
+
+# ---- host runtime: prepared launches, completion by stream sequence numbers ----------------
+# (aioge_host.h; absent from a real libascendcl.so: callers check has_entry first)
+def launch_prepare(op: bytes, descs_in: Sequence[Handle], descs_out: Sequence[Handle], what: str) -> Handle:
+    """``aiogeHostLaunchPrepare``: a prepared launch of ``op`` for these descs; a refusal raises naming ``what``."""
+    p = ffi.new("aiogeLaunch **")
+    rc = lib.aiogeHostLaunchPrepare(p, op, len(descs_in), ffi.new("aclTensorDesc *[]", list(descs_in)),
+                                    len(descs_out), ffi.new("aclTensorDesc *[]", list(descs_out)))  # fmt: skip
+    if rc:
+        raise_for(rc, what)
+    return p[0]
+
+
+def launch_destroy(launch: Handle) -> None:
+    lib.aiogeHostLaunchDestroy(launch)
+
+
+def pointer_scratch(n: int) -> Any:
+    """A reusable ``void *[n]`` (the device pointers of one prepared launch)."""
+    return ffi.new("void *[]", n)
+
+
+#: ``aiogeHostLaunchExecute(launch, ptrs, attr, stream) -> seq | -code``, raw: the launch hot path
+launch_execute_rc: Any = getattr(lib, "aiogeHostLaunchExecute", None)
+#: ``aiogeHostStreamSubmitted(stream) -> seq``, raw: the number of the stream's latest task
+stream_submitted: Any = getattr(lib, "aiogeHostStreamSubmitted", None)
+#: ``aiogeHostStreamWaitCompleted(stream, seq, timeout_ms) -> rc``, raw, for the lane thread
+stream_wait_completed_rc: Any = getattr(lib, "aiogeHostStreamWaitCompleted", None)
+
+
+class StreamProgress:
+    """``aiogeHostStreamProgress`` of one stream with a reused out-parameter:
+    ``progress() -> (tasks completed, failures logged)``."""
+
+    __slots__ = ("_call", "_fails", "_handle")
+
+    def __init__(self, stream: Handle) -> None:
+        self._handle = stream
+        self._fails = ffi.new("uint64_t[1]")
+        self._call = lib.aiogeHostStreamProgress
+
+    def __call__(self) -> tuple[int, int]:
+        done = self._call(self._handle, self._fails)
+        return done, self._fails[0]
+
+
+def stream_log_failures(stream: Handle, enable: bool, *, check_rc: bool = True) -> None:
+    rc = lib.aiogeHostStreamLogFailures(stream, 1 if enable else 0)
+    if check_rc:
+        check(rc, "aiogeHostStreamLogFailures")
+    elif rc:
+        recent_error()
+
+
+def stream_take_failure(stream: Handle) -> tuple[int, int, str] | None:
+    """The oldest failed task the runtime kept: ``(seq, code, message)``, or None."""
+    seq, code, msg = ffi.new("uint64_t *"), ffi.new("aclError *"), ffi.new("char[]", 1024)
+    if not lib.aiogeHostStreamTakeFailure(stream, seq, code, msg, 1024):
+        return None
+    return int(seq[0]), int(code[0]), ffi.string(msg).decode("utf-8", "replace")
+
+
+def stream_arm_notify_at(stream: Handle, seq: int) -> None:
+    lib.aiogeHostStreamArmNotifyAt(stream, seq)
+
+
+def stream_wait_seq(stream: Handle, other: Handle, seq: int) -> None:
+    """Make ``stream`` wait (on the device) until task ``seq`` of ``other`` has run."""
+    check(lib.aiogeHostStreamWaitSeq(stream, other, seq), "aiogeHostStreamWaitSeq")
 
 
 class Loc(enum.IntEnum):

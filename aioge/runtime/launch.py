@@ -3,6 +3,14 @@
 ``aioge.op`` maps one-to-one onto the ACL call: inputs in IR order, outputs,
 attrs by CANN name.  Descriptors and attrs are cached per device (ACL copies
 what it needs at enqueue time, so one cached desc serves every call).
+
+On the host runtime a launch of device tensors (and absent optional inputs)
+takes the fast path: a prepared launch (``aiogeHostLaunchPrepare``: descs
+checked once) is cached per device by (op, attrs, dtypes and shapes), and a
+launch is then one C call taking the device pointers that enqueues the op and
+returns its stream sequence number, which is its completion (no event).  The
+checks, the compiled-op cache accounting and the errors are the runtime's
+own, as for ``aclopCompileAndExecute``.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from .. import _native, dtypes
 from .._native import acl
 from ..dtypes import ACL_CODE as _ACL_CODE
 from . import _trace, aliasing
-from .scheduler import Completion
+from .scheduler import SEQ_MODE, Completion
 from .tensor import DeviceMemory, Tensor, TensorSpec
 
 if TYPE_CHECKING:
@@ -26,6 +34,11 @@ __all__ = ("Attr", "Const", "HostInput", "LaunchCache", "OpCacheInfo", "launch",
 
 _ND = int(acl.Format.ND)
 _compile_and_execute = acl.compile_and_execute_rc
+#: prepared launches exist (the host runtime): see the module docstring
+_FAST = SEQ_MODE and acl.launch_execute_rc is not None
+_execute = acl.launch_execute_rc
+_bind = _native.bind_context
+_NULL = acl.NULL
 _ATTR_KINDS = ("Bool", "Int", "Float", "String", "DataType", "ListBool", "ListInt", "ListFloat", "ListString")
 
 
@@ -107,6 +120,7 @@ class LaunchCache:
 
     MAX_DESCS = 8192
     MAX_ATTRS = 4096
+    MAX_PREPARED = 4096
 
     def __init__(self) -> None:
         self._descs: dict[tuple[Any, ...], Any] = {}
@@ -116,6 +130,10 @@ class LaunchCache:
         self._absent: Any = None
         self._null: Any = None
         self._ops: dict[str, bytes] = {}
+        #: prepared launches by (op type, attr handle, dtype and shape of each input and output)
+        self.prepared: dict[tuple[Any, ...], Any] = {}
+        #: the attr handle of a launch without attrs (set on first use)
+        self.no_attr: Any = None
 
     def op_name(self, op_type: str) -> bytes:
         b = self._ops.get(op_type)
@@ -172,17 +190,37 @@ class LaunchCache:
             self._attrs[key] = h
         return h
 
+    def prepare(self, key: tuple[Any, ...], op_type: str, inputs: Sequence[Tensor | None],
+                outputs: Sequence[Tensor]) -> Any:  # fmt: skip
+        """The prepared launch of ``key`` (made now: descs checked once by the runtime)."""
+        codes = _ACL_CODE
+        din = [self.absent()[0] if x is None else self.desc(codes[x.dtype], x.shape, _ND, False) for x in inputs]
+        dout = [self.desc(codes[y.dtype], y.shape, _ND, False) for y in outputs]
+        h = acl.launch_prepare(self.op_name(op_type), din, dout, op_type)
+        if len(self.prepared) >= self.MAX_PREPARED:
+            self._clear_prepared()
+        self.prepared[key] = h
+        return h
+
+    def _clear_prepared(self) -> None:
+        for h in self.prepared.values():
+            acl.launch_destroy(h)  # queued launches hold their kernels themselves
+        self.prepared.clear()
+
     def _clear_descs(self) -> None:
         for d in self._descs.values():
             acl.destroy_tensor_desc(d)
         self._descs.clear()  # the same dict object: desc_table stays valid
 
     def _clear_attrs(self) -> None:
+        self._clear_prepared()  # their keys name attr handles
+        self.no_attr = None
         for h in self._attrs.values():
             acl.destroy_attr(h)
         self._attrs.clear()
 
     def clear(self) -> None:
+        self._clear_prepared()
         self._clear_descs()
         self._clear_attrs()
         if self._absent is not None:
@@ -212,8 +250,19 @@ def launch(
     type).  Raises the AclError of a failed compile/validation at once.
     This is the hot path of every launch: keep it lean.
     """
-    if formats is None and not stream.timing and all(type(x) is Tensor for x in inputs):
-        return _launch_tensors(stream, op_type, inputs, outputs, attrs, what)
+    if formats is None and not stream.timing:
+        fast = _FAST and _trace.hub is None
+        tensors = True
+        for x in inputs:
+            if type(x) is not Tensor:
+                tensors = False
+                if x is not None:
+                    fast = False
+                    break
+        if fast:
+            return _launch_prepared(stream, op_type, inputs, outputs, attrs, what)
+        if tensors:
+            return _launch_tensors(stream, op_type, inputs, outputs, attrs, what)
     cache = stream.device._cache
     n_in, n_out = len(inputs), len(outputs)
     codes = _ACL_CODE
@@ -327,9 +376,120 @@ def _launch_tensors(
         return tx.commit((reads, writes), op_type, reads=reads, writes=writes, name=what)
 
 
+def _launch_prepared(
+    stream: Stream,
+    op_type: str,
+    inputs: Sequence[Tensor | None],
+    outputs: Sequence[Tensor],
+    attrs: Mapping[str, Any] | None,
+    what: str | None = None,
+) -> Completion:
+    """launch() on the host runtime: a prepared launch, one C call (see the module docstring).
+
+    Device tensors and absent (None) inputs, ND formats, no timing, no observer.  The ordering
+    rules are :meth:`Enqueue.order`'s, inlined: this is what every tiny launch pays.
+    """
+    tx = stream._enqueue
+    lock = tx._lock
+    lock.acquire()  # the stream's lock also guards the device's caches, as in every launch path
+    try:
+        if stream._closed:
+            stream._check_open()
+        dev, lane = tx._dev, tx._lane
+        cache = dev._cache
+        if attrs:
+            attr_h = cache.attr(attrs)
+        else:
+            attr_h = cache.no_attr
+            if attr_h is None:
+                attr_h = cache.no_attr = cache.attr(None)
+        n_in = len(inputs)
+        a = inputs[0] if n_in == 2 else None
+        b = inputs[1] if n_in == 2 else None
+        if a is not None and b is not None and len(outputs) == 1:  # binary ops
+            y = outputs[0]
+            k: tuple[Any, ...] = (op_type, attr_h, a.dtype, a.shape, b.dtype, b.shape, y.dtype, y.shape)
+        else:
+            key: list[Any] = [op_type, attr_h]
+            for x in inputs:
+                if x is None:
+                    key.append(None)
+                else:
+                    key.append(x.dtype)
+                    key.append(x.shape)
+            for y in outputs:
+                key.append(y.dtype)
+                key.append(y.shape)
+            k = tuple(key)
+        prep = cache.prepared.get(k)
+        if prep is None:
+            _bind(dev._ctx)
+            prep = cache.prepare(k, op_type, inputs, outputs)
+        n = n_in + len(outputs)
+        ptrs = tx._ptrs
+        if ptrs is None or len(ptrs) < n:
+            ptrs = tx._ptrs = acl.pointer_scratch(max(n, 8))
+        reads: list[DeviceMemory] = []
+        i = 0
+        for x in inputs:
+            if x is None:
+                ptrs[i] = _NULL
+                i += 1
+                continue
+            m = x._mem
+            if m is None or m.ptr is None:
+                m = x._memory()  # raises ClosedResourceError
+            if m.device is not dev:
+                raise stream._wrong_device(m)
+            w = m.writer
+            if w is not None and not w._done and w.lane is not lane:
+                _bind(dev._ctx)  # the prepared launch itself needs no current context; waits do
+                tx.wait(w)
+            ptrs[i] = m.ptr
+            reads.append(m)
+            i += 1
+        writes: list[DeviceMemory] = []
+        for y in outputs:
+            m = y._memory()
+            if m.device is not dev:
+                raise stream._wrong_device(m)
+            w = m.writer
+            if w is not None and not w._done and w.lane is not lane:
+                _bind(dev._ctx)
+                tx.wait(w)
+            r = m.readers
+            if r and (len(r) > 1 or lane not in r):  # write-after-read of other streams
+                _bind(dev._ctx)
+                for other, c in list(r.items()):
+                    if other is not lane:
+                        tx.wait(c)
+            ptrs[i] = m.ptr
+            writes.append(m)
+            i += 1
+        seq = _execute(prep, ptrs, attr_h, tx.handle)
+        if seq < 0:
+            acl.raise_for(-seq, op_type)
+        comp = lane.submit_seq((reads, writes), op_type, what, seq)
+        for m in reads:
+            m.readers[lane] = comp
+        for m in writes:
+            m.writer = comp
+            m.stream = stream
+            if m.readers:
+                m.readers.clear()
+    finally:
+        lock.release()
+    return comp
+
+
 def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: Stream | None) -> Stream:
     if stream is not None:
         return stream
+    x = inputs[0] if inputs else None
+    if type(x) is Tensor:
+        m = x._mem
+        if m is not None and m.ptr is not None and not m.stream._closed:  # Tensor.home(), the common case
+            return m.stream
     for x in (*inputs, *outputs):
         if type(x) is Tensor:
             return x._memory().home()
@@ -370,8 +530,34 @@ def op(
         >>> (y,) = aioge.op("Add", [x, x], [aioge.TensorSpec((2, 3), "float32")], stream=s)
     """
     s = _pick_stream(inputs, outputs, stream)
-    aliasing.check(op_type, inputs, outputs)  # before launch, so every backend refuses the same
-    outs = [y if type(y) is Tensor else Tensor._empty(s, _spec(y).shape, _spec(y).dtype) for y in outputs]
+    # before launch, so every backend refuses the same (only outputs given as tensors can overlap)
+    fast = _FAST and formats is None and _trace.hub is None and not s.timing
+    outs = []
+    given = 0
+    for y in outputs:
+        if type(y) is Tensor:
+            given += 1
+            if given > 1:
+                fast = False  # two given outputs: check them below
+            else:
+                mem = y._mem
+                for x in inputs:
+                    if type(x) is Tensor and x._mem is mem:
+                        fast = False
+            outs.append(y)
+        else:
+            spec = _spec(y)
+            outs.append(Tensor._empty(s, spec.shape, spec.dtype))
+    if fast:
+        for x in inputs:
+            if type(x) is not Tensor and x is not None:
+                fast = False
+                break
+    if fast:
+        _launch_prepared(s, op_type, inputs, outs, attrs)
+        return outs
+    if given:
+        aliasing.check(op_type, inputs, outputs)
     launch(s, op_type, inputs, outs, attrs, formats)
     return outs
 

@@ -17,10 +17,20 @@ noticing that they finished:
   (or trio's ``run_sync_soon``) per loop.
 
 Either way one wake-up settles every launch that has finished (coalescing),
-cancelled waiters and closed loops are skipped, and because each launch has
-its own event, a failing launch's error reaches exactly its own awaiters
-(the runtime reports the error of the work between two event records); the
-first error is also kept for the stream's next ``synchronize()``.
+cancelled waiters and closed loops are skipped, and a failing launch's error
+reaches exactly its own awaiters; the first error is also kept for the
+stream's next ``synchronize()``.
+
+How a launch is known to have run depends on the backend:
+
+* **sequence numbers** (the host runtime): every task a stream runs has a
+  number and they complete in order, so a completion holds the number of its
+  launch's last task (``tseq``) and is done once the stream's completed count
+  reaches it -- no event per launch.  The runtime logs each failed task with
+  its number, and a completion takes the first failure in its range (after
+  the previous completion's number, up to its own);
+* **events** (a real ACL backend): each launch is followed by an event record,
+  and the runtime reports the error of the work between two records.
 """
 
 from __future__ import annotations
@@ -51,6 +61,9 @@ POLL_EVERY = 512
 #: before suspending: tiny device work then completes without a loop wake-up
 AWAIT_SPIN_S = _native.env_number("AIOGE_AWAIT_SPIN_US", 20, minimum=0) * 1e-6
 _EVENT_TIMEOUT = acl.ERROR_WAIT_TIMEOUT
+_STREAM_TIMEOUT = acl.ERROR_STREAM_TIMEOUT
+#: the host runtime completes launches by stream sequence numbers (see the module docstring)
+SEQ_MODE = _native.has_host_hooks and acl.has_entry("aiogeHostStreamProgress")
 
 _Poster = Callable[..., Any]
 _T = TypeVar("_T")
@@ -68,11 +81,13 @@ class Completion:
     """
 
     __slots__ = ("_done", "_error", "_waiters", "deps", "device_ms", "event", "keep", "lane", "name", "seq", "start",
-                 "what")  # fmt: skip
+                 "tseq", "what")  # fmt: skip
 
     def __init__(self, lane: Lane, event: Any, keep: Any, what: str, seq: int, start: Any = None,
-                 deps: list[Completion] | None = None, name: str | None = None) -> None:  # fmt: skip
+                 deps: list[Completion] | None = None, name: str | None = None, tseq: int = 0) -> None:  # fmt: skip
         self.lane = lane
+        #: sequence-number lanes: the runtime's number of the launch's last task
+        self.tseq = tseq
         #: what its error names (e.g. "<graph>: node 'n' (Op)"), when more than ``what`` (the op type)
         self.name = name
         self.event = event
@@ -106,6 +121,22 @@ class Completion:
         code, msg, what = self._error
         return error_class(code)(code, msg, what)
 
+    def _ran_within(self, timeout_ms: int) -> bool:
+        """Block the calling thread until the launch has run on the device, at most
+        ``timeout_ms``; True if it has (tests and shutdown paths: settles nothing)."""
+        if self._done:
+            return True
+        if self.event is None:
+            rc = acl.stream_wait_completed_rc(self.lane._handle, self.tseq, timeout_ms)
+        else:
+            _native.bind_context(self.lane._ctx)
+            rc = acl.synchronize_event_rc(self.event, timeout_ms)
+        if rc in (_EVENT_TIMEOUT, _STREAM_TIMEOUT):
+            _native.recent_error()
+            return False
+        _native.recent_error()  # its error is reported when the lane settles it
+        return True
+
     def _raise_if_failed(self) -> None:
         exc = self.exception()
         if exc is not None:
@@ -126,7 +157,7 @@ class Completion:
         if loop is not None:
             fut = loop.create_future()
             if self._add_waiter(loop.call_soon_threadsafe, fut):
-                self.lane.watch(loop)
+                self.lane.watch(loop, self)
                 await fut
             return
         import trio  # not asyncio: the only other library anyio supports
@@ -134,7 +165,7 @@ class Completion:
         token = trio.lowlevel.current_trio_token()
         ev = trio.Event()
         if self._add_waiter(token.run_sync_soon, ev):
-            self.lane.watch(None)
+            self.lane.watch(None, self)
             await ev.wait()
 
     def _add_waiter(self, poster: _Poster, waiter: Any) -> bool:
@@ -209,13 +240,24 @@ class Lane:
         self._fd: int | None = None
         self._fd_loop: asyncio.AbstractEventLoop | None = None
         self._fd_ok = _native.has_host_hooks and hasattr(os, "eventfd")
+        #: completion by stream sequence numbers (the host runtime), else by events
+        self.seq_mode = SEQ_MODE
+        #: sequence-number mode: the number the notify fd is armed for (-1: not armed), the last
+        #: finished completion's number, failures logged by the runtime and those taken so far
+        self._armed_at = -1
+        self._last_tseq = 0
+        self._failures: collections.deque[tuple[int, int, str]] = collections.deque()
+        self._fails_seen = 0
+        if self.seq_mode:
+            self._progress = acl.StreamProgress(handle)
+            acl.stream_log_failures(handle, True)
 
     # ---- launching side ----
     def submit(self, event: Any, keep: Any, what: str, start: Any = None,
-               deps: list[Completion] | None = None, name: str | None = None) -> Completion:  # fmt: skip
+               deps: list[Completion] | None = None, name: str | None = None, tseq: int = 0) -> Completion:  # fmt: skip
         with self.lock:
             self.launched = n = self.launched + 1
-            comp = Completion(self, event, keep, what, n, start, deps, name)
+            comp = Completion(self, event, keep, what, n, start, deps, name, tseq)
             self.pending.append(comp)
             if self._idle:
                 self._cv.notify()
@@ -223,6 +265,20 @@ class Lane:
             _trace.hub.recorded(comp)
         if not n & 63 and len(self.pending) > POLL_EVERY:
             self.poll()  # nobody is waiting: settle what finished so buffers are released
+        return comp
+
+    def submit_seq(self, keep: Any, what: str, name: str | None, tseq: int) -> Completion:
+        """``submit`` for the prepared-launch path (sequence-number lanes, no event, no
+        observer): the caller holds the stream's lock, which serialises every submit."""
+        self.launched = n = self.launched + 1
+        comp = Completion(self, None, keep, what, n, None, None, name, tseq)
+        self.pending.append(comp)  # atomic; iterations of pending take a snapshot or hold the lock
+        if self._thread is not None:  # the lane thread may be asleep on the condition
+            with self.lock:
+                if self._idle:
+                    self._cv.notify()
+        if not n & 63 and len(self.pending) > POLL_EVERY:
+            self.poll()
         return comp
 
     def spin_until(self, comp: Completion) -> bool:
@@ -249,18 +305,18 @@ class Lane:
         return self.launched - self.completed
 
     # ---- choosing a driver ----
-    def watch(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        """Make sure something completes pending launches for a waiter on ``loop``."""
+    def watch(self, loop: asyncio.AbstractEventLoop | None, comp: Completion | None = None) -> None:
+        """Make sure something completes pending launches for a waiter (of ``comp``) on ``loop``."""
         if loop is not None and self._fd_ok:
             if self._fd_loop is loop:
-                self._arm()
+                self._arm(comp)
                 return
             if self._fd_loop is None or self._fd_loop.is_closed():
-                if self._attach(loop):
+                if self._attach(loop, comp):
                     return
         self._ensure_thread()
 
-    def _attach(self, loop: asyncio.AbstractEventLoop) -> bool:
+    def _attach(self, loop: asyncio.AbstractEventLoop, comp: Completion | None = None) -> bool:
         self._detach()
         try:
             fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -276,7 +332,8 @@ class Lane:
         _native.bind_context(self._ctx)
         acl.stream_set_notify_fd(self._handle, fd)
         self._fd, self._fd_loop = fd, loop
-        self._arm()
+        self._armed_at = -1
+        self._arm(comp)
         return True
 
     def _detach(self) -> None:
@@ -293,10 +350,24 @@ class Lane:
                 pass
         os.close(fd)
 
-    def _arm(self) -> None:
+    def _arm(self, comp: Completion | None = None) -> None:
+        if self.seq_mode:
+            # for the launch waited for, or the first pending one with waiters (re-arming)
+            target = comp.tseq if comp is not None else self._first_waited()
+            if target >= 0 and (self._armed_at < 0 or target < self._armed_at):
+                self._armed_at = target
+                acl.stream_arm_notify_at(self._handle, target)  # writes the fd at once if it ran already
+            return
         _native.bind_context(self._ctx)
         acl.stream_arm_notify(self._handle)
         self.poll()  # whatever finished before arming
+
+    def _first_waited(self) -> int:
+        """The number of the first pending launch with waiters (-1: none)."""
+        for c in list(self.pending):  # a snapshot: launches append without the lock
+            if c._waiters:
+                return c.tseq
+        return -1
 
     def _on_readable(self) -> None:
         fd = self._fd
@@ -308,6 +379,7 @@ class Lane:
             pass
         with self.lock:
             self.wakeups += 1
+        self._armed_at = -1
         self.poll()
         if self.waited:
             self._arm()
@@ -322,7 +394,8 @@ class Lane:
     # ---- completing ----
     def poll(self) -> int:
         """Complete every pending launch that has finished, without blocking."""
-        _native.bind_context(self._ctx)
+        if not self.seq_mode:
+            _native.bind_context(self._ctx)
         batch: list[tuple[Completion, int, str]] = []
         with self.lock:
             self._take_finished(batch)
@@ -332,6 +405,9 @@ class Lane:
 
     def _take_finished(self, batch: list[tuple[Completion, int, str]]) -> None:
         """Move the finished launches at the head of the queue to ``batch``; caller holds the lock."""
+        if self.seq_mode:
+            self._take_finished_seq(batch)
+            return
         sync_to = acl.synchronize_event_rc
         while self.pending:
             head = self.pending[0]
@@ -342,8 +418,37 @@ class Lane:
             batch.append((head, rc, _native.recent_error() if rc else ""))
             self.pending.popleft()
 
+    def _take_finished_seq(self, batch: list[tuple[Completion, int, str]]) -> None:
+        pending = self.pending
+        if not pending:
+            return
+        done, failures = self._progress()
+        if failures != self._fails_seen:
+            self._take_failures(failures)
+        fails = self._failures
+        while pending and pending[0].tseq <= done:
+            head = pending.popleft()
+            rc, msg = 0, ""
+            while fails and fails[0][0] <= head.tseq:  # the first failure in its range is its error
+                _, code, text = fails.popleft()
+                if not rc:
+                    rc, msg = code, text
+            self._last_tseq = head.tseq
+            batch.append((head, rc, msg))
+
+    def _take_failures(self, logged: int) -> None:
+        """Move the failures the runtime logged into ``_failures``; caller holds the lock."""
+        while self._fails_seen < logged:
+            got = acl.stream_take_failure(self._handle)
+            self._fails_seen += 1
+            if got is None:  # logged without its record (the runtime was out of memory)
+                lost = "a task failed (its error was lost: out of host memory)"
+                got = (self._last_tseq + 1, acl.ERROR_INTERNAL, lost)
+            self._failures.append(got)
+
     def _run(self) -> None:
-        _native.bind_context(self._ctx)
+        if not self.seq_mode:
+            _native.bind_context(self._ctx)
         while True:
             with self.lock:
                 while not self.pending and not self._stopping:
@@ -357,12 +462,27 @@ class Lane:
 
     def _wait_head(self, head: Completion, slice_ms: int = SLICE_MS) -> None:
         """Wait up to one slice for ``head``; settle it and everything behind it that finished too."""
+        if self.seq_mode:
+            rc = acl.stream_wait_completed_rc(self._handle, head.tseq, slice_ms)
+            msg = _native.recent_error() if rc else ""  # a timeout's text is not for anyone
+            if rc == _STREAM_TIMEOUT:
+                return
+            batch: list[tuple[Completion, int, str]] = []
+            with self.lock:
+                if rc:  # the stream is gone (its device was reset): nothing pending will complete
+                    while self.pending:
+                        batch.append((self.pending.popleft(), rc, msg))
+                else:
+                    self._take_finished_seq(batch)
+                if batch:
+                    self._finish(batch)
+            return
         rc = acl.synchronize_event_rc(head.event, slice_ms)
         if rc == _EVENT_TIMEOUT:
             _native.recent_error()
             return
         msg = _native.recent_error() if rc else ""
-        batch: list[tuple[Completion, int, str]] = []
+        batch = []
         with self.lock:
             if self.pending and self.pending[0] is head:  # else a poll() took it
                 self.pending.popleft()
@@ -406,7 +526,7 @@ class Lane:
                 observers.finished(comp, rc)
             released.append(comp.keep)
             comp.keep = None
-            if comp.start is not None:
+            if comp.start is not None and comp.event is not None:
                 ms = self._elapsed(comp.start, comp.event)
                 if ms is not None:
                     comp.device_ms = ms
@@ -415,7 +535,8 @@ class Lane:
                     _native.recent_error()
                 self._give_event(comp.start)
                 comp.start = None
-            self._give_event(comp.event)
+            if comp.event is not None:
+                self._give_event(comp.event)
         # release before waking anyone: an awaiter that resumes (possibly on
         # another thread, before this one returns) sees every buffer, arena and
         # ticket of its launches already given back
@@ -461,6 +582,8 @@ class Lane:
             t.join()
         self._settle_all()
         self._detach()
+        if self.seq_mode:  # unchecked: the stream may be gone with its device already
+            acl.stream_log_failures(self._handle, False, check_rc=False)
         with self.lock:
             self._stopped = True
             events, self._free_events = self._free_events, []
@@ -474,7 +597,8 @@ class Lane:
         """Complete pending launches from the calling thread until none is left
         (True) or ``time.monotonic()`` passes ``deadline`` (False).  Safe while
         the lane thread runs too (whoever sees a launch finish settles it)."""
-        _native.bind_context(self._ctx)
+        if not self.seq_mode:
+            _native.bind_context(self._ctx)
         while True:
             with self.lock:
                 if not self.pending:

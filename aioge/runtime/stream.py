@@ -71,6 +71,8 @@ class _Download:
 
 
 _record_event = acl.record_event_rc
+_submitted = acl.stream_submitted
+_wait_seq = acl.stream_wait_seq
 
 #: every launch's completion event: waitable by other streams, and timed on timing streams
 _LAUNCH_EVENT = acl.EventFlag.SYNC | acl.EventFlag.TIME_LINE
@@ -92,9 +94,14 @@ class Enqueue:
     One reusable object per stream (no allocation per launch): the lock
     makes its state exclusive.  Every launch path uses it: ``Stream`` copies,
     ``aioge.op``, compiled graphs (sunk segments and per-op).
+
+    On the host runtime (``Lane.seq_mode``) a commit records no event: the
+    completion holds the number of the stream's latest task, and waits of
+    other streams wait for that number (an event is still recorded on timing
+    streams and while a profiler observes, for the device clock).
     """
 
-    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_lock", "_start", "handle", "stream")
+    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_lock", "_ptrs", "_start", "handle", "seq_mode", "stream")
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
@@ -105,6 +112,9 @@ class Enqueue:
         self._start: Any = None
         self._cap = (0, 0)
         self._arrays: tuple[Any, Any, Any, Any] = (None, None, None, None)
+        #: the device pointers of a prepared launch (launch.py), grown on demand
+        self._ptrs: Any = None
+        self.seq_mode = self._lane.seq_mode
 
     def __enter__(self) -> Enqueue:
         self._lock.acquire()
@@ -140,7 +150,10 @@ class Enqueue:
         """Make the stream wait (on the device) for a launch of another stream."""
         if comp is None or comp._done or comp.lane is self._lane:
             return
-        acl.stream_wait_event(self.handle, comp.event)
+        if comp.event is None:  # a sequence-number lane
+            _wait_seq(self.handle, comp.lane._handle, comp.tseq)
+        else:
+            acl.stream_wait_event(self.handle, comp.event)
         if _trace.hub is not None:
             _trace.hub.waited(self.stream, comp)
 
@@ -188,15 +201,19 @@ class Enqueue:
         ``reads`` and the writer of ``writes``.  ``keep`` stays alive until it ran;
         ``deps`` are earlier launches whose errors this completion reports too."""
         lane = self._lane
-        ev = lane.take_event()
-        if ev is None:
-            ev = acl.create_event(_LAUNCH_EVENT)
-        rc = _record_event(ev, self.handle)
-        if rc:
-            acl.destroy_event(ev)
-            acl.raise_for(rc, "aclrtRecordEvent")
         start, self._start = self._start, None
-        comp = lane.submit(ev, keep, what, start, deps, name)
+        if self.seq_mode and start is None and _trace.hub is None:
+            comp = lane.submit(None, keep, what, None, deps, name, _submitted(self.handle))
+        else:
+            ev = lane.take_event()
+            if ev is None:
+                ev = acl.create_event(_LAUNCH_EVENT)
+            rc = _record_event(ev, self.handle)
+            if rc:
+                acl.destroy_event(ev)
+                self._start = start  # given back by __exit__
+                acl.raise_for(rc, "aclrtRecordEvent")
+            comp = lane.submit(ev, keep, what, start, deps, name, _submitted(self.handle) if self.seq_mode else 0)
         for m in reads:  # as note(), inlined: this is every launch's path
             m.readers[lane] = comp
         if writes:

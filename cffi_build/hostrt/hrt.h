@@ -40,7 +40,9 @@
  *   5. h_mu          (common.c)    the live-handle registry
  * Leaves, held without taking any other lock: cache_mu, reg_mu, opt_mu
  * (op.c), mem_lock (memory.c, a rwlock), pool_mu (pool.c), blas_mu (blas.c),
- * gate_mu (stream.c).  A task (a kernel, say) runs with no runtime lock held
+ * gate_mu (stream.c), sw_mu (launch.c).  A prepared launch's mu (launch.c) is
+ * taken with no runtime lock held and holds only leaves and h_mu (compiling its
+ * kernel); like blas_mu it is a plain pthread lock, not tracked.  A task (a kernel, say) runs with no runtime lock held
  * and takes only pool_mu (through hrt_parallel_for).  The ranks are in
  * hrt_lock.h; a debug build (-DHRT_DEBUG_LOCKS, on in .ci/sanitize's ASan
  * build) aborts on a lock taken out of order or a task started with a lock
@@ -61,6 +63,7 @@
 #include "hrt_mem.h"
 #include "hrt_stream.h"
 #include "hrt_callback.h"
+#include "hrt_launch.h"
 #include "../aioge_host.h"
 #include "../aioge_graph.h"
 

@@ -21,6 +21,7 @@ typedef enum {
     HRT_H_BUFFER,
     HRT_H_ATTR,
     HRT_H_GRAPH,
+    HRT_H_LAUNCH,   /* aiogeLaunch (launch.c) */
     HRT_H_KINDS
 } hrt_kind;
 

@@ -43,6 +43,11 @@ aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const
 aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out);
 const hrt_opdef *hrt_find_op(const char *name);
 void hrt_kernel_unref(hrt_kernel *k);
+/* Another launch of the compiled kernel `k` (launch.c), counted as the cache
+ * lookup of aclopCompileAndExecute: a hit making it most recent, or -- once it
+ * left the cache -- a miss that puts it back.  False when compile options
+ * changed since it was compiled (compile anew with hrt_kernel_get). */
+bool hrt_kernel_touch(hrt_kernel *k);
 /* hits, misses, entries, evictions, bound: one consistent snapshot */
 void hrt_opcache_snapshot(int64_t out[5]);
 

@@ -58,6 +58,12 @@ struct hrt_stream {
     /* event-loop notification (aiogeHostStreamSetNotifyFd) */
     int notify_fd;
     bool notify_armed;
+    uint64_t notify_at;         /* armed for the task with this sequence number (0: the next event marker) */
+    /* failed tasks kept for aiogeHostStreamTakeFailure once enabled (launch.c); guarded by mu */
+    bool log_failures;
+    struct hrt_failure *failures, *failures_tail;
+    atomic_uint_least64_t n_failures;  /* failures logged, cumulative (readable without mu) */
+    uint64_t unlogged_seq;      /* a task run by hrt_stream_run_now: its failure is not logged */
     /* host callbacks */
     bool subscribed;
     uint64_t cb_thread;
@@ -79,7 +85,7 @@ uint64_t hrt_stream_enqueue(hrt_stream *s, hrt_task *t);
  * same either way: nothing is before it, and later tasks wait for it).  For
  * tasks known to take microseconds, where the worker's wake-up would cost
  * more than the work. */
-void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
+uint64_t hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
 /* Run a WORK task now on the calling thread if the stream has nothing queued or
  * running (and is not stopped, nor stopped on a failure): returns true, the
  * task's result in *rc and, if it failed, its message in msg.  That failure is
@@ -112,7 +118,19 @@ void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq);
  * it any more), drop what refers to it (callbacks), then hrt_stream_free. */
 hrt_stream *hrt_stream_new(hrt_context *ctx, bool is_default, aclError *rc);
 void hrt_stream_quiesce(hrt_stream *s);
-void hrt_stream_free(hrt_stream *s);   /* drains, joins, frees */
+void hrt_stream_join(hrt_stream *s);   /* drains and joins the worker */
+void hrt_stream_free(hrt_stream *s);   /* frees a joined stream */
+
+/* A failed task of a stream that logs failures (aiogeHostStreamLogFailures): what
+ * completion by sequence number reports to that task's own launch. */
+typedef struct hrt_failure {
+    struct hrt_failure *next;
+    uint64_t seq;
+    aclError code;
+    char msg[HRT_MSG_LEN];
+} hrt_failure;
+/* Drop the logged failures (caller holds s->mu, or the stream is joined). */
+void hrt_stream_free_failures(hrt_stream *s);
 
 int64_t hrt_task_counter(int which);   /* 0 executed, 1 failed */
 

@@ -247,6 +247,32 @@ static hrt_kernel *cache_put(hrt_kernel *k, const hrt_tensor *in, const void *co
     return k;
 }
 
+/* The prepared launches' lookup (launch.c; declared in hrt.h). */
+bool hrt_kernel_touch(hrt_kernel *k) {
+    int32_t counts[3]; /* the key: op type, NUL, {nin, nout, compile-option generation}, ... */
+    memcpy(counts, k->key + strlen((const char *)k->key) + 1, sizeof counts);
+    if (counts[2] != (int32_t)atomic_load(&opt_generation)) return false;
+    pthread_mutex_lock(&cache_mu);
+    hrt_kernel *e = buckets[k->hash % N_BUCKETS];
+    while (e && e != k && !(e->hash == k->hash && e->key_len == k->key_len && memcmp(e->key, k->key, k->key_len) == 0))
+        e = e->hnext;
+    if (e) { /* k, or an equal kernel compiled after k left */
+        cache_hits++;
+        lru_unlink(e);
+        lru_push_front(e);
+    } else { /* evicted or reset: a miss, and k goes back in (compiling again would give the same kernel) */
+        cache_misses++;
+        atomic_fetch_add(&k->refs, 1);
+        k->hnext = buckets[k->hash % N_BUCKETS];
+        buckets[k->hash % N_BUCKETS] = k;
+        lru_push_front(k);
+        cache_entries++;
+        cache_trim_locked();
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return true;
+}
+
 /* ----------------------------------------------------- tensor views */
 void hrt_shape_str(const int64_t *dims, int ndim, char *buf, size_t cap) {
     size_t n = 0;

@@ -125,6 +125,8 @@ static hrt_context *ctx_new_locked(int device, bool is_default, aclError *rc) {
 static void stream_destroy(hrt_stream *s) {
     hrt_stream_quiesce(s);
     hrt_callbacks_stream_gone(s);
+    hrt_stream_join(s);
+    hrt_launch_stream_gone(s); /* waits of other streams on it: everything it had ran */
     hrt_stream_free(s);
 }
 

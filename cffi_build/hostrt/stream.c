@@ -29,6 +29,32 @@ static void copy_msg(char *dst, const char *src) {
     dst[n] = 0;
 }
 
+/* With s->mu held: keep a failed task's error for its own launch (completion by sequence number). */
+static void log_failure(hrt_stream *s, uint64_t seq, aclError code, const char *msg) {
+    if (!s->log_failures || seq == s->unlogged_seq) return; /* run_now: reported to its caller */
+    hrt_failure *f = calloc(1, sizeof *f);
+    if (f) {
+        f->seq = seq;
+        f->code = code;
+        snprintf(f->msg, sizeof f->msg, "%s", msg ? msg : "");
+        if (s->failures_tail) s->failures_tail->next = f;
+        else s->failures = f;
+        s->failures_tail = f;
+    }
+    /* counted even when the record could not be kept: the taker then sees a gap and reports a failure */
+    atomic_fetch_add(&s->n_failures, 1);
+}
+
+void hrt_stream_free_failures(hrt_stream *s) {
+    hrt_failure *f = s->failures;
+    while (f) {
+        hrt_failure *next = f->next;
+        free(f);
+        f = next;
+    }
+    s->failures = s->failures_tail = NULL;
+}
+
 static void record_failure(hrt_stream *s, hrt_task *t, aclError rc) {
     const char *m = hrt_task_fail_msg();
     char buf[HRT_MSG_LEN];
@@ -46,6 +72,7 @@ static void record_failure(hrt_stream *s, hrt_task *t, aclError rc) {
         copy_msg(s->sticky_msg, m);
     }
     if (s->failure_mode == ACL_STOP_ON_FAILURE) s->failed_stop = true;
+    log_failure(s, t->seq, rc, m);
     HRT_UNLOCK(&s->mu);
     atomic_fetch_add(&n_tasks_failed, 1);
 }
@@ -110,9 +137,10 @@ static uint64_t run_task(hrt_stream *s, hrt_task *t, bool skip, bool *marker) {
 static void task_done(hrt_stream *s, uint64_t seq, bool marker) {
     atomic_store(&s->completed, seq);
     if (s->sync_waiters) pthread_cond_broadcast(&s->cv_done);
-    if (marker && s->notify_armed && s->notify_fd >= 0) {
+    if (s->notify_armed && s->notify_fd >= 0 && (s->notify_at ? seq >= s->notify_at : marker)) {
         uint64_t one = 1;
         s->notify_armed = false;
+        s->notify_at = 0;
         ssize_t w = write(s->notify_fd, &one, sizeof one); /* under mu: the fd cannot be detached meanwhile */
         (void)w;
     }
@@ -182,13 +210,17 @@ void hrt_stream_quiesce(hrt_stream *s) {
     while (atomic_load(&s->users) > 0) sched_yield();
 }
 
-void hrt_stream_free(hrt_stream *s) {
+void hrt_stream_join(hrt_stream *s) {
     hrt_stream_quiesce(s);
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     s->stop = true;
     pthread_cond_signal(&s->cv_work);
     HRT_UNLOCK(&s->mu);
     pthread_join(s->thread, NULL);
+}
+
+void hrt_stream_free(hrt_stream *s) {
+    hrt_stream_free_failures(s);
     pthread_cond_destroy(&s->cv_work);
     pthread_cond_destroy(&s->cv_done);
     pthread_mutex_destroy(&s->mu);
@@ -229,7 +261,7 @@ uint64_t hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
         t->injected = s->inject_code;
         s->inject_left--;
     }
-    uint64_t seq = t->seq = ++s->submitted;
+    uint64_t seq = t->seq = ++s->submitted; /* the task may have run and gone once mu is released */
     if (s->tail) s->tail->next = t;
     else s->head = t;
     s->tail = t;
@@ -273,18 +305,14 @@ void hrt_task_cancel(hrt_stream *s, hrt_task *t) {
     hrt_stream_release(s);
 }
 
-void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
-    if (!may_inline) {
-        hrt_stream_enqueue(s, t);
-        return;
-    }
+uint64_t hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
+    if (!may_inline) return hrt_stream_enqueue(s, t);
     t->next = NULL;
     t->stream = s;
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     if (s->head || s->worker_busy || s->inline_busy || s->stop) {
         HRT_UNLOCK(&s->mu);
-        hrt_stream_enqueue(s, t);
-        return;
+        return hrt_stream_enqueue(s, t);
     }
     if (t->kind == HRT_TASK_WORK && s->inject_left > 0) {
         t->injected = s->inject_code;
@@ -304,6 +332,7 @@ void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
     bool wake = s->head != NULL;
     HRT_UNLOCK(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
+    return seq;
 }
 
 bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_MSG_LEN]) {
@@ -319,6 +348,7 @@ bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_M
         s->inject_left--;
     }
     t->seq = ++s->submitted;
+    s->unlogged_seq = t->seq; /* its failure is the caller's: no completion takes it (launch.c) */
     s->inline_busy = true;
     HRT_UNLOCK(&s->mu);
 

@@ -177,7 +177,7 @@ async def test_a_burst_of_completions_costs_one_wake_up(stream, lane_thread):
         # launch has run, so the 100 completions arrive together
         with lane.lock:
             open_gate(g)
-            assert lib.aclrtSynchronizeEventWithTimeout(ys[-1].launch.event, 20_000) == 0
+            assert ys[-1].launch is not None and ys[-1].launch._ran_within(20_000)
     after = stream.stats
     assert after["completed"] - before["completed"] == len(ys)
     assert after["wakeups"] - before["wakeups"] == 1

@@ -7,9 +7,9 @@
  * slice, accumulating in C itself.  B is read once per call and packed slice by slice where it is used (reading B in
  * place strided by a power-of-two row length thrashed L1's sets: 0.5-0.75x OpenBLAS).  Items are
  * split over the pool. */
-#include "kcommon.h"
+#include "kernels/kcommon.h"
 
-#include "ukernel.h"
+#include "kernels/ukernel.h"
 
 typedef struct {
     bool tb, acc0; /* acc0: beta == 1 (accumulate into C from the first K block) */
