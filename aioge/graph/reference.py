@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import _shapes as S
+from .. import _shapes as S
 from .errors import GraphError
 from .ewprogram import BINARY, UNARY, apply_activation, apply_binary, apply_unary, gelu, run_program
 from .ir import Graph, Node, normalize_dtype

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _shapes as S
+from .. import _shapes as S
 from .ir import Node
 from .reference import Arr, _kernel, reduce_axes
 from .schema import get_attr

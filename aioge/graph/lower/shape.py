@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
 from ._base import RULES, Builder, ConstInput, InputRef, const, ints
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
 from ..errors import DynamicShapeError, GraphError, ShapeInferenceError
 from ..ewprogram import ACTIVATIONS, validate_program
 from ..ir import Graph, Node, normalize_dtype
