@@ -20,13 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtypes
 from .errors import GraphError, GraphTypeError, UnknownOpError
-from .ir import Node, normalize_dtype
+
+if TYPE_CHECKING:
+    from .ir import Node
 
 __all__ = (
     "OpSchema",
@@ -52,7 +54,7 @@ ANY_TYPES: frozenset[np.dtype] = NUM_TYPES | {BOOL}
 IDX_TYPES: frozenset[np.dtype] = frozenset({_D("int32"), I64})
 
 DT = np.dtype | None
-Rule = Callable[[Node, list[DT]], list[DT]]
+Rule = Callable[["Node", list[DT]], list[DT]]
 
 # Elementwise ops that keep shape (unary) or broadcast (binary) and that the
 # fuser may put into a _FusedElementwise program.
@@ -153,11 +155,19 @@ def same(
     return rule
 
 
+def _dtype_attr(node: Node, value: Any) -> np.dtype:
+    """A dtype attr (``Cast.to``, ``output_dtype``) as a numpy dtype."""
+    try:
+        return dtypes.as_numpy(value)
+    except TypeError as e:
+        raise GraphError(str(e), node=node.name, op_type=node.op_type) from e
+
+
 def _cast_rule(node: Node, dts: list[DT]) -> list[DT]:
     to = node.attrs.get("to")
     if to is None:
         raise GraphError("Cast needs attr 'to'", node=node.name, op_type=node.op_type)
-    return [normalize_dtype(to)]
+    return [_dtype_attr(node, to)]
 
 
 def _where_rule(node: Node, dts: list[DT]) -> list[DT]:
@@ -246,7 +256,7 @@ def _quantize_rule(node: Node, dts: list[DT]) -> list[DT]:
     out = dts[2] if len(dts) > 2 and dts[2] is not None else None
     to = node.attrs.get("output_dtype", 0)  # the IR: a dtype name (the importer converts ONNX's enum), 0 = unset
     if out is None:
-        out = normalize_dtype(to) if to else _D("uint8")
+        out = _dtype_attr(node, to) if to else _D("uint8")
     if out not in _INT8 | {_D("int16"), _D("uint16"), _D("int32")}:
         raise _err(node, f"quantizes to {out}, expected an integer type")
     return [out]

@@ -16,7 +16,6 @@ shape-determining input is not a compile-time value.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,74 +23,16 @@ import numpy as np
 from ... import _shapes as S
 from ..errors import DynamicShapeError, GraphError, ShapeInferenceError
 from ..ewprogram import ACTIVATIONS, validate_program
-from ..ir import Graph, Node, normalize_dtype
-from ..reference import evaluate_node, reduce_axes, shape_slice
+from ..ir import Graph, Node, normalize_dtype, register_shape_inference
+from ..reference import evaluate_node, shape_slice
+from ..reference_base import reduce_axes
 from ..schema import ELEMENTWISE_UNARY, check_node_dtypes, check_node_signature, get_attr
+from .infer_rules import _SHAPE_FNS, Shape, _Ctx, _shape_fn, _wrap
 
 __all__ = ("infer_shapes", "known_values", "MAX_PROPAGATED_ELEMENTS", "MAX_TENSOR_BYTES")
 
 #: values up to this many elements are evaluated during inference (shape arithmetic)
 MAX_PROPAGATED_ELEMENTS = 1 << 16
-
-Shape = tuple[int, ...]
-ShapeFn = Callable[["_Ctx"], list[Shape]]
-_SHAPE_FNS: dict[str, ShapeFn] = {}
-
-
-class _Ctx:
-    """What a shape function sees of one node."""
-
-    def __init__(self, node: Node, shapes: list[Shape | None], values: list[np.ndarray | None]) -> None:
-        self.node = node
-        self.shapes = shapes
-        self._values = values
-
-    def shape(self, i: int) -> Shape:
-        s = self.shapes[i] if i < len(self.shapes) else None
-        if s is None:
-            raise self.error(f"input {i} is missing")
-        return s
-
-    def has(self, i: int) -> bool:
-        return i < len(self.node.inputs) and bool(self.node.inputs[i])
-
-    def value(self, i: int, what: str) -> np.ndarray:
-        v = self._values[i] if i < len(self._values) else None
-        if v is None:
-            raise DynamicShapeError(
-                f"input {i} ({what}, {self.node.input(i)!r}) must be a compile-time constant "
-                "for static shapes",
-                node=self.node.name,
-                op_type=self.node.op_type,
-            )
-        return v
-
-    def ints(self, i: int, what: str) -> list[int]:
-        return [int(x) for x in self.value(i, what).reshape(-1)]
-
-    def opt_ints(self, i: int, what: str) -> list[int] | None:
-        return self.ints(i, what) if self.has(i) else None
-
-    def attr(self, name: str) -> Any:
-        return get_attr(self.node, name)
-
-    def error(self, msg: str) -> ShapeInferenceError:
-        return ShapeInferenceError(msg, node=self.node.name, op_type=self.node.op_type)
-
-
-def _wrap(c: _Ctx, e: ValueError) -> GraphError:
-    """A ValueError from shape arithmetic as an error naming the node (GraphErrors pass through)."""
-    return e if isinstance(e, GraphError) else c.error(str(e))
-
-
-def _shape_fn(*ops: str) -> Callable[[ShapeFn], ShapeFn]:
-    def deco(fn: ShapeFn) -> ShapeFn:
-        for op in ops:
-            _SHAPE_FNS[op] = fn
-        return fn
-
-    return deco
-
 
 def _ints_attr(v: Any) -> list[int] | None:
     return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
@@ -649,3 +590,6 @@ def infer_shapes(graph: Graph) -> Graph:
         if not g.values[o].known:
             raise ShapeInferenceError(f"graph output {o!r} has no inferred shape")
     return g
+
+
+register_shape_inference(infer_shapes)  # Graph.validate(shapes=True) runs it
