@@ -125,23 +125,12 @@ def conv_geometry(
     pads: Sequence[int] | None,
     auto_pad: str = "NOTSET",
 ) -> tuple[list[int], list[int], Shape]:
-    """(pads_begin, pads_end, output spatial shape) of an ONNX Conv."""
-    n = len(in_spatial)
-    strides, dilations, pads = _spatial_params(n, kernel, strides, dilations, pads)
-    pb, pe, out = [], [], []
-    for i in range(n):
-        k_eff = (kernel[i] - 1) * dilations[i] + 1
-        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            b, e, o = _auto_pads(in_spatial[i], k_eff, strides[i], auto_pad)
-        else:
-            b, e = (0, 0) if auto_pad == "VALID" else (pads[i], pads[i + n])
-            o = (in_spatial[i] + b + e - k_eff) // strides[i] + 1
-        if o <= 0:
-            raise ValueError(f"kernel {list(kernel)} does not fit input {list(in_spatial)} with pads")
-        pb.append(b)
-        pe.append(e)
-        out.append(o)
-    return pb, pe, tuple(out)
+    """(pads_begin, pads_end, output spatial shape) of an ONNX Conv: a pooling window's
+    geometry (floor mode) that must leave every output dim non-empty."""
+    pb, pe, out = pool_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad)
+    if any(o <= 0 for o in out):
+        raise ValueError(f"kernel {list(kernel)} does not fit input {list(in_spatial)} with pads")
+    return pb, pe, out
 
 
 def pool_geometry(

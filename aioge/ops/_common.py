@@ -36,24 +36,8 @@ FLOATS = dtypes.FLOAT_TYPES
 SIGNED = dtypes.SIGNED_INT_TYPES
 INTS = SIGNED | {np.dtype("uint8")}
 ALL = FLOATS | INTS | {np.dtype("bool")}
-# dtypes the runtime moves by size (shape/data-movement ops): every fixed-size ACL type
-MOVABLE = frozenset(
-    np.dtype(d)
-    for d in (
-        "float32",
-        "float16",
-        "float64",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "bool",
-    )
-) | {dtypes.bfloat16}
+# dtypes the runtime moves by size (shape/data-movement ops): every fixed-size ACL type but complex
+MOVABLE = frozenset(dt for dt in dtypes.ACL_CODE if dt.kind != "c")
 
 
 def require_tensor(x: Any, name: str = "x") -> Tensor:

@@ -262,6 +262,44 @@ def lrn(
 
 
 # -------------------------------------------------------------- convolution
+def _conv_operands(
+    op: str, x: Any, weight: Any, layout: str, strides: IntPair, dilations: IntPair, data_format: str
+) -> tuple[Tensor, Tensor, int, tuple[int, int, int, int], tuple[int, ...], tuple[int, ...]]:
+    """The checks a 2-D convolution and its transpose share: ``(x, w, format, (N, C, H, W),
+    strides, dilations)``; ``layout`` names the weight's leading dims in messages."""
+    x = require_tensor(x)
+    w = require_tensor(weight, "weight")
+    check_dtype(op, x.dtype, FLOATS)
+    if w.dtype != x.dtype:
+        raise TypeError(f"{op}: weight has dtype {w.dtype}, x has {x.dtype}")
+    fmt = _fmt(data_format, op)
+    nchw = _spatial(x, data_format, op)
+    if w.ndim != 4:
+        raise ValueError(f"{op}: weight must be 4-D ({layout}, kH, kW), got {w.shape}")
+    s = _pos(int_list(strides, 2, op, "strides"), op, "strides")
+    d = _pos(int_list(dilations, 2, op, "dilations"), op, "dilations")
+    return x, w, fmt, nchw, s, d
+
+
+def _conv_bias(op: str, bias: Any, co: int, x: Tensor) -> Tensor | None:
+    if bias is None:
+        return None
+    b = require_tensor(bias, "bias")
+    if b.shape != (co,) or b.dtype != x.dtype:
+        raise ValueError(f"{op}: bias must be ({co},) {x.dtype}, got {b.shape} {b.dtype}")
+    return b
+
+
+def _conv_attrs(s: tuple[int, ...], p: list[int], d: tuple[int, ...], groups: int, data_format: str) -> dict[str, Any]:
+    return {
+        "strides": spatial4(s, data_format),
+        "pads": p,
+        "dilations": spatial4(d, data_format),
+        "groups": int(groups),
+        "data_format": data_format,
+    }
+
+
 def conv2d(
     x: Any,
     weight: Any,
@@ -280,33 +318,15 @@ def conv2d(
     Example:
         >>> y = aioge.ops.conv2d(x, w, b, strides=2, pads=1)
     """
-    x = require_tensor(x)
-    w = require_tensor(weight, "weight")
-    check_dtype("conv2d", x.dtype, FLOATS)
-    if w.dtype != x.dtype:
-        raise TypeError(f"conv2d: weight has dtype {w.dtype}, x has {x.dtype}")
-    fmt = _fmt(data_format, "conv2d")
-    n, c, h, wd = _spatial(x, data_format, "conv2d")
-    if w.ndim != 4:
-        raise ValueError(f"conv2d: weight must be 4-D (C_out, C_in/groups, kH, kW), got {w.shape}")
+    x, w, fmt, (n, c, h, wd), s, d = _conv_operands(
+        "conv2d", x, weight, "C_out, C_in/groups", strides, dilations, data_format
+    )
     co, ci, kh, kw = w.shape
     if groups < 1 or c % groups or co % groups or ci * groups != c:
         raise ValueError(f"conv2d: weight {w.shape} does not fit {c} input channels with groups={groups}")
-    s = _pos(int_list(strides, 2, "conv2d", "strides"), "conv2d", "strides")
-    d = _pos(int_list(dilations, 2, "conv2d", "dilations"), "conv2d", "dilations")
     p, (ho, wo) = _window("conv2d", (h, wd), (kh, kw), s, d, pads, auto_pad)
-    b = None
-    if bias is not None:
-        b = require_tensor(bias, "bias")
-        if b.shape != (co,) or b.dtype != x.dtype:
-            raise ValueError(f"conv2d: bias must be ({co},) {x.dtype}, got {b.shape} {b.dtype}")
-    attrs = {
-        "strides": spatial4(s, data_format),
-        "pads": p,
-        "dilations": spatial4(d, data_format),
-        "groups": int(groups),
-        "data_format": data_format,
-    }
+    b = _conv_bias("conv2d", bias, co, x)
+    attrs = _conv_attrs(s, p, d, groups, data_format)
     return emit(
         "Conv2D",
         [x, w, b, None],
@@ -335,21 +355,13 @@ def conv_transpose2d(
     Example:
         >>> y = aioge.ops.conv_transpose2d(x, w, strides=2, pads=1, output_padding=1)
     """
-    x = require_tensor(x)
-    w = require_tensor(weight, "weight")
-    check_dtype("conv_transpose2d", x.dtype, FLOATS)
-    if w.dtype != x.dtype:
-        raise TypeError(f"conv_transpose2d: weight has dtype {w.dtype}, x has {x.dtype}")
-    fmt = _fmt(data_format, "conv_transpose2d")
-    n, c, h, wd = _spatial(x, data_format, "conv_transpose2d")
-    if w.ndim != 4:
-        raise ValueError(f"conv_transpose2d: weight must be 4-D (C_in, C_out/groups, kH, kW), got {w.shape}")
+    x, w, fmt, (n, c, h, wd), s, d = _conv_operands(
+        "conv_transpose2d", x, weight, "C_in, C_out/groups", strides, dilations, data_format
+    )
     wc, cog, kh, kw = w.shape
     if groups < 1 or wc != c or c % groups:
         raise ValueError(f"conv_transpose2d: weight {w.shape} does not fit {c} input channels with groups={groups}")
     co = cog * groups
-    s = _pos(int_list(strides, 2, "conv_transpose2d", "strides"), "conv_transpose2d", "strides")
-    d = _pos(int_list(dilations, 2, "conv_transpose2d", "dilations"), "conv_transpose2d", "dilations")
     op_ = int_list(output_padding, 2, "conv_transpose2d", "output_padding")
     onnx_pads = _onnx_pads(pads, "conv_transpose2d")
     for i in range(2):
@@ -361,21 +373,10 @@ def conv_transpose2d(
         raise ValueError(
             f"conv_transpose2d: the output would be empty (input {(h, wd)}, kernel {(kh, kw)}, pads {onnx_pads})"
         ) from None
-    p = pads4(onnx_pads[:2], onnx_pads[2:])
-    b = None
-    if bias is not None:
-        b = require_tensor(bias, "bias")
-        if b.shape != (co,) or b.dtype != x.dtype:
-            raise ValueError(f"conv_transpose2d: bias must be ({co},) {x.dtype}, got {b.shape} {b.dtype}")
+    b = _conv_bias("conv_transpose2d", bias, co, x)
     out = _out4(n, co, ho, wo, data_format)
-    attrs = {
-        "strides": spatial4(s, data_format),
-        "pads": p,
-        "dilations": spatial4(d, data_format),
-        "groups": int(groups),
-        "data_format": data_format,
-        "output_padding": spatial4(op_, data_format, fill=0),
-    }
+    attrs = _conv_attrs(s, pads4(onnx_pads[:2], onnx_pads[2:]), d, groups, data_format)
+    attrs["output_padding"] = spatial4(op_, data_format, fill=0)
     return emit(
         "Conv2DTranspose",
         [host_ints(out), x, w, b, None],

@@ -172,6 +172,16 @@ def _fused_matmul(c: _Ctx) -> list[Shape]:
     return [out]
 
 
+def _window_attrs(c: _Ctx) -> tuple[list[int] | None, list[int] | None, list[int] | None, str]:
+    """(strides, dilations, pads, auto_pad) of a convolution or pooling node."""
+    return (
+        _ints_attr(c.attr("strides")),
+        _ints_attr(c.attr("dilations")),
+        _ints_attr(c.attr("pads")),
+        str(c.attr("auto_pad")),
+    )
+
+
 def _conv_common(c: _Ctx, transpose: bool) -> tuple[Shape, Shape, list[int], int]:
     x, w = c.shape(0), c.shape(1)
     if len(x) < 3 or len(w) != len(x):
@@ -198,14 +208,7 @@ def _conv(c: _Ctx) -> list[Shape]:
     if c.has(2) and c.shape(2) != (w[0],):
         raise c.error(f"bias shape {c.shape(2)} must be ({w[0]},)")
     try:
-        _, _, out = S.conv_geometry(
-            x[2:],
-            kernel,
-            _ints_attr(c.attr("strides")),
-            _ints_attr(c.attr("dilations")),
-            _ints_attr(c.attr("pads")),
-            str(c.attr("auto_pad")),
-        )
+        _, _, out = S.conv_geometry(x[2:], kernel, *_window_attrs(c))
     except ValueError as e:
         raise _wrap(c, e) from None
     return [(x[0], w[0], *out)]
@@ -219,14 +222,7 @@ def _conv_t(c: _Ctx) -> list[Shape]:
         raise c.error(f"bias shape {c.shape(2)} must be ({m},)")
     try:
         _, _, out = S.conv_transpose_geometry(
-            x[2:],
-            kernel,
-            _ints_attr(c.attr("strides")),
-            _ints_attr(c.attr("dilations")),
-            _ints_attr(c.attr("pads")),
-            str(c.attr("auto_pad")),
-            _ints_attr(c.attr("output_padding")),
-            _ints_attr(c.attr("output_shape")),
+            x[2:], kernel, *_window_attrs(c), _ints_attr(c.attr("output_padding")), _ints_attr(c.attr("output_shape"))
         )
     except ValueError as e:
         raise _wrap(c, e) from None
@@ -240,15 +236,7 @@ def _pool(c: _Ctx) -> list[Shape]:
     if len(x) < 3 or not kernel:
         raise c.error("pooling needs rank >= 3 and kernel_shape")
     try:
-        _, _, out = S.pool_geometry(
-            x[2:],
-            kernel,
-            _ints_attr(c.attr("strides")),
-            _ints_attr(c.attr("dilations")),
-            _ints_attr(c.attr("pads")),
-            str(c.attr("auto_pad")),
-            int(c.attr("ceil_mode")),
-        )
+        _, _, out = S.pool_geometry(x[2:], kernel, *_window_attrs(c), int(c.attr("ceil_mode")))
     except ValueError as e:
         raise _wrap(c, e) from None
     return [(x[0], x[1], *out)] * max(1, len(c.node.outputs))  # MaxPool's Indices: the same shape
