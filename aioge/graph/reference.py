@@ -21,6 +21,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _shapes as S
+
+# the kernels of the newer op families register themselves into KERNELS when loaded
+from . import reference_ops, reference_resize, reference_rnn  # noqa: F401
 from .errors import GraphError
 from .ewprogram import BINARY, UNARY, apply_activation, apply_binary, apply_unary, gelu, run_program
 from .ir import Graph, Node, normalize_dtype
@@ -688,7 +691,3 @@ def run_reference(
         arr = env[name]
         result[name] = arr.copy() if name in graph.constants or name in graph.inputs else arr
     return result
-
-
-# the kernels of the newer op families register themselves into KERNELS
-from . import reference_ops, reference_resize, reference_rnn  # noqa: E402,F401

@@ -27,12 +27,14 @@ from ..ir import Graph, Node, normalize_dtype, register_shape_inference
 from ..reference import evaluate_node, shape_slice
 from ..reference_base import reduce_axes
 from ..schema import ELEMENTWISE_UNARY, check_node_dtypes, check_node_signature, get_attr
+from . import infer_ops  # noqa: F401  (registers the shape functions of the newer ops)
 from .infer_rules import _SHAPE_FNS, Shape, _Ctx, _shape_fn, _wrap
 
 __all__ = ("infer_shapes", "known_values", "MAX_PROPAGATED_ELEMENTS", "MAX_TENSOR_BYTES")
 
 #: values up to this many elements are evaluated during inference (shape arithmetic)
 MAX_PROPAGATED_ELEMENTS = 1 << 16
+
 
 def _ints_attr(v: Any) -> list[int] | None:
     return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
@@ -450,9 +452,6 @@ def _reduce(c: _Ctx) -> list[Shape]:
     if int(c.attr("keepdims")):
         return [tuple(1 if i in axes else d for i, d in enumerate(x))]
     return [tuple(d for i, d in enumerate(x) if i not in axes)]
-
-
-from . import infer_ops as _infer_ops  # noqa: E402,F401  (registers the shape functions of the newer ops)
 
 
 def _infer_node(node: Node, shapes: list[Shape | None], values: list[np.ndarray | None]) -> list[Shape]:
