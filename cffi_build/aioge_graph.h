@@ -47,6 +47,22 @@ aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *ar
                                     void *const inputs[], const void *const hostInputs[], int32_t numOutputs,
                                     void *const outputs[], void *const hostOutputs[], aclrtStream stream);
 
+/* The same execution, run now on the calling thread if it can be: when the graph
+ * is cheap enough (its earlier runs took at most AIOGE_HOST_INLINE_US of CPU
+ * time; one that never ran: inputs, outputs and arena within
+ * AIOGE_HOST_INLINE_BYTES) and the stream has nothing queued or running, the
+ * call runs it, sets *ran = 1 and returns the execution's own result (a failed
+ * node's code, its message in aclGetRecentErrMsg; the stream's next
+ * synchronize reports it too, as for any failed task).  Otherwise it enqueues
+ * nothing and returns ACL_SUCCESS with *ran = 0 (the stream is busy) or -1
+ * (the graph is too costly to run on the caller's thread): the caller enqueues
+ * it with aiogeGraphExecuteHostAsync.  The synchronous path of small
+ * executions: no event, no wake-up, no completion to wait for. */
+aclError aiogeGraphExecuteHostNow(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                  void *const inputs[], const void *const hostInputs[], int32_t numOutputs,
+                                  void *const outputs[], void *const hostOutputs[], aclrtStream stream,
+                                  int32_t *ran);
+
 /* Per-node timing, for profilers (untimed executions pay nothing): the same
  * as aiogeGraphExecuteAsync, and the task also writes node i's start and end
  * time to nodeTimes[2*i] and nodeTimes[2*i+1], in ns of CLOCK_MONOTONIC (the

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import OutOfDeviceMemoryError, error_class
-from . import check, ffi, lib, recent_error
+from . import _has, check, ffi, lib, recent_error
 
 Handle = Any  # an opaque cffi pointer (aclrtStream, aclrtEvent, aclTensorDesc *, ...)
 
@@ -430,6 +430,21 @@ def graph_execute_host(g: Handle, segment: int, arena: Handle, ins: tuple[int, A
     rc = lib.aiogeGraphExecuteHostAsync(g, segment, arena, ins[0], ins[1], ins[2], outs[0], outs[1], outs[2], stream)
     if rc:
         raise error_class(rc)(rc, recent_error(), what)
+
+
+#: ``aiogeGraphExecuteHostNow`` (host runtime only, else None): runs a small execution on the
+#: calling thread when its stream is idle; the caller checks the rc (hot path: no wrapper call)
+graph_execute_host_now_rc: Any = lib.aiogeGraphExecuteHostNow if _has("aiogeGraphExecuteHostNow") else None
+
+
+#: a pointer to a C-contiguous array's bytes, alive as long as the result (ValueError if the
+#: array is not contiguous; BufferError/TypeError for dtypes without a buffer format)
+host_buffer = ffi.from_buffer
+
+
+def int32_out() -> Any:
+    """An ``int32_t[1]`` out-parameter."""
+    return ffi.new("int32_t[1]")
 
 
 def timestamps(n: int) -> Any:

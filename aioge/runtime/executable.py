@@ -38,7 +38,7 @@ import numpy as np
 from .. import _native, dtypes
 from .._layout import NCHW_OPS
 from .._native import acl
-from ..errors import AclError, BusyResourceError
+from ..errors import AclError, BusyResourceError, error_class
 from ..graph import LoweredNode
 from ..graph.executable import Layout, aligned, kind_of
 from ..graph.lower.host import host_attrs
@@ -59,6 +59,7 @@ __all__ = ("MAX_INFLIGHT", "CompiledGraph")
 MAX_INFLIGHT = 8
 #: caller streams that get auxiliary streams of their own; further ones share those round-robin
 MAX_AUX_SETS = 8
+
 
 class _Flight:
     """The executions in flight of one model and its idle arenas.
@@ -152,6 +153,107 @@ class _Ticket:
         self.flight.give_back(self.mem)
 
 
+class _Now:
+    """The synchronous path of a small execution from host memory (host runtime).
+
+    When the graph is cheap (its runs take at most ``AIOGE_HOST_INLINE_US``
+    of CPU time; before its first run: it fits ``AIOGE_HOST_INLINE_BYTES``)
+    and the stream is idle, one C call (``aiogeGraphExecuteHostNow``) copies
+    the feeds in, runs the nodes and copies the outputs out on the caller's
+    thread: no event, no completion, no wake-up, which would cost more than
+    such work on a busy machine.  Everything that does not
+    change between runs is made once: a private arena and the pointer
+    arrays into it; a run only writes its host pointers.  One run at a time
+    (a second thread takes the general path), and the execution holds no
+    ``max_inflight`` slot: it is over when the call returns.
+    """
+
+    __slots__ = ("arena", "host_in", "host_out", "in_ptrs", "ins", "lock", "n_in", "out_ptrs", "outs", "ran",
+                 "weights")  # fmt: skip
+
+    def __init__(self, model: CompiledGraph, arena: DeviceMemory) -> None:
+        assert model._io_at is not None
+        in_at, out_at = model._io_at
+        self.lock = threading.Lock()
+        self.arena = arena
+        self.weights = [w._memory() for w in model._weights]
+        self.ins = [(n, shape, dt) for n, (shape, dt) in model.inputs.items()]
+        self.outs = [(n, shape, dt) for n, (shape, dt) in model.outputs.items()]
+        self.n_in = len(in_at) + len(self.weights)
+        self.in_ptrs = acl.offset_pointers(arena.ptr, in_at, [m.ptr for m in self.weights])
+        self.out_ptrs = acl.offset_pointers(arena.ptr, out_at, [])
+        self.host_in = acl.pointer_list([acl.NULL] * self.n_in)  # the weights' entries stay NULL
+        self.host_out = acl.pointer_list([acl.NULL] * len(out_at))
+        self.ran = acl.int32_out()
+
+    def ready(self) -> bool:
+        """The weights' uploads have run (later runs need no ordering at all)."""
+        if self.weights and any(m.writer is not None and not m.writer._done for m in self.weights):
+            return False
+        self.weights = []
+        return True
+
+    def run(self, model: CompiledGraph, feeds: Any, s: Stream) -> dict[str, Any] | None:
+        """Run now; None when this execution must take the general path (which also reports bad feeds).
+
+        A graph too costly to run now (``ran`` -1) still asks every time: the few microseconds of
+        asking are small beside such a graph, and its measure follows its runs wherever they ran."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if model._closed or s._closed or (self.weights and not self.ready()):
+                return None
+            host_in, host_out = self.host_in, self.host_out
+            from_buffer = acl.host_buffer
+            keep = []
+            i = 0
+            try:
+                for name, shape, dt in self.ins:
+                    a = feeds[name]
+                    if type(a) is not np.ndarray:
+                        if isinstance(a, Tensor):
+                            return None  # on the device already: the general path uses it in place
+                        a = _host_array(a)  # a torch CPU tensor: a view, no copy
+                    if a.shape != shape or a.dtype != dt:
+                        return None
+                    b = from_buffer(a)  # ValueError: not contiguous
+                    host_in[i] = b
+                    keep.append(b)
+                    keep.append(a)
+                    i += 1
+                if len(feeds) != i:
+                    return None
+            except (KeyError, TypeError, ValueError, BufferError):
+                return None
+            res = {}
+            j = 0
+            for name, shape, dt in self.outs:
+                res[name] = o = np.empty(shape, dt)
+                b = from_buffer(o)
+                host_out[j] = b
+                keep.append(b)
+                j += 1
+            _native.bind_context(model.device._ctx)
+            ran = self.ran
+            rc = _execute_now(model._handle, 0, self.arena.ptr, self.n_in, self.in_ptrs, host_in, j, self.out_ptrs,
+                              host_out, s._handle, ran)  # fmt: skip
+            if ran[0] != 1:
+                if rc:
+                    acl.raise_for(rc, f"execute() of {model._describe()}")
+                return None
+            if rc:
+                err = (rc, _native.recent_error(), f"{model.graph.name}: execution from host memory")
+                lane = s._lane
+                with lane.lock:
+                    lane.failed += 1
+                    if lane.unreported is None:
+                        lane.unreported = err  # the stream's next synchronize() reports it too, as for any launch
+                raise error_class(rc)(*err)
+            return res
+        finally:
+            self.lock.release()
+
+
 class CompiledGraph(Resource):
     """A graph compiled and loaded on a device (``await dev.compile(graph)``).
 
@@ -194,6 +296,7 @@ class CompiledGraph(Resource):
         #: user input and output; None where executions cannot be one task (see _load)
         self._io_at: tuple[list[int], list[int]] | None = None
         self._arena_bytes = max(build.total_arena, 1)
+        self._now: _Now | None = None
         self._opened()
 
     def __repr__(self) -> str:
@@ -243,23 +346,34 @@ class CompiledGraph(Resource):
                 end += aligned(n)
             self._io_at = (slots[: len(self.inputs)], slots[len(self.inputs) :])
             self._arena_bytes = max(end, 1)
+            if _execute_now is not None and _inline_bytes():
+                self._now = _Now(self, DeviceMemory(dev, self._arena_bytes, s0))
         cache = dev._cache
         for op in b.ops:
-            descs, locs, ats = [], [], []
-            for kind, loc, at in op.inputs:
-                descs.append(self._desc(kind, op.op_type))
-                locs.append(loc)
-                ats.append(at)
-            odescs, olocs, oats = [], [], []
-            for kind, loc, at in op.outputs:
-                odescs.append(self._desc(kind, op.op_type))
-                olocs.append(loc)
-                oats.append(at)
-            attr = cache.attr(op.attrs)
-            acl.graph_add_node(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats), (odescs, olocs, oats),
-                               attr)  # fmt: skip
+            consts: list[Any] = []  # a const desc holds a copy of its value (a weight: megabytes): dropped at once
+            try:
+                descs, locs, ats = [], [], []
+                for kind, loc, at in op.inputs:
+                    d = self._desc(kind, op.op_type)
+                    if isinstance(kind, np.ndarray):
+                        consts.append(d)
+                    descs.append(d)
+                    locs.append(loc)
+                    ats.append(at)
+                odescs, olocs, oats = [], [], []
+                for kind, loc, at in op.outputs:
+                    odescs.append(self._desc(kind, op.op_type))
+                    olocs.append(loc)
+                    oats.append(at)
+                attr = cache.attr(op.attrs)
+                acl.graph_add_node(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats),
+                                   (odescs, olocs, oats), attr)  # fmt: skip
+            finally:
+                for d in consts:
+                    acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
 
     def _desc(self, kind: Any, op_type: str) -> Any:
+        """The desc of a node's operand; the model keeps it, except a const one (the caller destroys it)."""
         nd = int(acl.Format.ND)
         if kind is None:
             d = acl.absent_tensor_desc()
@@ -272,6 +386,7 @@ class CompiledGraph(Resource):
                 except BaseException:
                     acl.destroy_tensor_desc(d)
                     raise
+            return d
         else:
             dt, shape = kind
             fmt = int(acl.Format.NCHW) if op_type in NCHW_OPS and len(shape) == 4 else nd
@@ -330,6 +445,11 @@ class CompiledGraph(Resource):
         Cancellation: returns control at once; the execution still runs to
         completion and its buffers are released afterwards.
         """
+        now = self._now
+        if now is not None and not as_tensors and _trace.hub is None:
+            res = now.run(self, feeds, stream if stream is not None else self.device.default_stream)
+            if res is not None:
+                return res if not as_torch else _as_torch(res)
         self._check_open()
         if as_torch and as_tensors:
             raise ValueError("as_torch and as_tensors exclude each other")
@@ -367,11 +487,7 @@ class CompiledGraph(Resource):
                 # and the nodes; enqueue every copy-out at once, then wait for them in order
                 downloads = [(name, t._memory().home()._enqueue_download(t)) for name, t in outs.items()]
                 res = {name: await d.result() for name, d in downloads}
-        if as_torch:
-            from ..frontends._tensors import from_numpy
-
-            return {name: from_numpy(a) for name, a in res.items()}
-        return res
+        return res if not as_torch else _as_torch(res)
 
     def launch(
         self, inputs: Sequence[Tensor], outputs: Sequence[Tensor] | None = None, *, stream: Stream | None = None
@@ -654,6 +770,9 @@ class CompiledGraph(Resource):
         self._handle = None
         self._descs = []
         arenas, f.arenas = f.arenas, []
+        now, self._now = self._now, None
+        if now is not None:
+            arenas.append(now.arena)  # a run holds the model open: none is running
         for m in arenas:
             m.free()  # idle: no execution uses them
         self._weights = []
@@ -666,6 +785,20 @@ class CompiledGraph(Resource):
 
     def _describe(self) -> str:
         return f"CompiledGraph {self.graph.name!r}"
+
+
+_execute_now = acl.graph_execute_host_now_rc
+
+
+def _inline_bytes() -> int:
+    """The host runtime's AIOGE_HOST_INLINE_BYTES (it validates the value at aclInit)."""
+    return int(_native.env_number("AIOGE_HOST_INLINE_BYTES", 65536, minimum=0, integer=True))
+
+
+def _as_torch(res: dict[str, Any]) -> dict[str, Any]:
+    from ..frontends._tensors import from_numpy
+
+    return {name: from_numpy(a) for name, a in res.items()}
 
 
 def _host_array(x: Any) -> Any:

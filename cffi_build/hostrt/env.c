@@ -79,6 +79,7 @@ static void read_env(void) {
     env.pool_spin_us = 50;
     env.spin_us = 20;
     env.inline_bytes = 65536;
+    env.inline_us = 200;
     env.cann_only = false;
     env.winograd = true;
     int_var("AIOGE_HOST_DEVICE_COUNT", 1, HRT_MAX_DEVICES, &env.device_count);
@@ -88,6 +89,7 @@ static void read_env(void) {
     int_var("AIOGE_HOST_POOL_SPIN_US", 0, 10 * 1000 * 1000, &env.pool_spin_us);
     int_var("AIOGE_HOST_SPIN_US", 0, 10 * 1000 * 1000, &env.spin_us);
     int_var("AIOGE_HOST_INLINE_BYTES", 0, (int64_t)1 << 40, &env.inline_bytes);
+    int_var("AIOGE_HOST_INLINE_US", 0, 10 * 1000 * 1000, &env.inline_us);
     bool_var("AIOGE_HOST_CANN_ONLY", &env.cann_only);
     bool_var("AIOGE_HOST_WINOGRAD", &env.winograd);
     const char *blas = getenv("AIOGE_BLAS_LIBRARY");

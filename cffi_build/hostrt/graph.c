@@ -3,9 +3,11 @@
 #include "hrt.h"
 
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 
 static const char *API = "aiogeGraph";
+static const char *API_NOW = "aiogeGraphExecuteHostNow";
 
 typedef struct {
     hrt_kernel *k;
@@ -27,6 +29,8 @@ struct aiogeGraph {
     size_t *in_bytes, *out_bytes;
     size_t arena_bytes;
     gsegment *seg;
+    /* executions from host memory: a running mean of the CPU time they take (ns; 0 until one ran) */
+    atomic_uint_least64_t host_cpu_ns;
 };
 
 static void graph_unref(aiogeGraph *g) {
@@ -295,28 +299,51 @@ static inline __attribute__((always_inline)) aclError run_nodes(graph_task *gt, 
 
 static aclError run_graph(hrt_task *t) { return run_nodes((graph_task *)t, false); }
 
-/* AIOGE_HOST_INLINE_BYTES (default 64 KiB; 0: never): an execution from host memory of a graph
- * whose inputs, outputs and arena fit in it runs on the caller's thread when its stream is idle:
- * such a graph takes microseconds, less than waking the stream's worker would. */
+/* Whether an execution from host memory may run on the caller's thread (when its stream is idle):
+ * when it costs less than handing it to the stream's worker would.  A graph that ran before
+ * decides by the CPU time its runs took (AIOGE_HOST_INLINE_US, default 200 us): a measure of how
+ * long it holds the caller, unlike wall time not inflated by a busy machine.  One that never ran
+ * decides by size: inputs, outputs and arena within AIOGE_HOST_INLINE_BYTES (default 64 KiB;
+ * 0 turns running inline off altogether). */
 static bool inline_ok(const aiogeGraph *g) {
-    size_t inline_limit = (size_t)hrt_env_get()->inline_bytes;
+    const hrt_env *env = hrt_env_get();
+    if (env->inline_bytes == 0) return false;
+    uint64_t cpu = atomic_load_explicit(&((aiogeGraph *)g)->host_cpu_ns, memory_order_relaxed);
+    if (cpu) return cpu <= (uint64_t)env->inline_us * 1000u;
     size_t total = g->arena_bytes;
     for (int i = 0; i < g->nin; i++) total += g->in_bytes[i];
     for (int j = 0; j < g->nout; j++) total += g->out_bytes[j];
-    return total <= inline_limit;
+    return total <= (size_t)env->inline_bytes;
+}
+
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The figure falls at once to a cheaper run and rises by 1/8 of a costlier one: a first run's
+ * cold caches and page faults do not exile a cheap graph, and a costly graph, costly on every
+ * run, gets there in a few.  Benign races: the figure is advice. */
+static void note_cpu(aiogeGraph *g, uint64_t ns) {
+    if (ns == 0) ns = 1;
+    uint64_t old = atomic_load_explicit(&g->host_cpu_ns, memory_order_relaxed);
+    atomic_store_explicit(&g->host_cpu_ns, !old || ns < old ? ns : old + (ns - old) / 8, memory_order_relaxed);
 }
 
 /* Copies in, the nodes, copies out: one task, so an execution from host memory costs one
  * enqueue and one wake-up of the stream's worker instead of one per copy. */
 static aclError run_graph_host(hrt_task *t) {
     graph_task *gt = (graph_task *)t;
-    const aiogeGraph *g = gt->g;
+    aiogeGraph *g = gt->g;
+    uint64_t t0 = thread_cpu_ns();
     for (int i = 0; i < g->nin; i++)
         if (gt->host_in[i] && g->in_bytes[i]) memcpy(gt->inputs[i], gt->host_in[i], g->in_bytes[i]);
     aclError rc = run_nodes(gt, false);
     if (rc) return rc; /* outputs of a failed execution are never handed back */
     for (int j = 0; j < g->nout; j++)
         if (gt->host_out[j] && g->out_bytes[j]) memcpy(gt->host_out[j], gt->outputs[j], g->out_bytes[j]);
+    note_cpu(g, thread_cpu_ns() - t0);
     return ACL_SUCCESS;
 }
 static aclError run_graph_timed(hrt_task *t) { return run_nodes((graph_task *)t, true); }
@@ -343,9 +370,11 @@ static aclError take_block(graph_task *gt, void *p, size_t need, int dev, const 
     return ACL_SUCCESS;
 }
 
+/* `ran` NULL: enqueue the execution.  Else run it now on the calling thread if its stream is idle
+ * (*ran = 1, the execution's own result returned), or enqueue nothing (*ran = 0). */
 static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs, void *const inputs[],
                         int32_t numOutputs, void *const outputs[], aclrtStream stream, uint64_t *times,
-                        int32_t capacity, const void *const hostIn[], void *const hostOut[]) {
+                        int32_t capacity, const void *const hostIn[], void *const hostOut[], int32_t *ran) {
     aclError rc;
     aiogeGraph *g = graph_get(graph, &rc);
     if (!g) return rc;
@@ -407,6 +436,19 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
     if (times) memset(times, 0, sizeof(uint64_t) * 2 * (size_t)g->seg[segment].n);
     gt->t.run = host ? run_graph_host : times ? run_graph_timed : run_graph;
     gt->t.release = release_graph_task;
+    if (ran) {
+        char msg[HRT_MSG_LEN];
+        *ran = 0;
+        rc = ACL_SUCCESS;
+        if (hrt_stream_run_now(st, &gt->t, &rc, msg)) { /* the task is released */
+            *ran = 1;
+            if (rc) hrt_error_push(rc, API_NOW, msg);
+        } else {
+            release_graph_task(&gt->t);
+        }
+        hrt_stream_release(st);
+        return rc;
+    }
     hrt_stream_submit(st, &gt->t, host && inline_ok(g));
     hrt_stream_release(st);
     return ACL_SUCCESS;
@@ -414,7 +456,7 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
 
 aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                 void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream) {
-    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, NULL, NULL);
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, NULL, NULL, NULL);
 }
 
 aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
@@ -423,7 +465,28 @@ aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *ar
     if (!hostInputs && !hostOutputs)
         return hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute from host: hostInputs and hostOutputs are both NULL");
     return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, hostInputs,
-                   hostOutputs);
+                   hostOutputs, NULL);
+}
+
+aclError aiogeGraphExecuteHostNow(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
+                                  void *const inputs[], const void *const hostInputs[], int32_t numOutputs,
+                                  void *const outputs[], void *const hostOutputs[], aclrtStream stream,
+                                  int32_t *ran) {
+    if (!ran) return hrt_error(ACL_ERROR_INVALID_PARAM, API_NOW, "ran is NULL");
+    *ran = 0;
+    if (!hostInputs && !hostOutputs)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API_NOW, "hostInputs and hostOutputs are both NULL");
+    aclError rc;
+    aiogeGraph *g = graph_get(graph, &rc);
+    if (!g) return rc;
+    bool small = inline_ok(g);
+    graph_unref(g);
+    if (!small) {
+        *ran = -1; /* too long to hold the caller's thread: enqueue it instead */
+        return ACL_SUCCESS;
+    }
+    return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, NULL, 0, hostInputs,
+                   hostOutputs, ran);
 }
 
 aclError aiogeGraphExecuteTimedAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
@@ -431,5 +494,5 @@ aclError aiogeGraphExecuteTimedAsync(aiogeGraph *graph, int32_t segment, void *a
                                      aclrtStream stream, uint64_t nodeTimes[], int32_t capacity) {
     if (!nodeTimes) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "execute timed: nodeTimes is NULL");
     return execute(graph, segment, arena, numInputs, inputs, numOutputs, outputs, stream, nodeTimes, capacity, NULL,
-                   NULL);
+                   NULL, NULL);
 }

@@ -172,6 +172,13 @@ void hrt_stream_enqueue(hrt_stream *s, hrt_task *t);
  * tasks known to take microseconds, where the worker's wake-up would cost
  * more than the work. */
 void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline);
+/* Run a WORK task now on the calling thread if the stream has nothing queued or
+ * running (and is not stopped, nor stopped on a failure): returns true, the
+ * task's result in *rc and, if it failed, its message in msg.  That failure is
+ * the caller's to report: no later event marker reports it (the stream's
+ * synchronize still does, as for every failed task).  Returns false, without
+ * touching the task, when it must be enqueued instead. */
+bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_MSG_LEN]);
 /* The shared shape of an entry point that puts one task on a stream:
  *     rc = hrt_task_begin(stream, api, sizeof(my_task), run_fn, &s, (void **)&t);
  *     if (rc) return rc;          // stream resolved and pinned, task zeroed, t->t.run set

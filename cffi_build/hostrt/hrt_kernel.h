@@ -48,6 +48,7 @@ typedef struct hrt_env {
     int64_t pool_spin_us;     /* AIOGE_HOST_POOL_SPIN_US, 50 */
     int64_t spin_us;          /* AIOGE_HOST_SPIN_US, 20 */
     int64_t inline_bytes;     /* AIOGE_HOST_INLINE_BYTES, 64 KiB (0: never run inline) */
+    int64_t inline_us;        /* AIOGE_HOST_INLINE_US, 200: CPU time a measured graph may take inline */
     bool cann_only;           /* AIOGE_HOST_CANN_ONLY, 0 */
     bool winograd;            /* AIOGE_HOST_WINOGRAD, 1 */
     char blas_library[1024];  /* AIOGE_BLAS_LIBRARY, "" */

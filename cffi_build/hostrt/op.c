@@ -199,11 +199,15 @@ aclError aiogeHostResetOpCache(void) {
     return ACL_SUCCESS;
 }
 
+static bool same_values(const hrt_kernel *k, int nin, const hrt_tensor *in, const void *const *values);
+
 /* Returns a referenced kernel or NULL. */
-static hrt_kernel *cache_get(const uint8_t *key, size_t len, uint64_t h) {
+static hrt_kernel *cache_get(const uint8_t *key, size_t len, uint64_t h, int nin, const hrt_tensor *in,
+                             const void *const *values) {
     pthread_mutex_lock(&cache_mu);
     hrt_kernel *k = buckets[h % N_BUCKETS];
-    while (k && !(k->hash == h && k->key_len == len && memcmp(k->key, key, len) == 0)) k = k->hnext;
+    while (k && !(k->hash == h && k->key_len == len && memcmp(k->key, key, len) == 0 && same_values(k, nin, in, values)))
+        k = k->hnext;
     if (k) {
         cache_hits++;
         lru_unlink(k);
@@ -218,10 +222,11 @@ static hrt_kernel *cache_get(const uint8_t *key, size_t len, uint64_t h) {
 
 /* Insert a freshly compiled kernel (which holds one reference for the
  * caller); returns the kernel to use (an equal one may have won a race). */
-static hrt_kernel *cache_put(hrt_kernel *k) {
+static hrt_kernel *cache_put(hrt_kernel *k, const hrt_tensor *in, const void *const *values) {
     pthread_mutex_lock(&cache_mu);
     hrt_kernel *e = buckets[k->hash % N_BUCKETS];
-    while (e && !(e->hash == k->hash && e->key_len == k->key_len && memcmp(e->key, k->key, k->key_len) == 0))
+    while (e && !(e->hash == k->hash && e->key_len == k->key_len && memcmp(e->key, k->key, k->key_len) == 0 &&
+                  same_values(e, k->n_in, in, values)))
         e = e->hnext;
     if (e) {
         atomic_fetch_add(&e->refs, 1);
@@ -283,11 +288,31 @@ static aclError view_from_desc(const char *op, const char *what, int idx, const 
     return ACL_SUCCESS;
 }
 
+/* A const or host value bigger than this enters the key as its digest (and the lookup compares
+ * the value itself with the kernel's own copy): a big weight is not copied twice more into keys. */
+#define KEY_INLINE_BYTES 4096
+
+static bool by_digest(const hrt_tensor *t, const void *value) { return value && t->nbytes > KEY_INLINE_BYTES; }
+
 static void put_view_key(hrt_buf *b, const hrt_tensor *t, const void *value) {
     int32_t hdr[5] = {t->dtype, t->format, t->ndim, (t->absent ? 1 : 0) | (t->is_const ? 2 : 0) | (t->is_host ? 4 : 0), 0};
     hrt_buf_put(b, hdr, sizeof hdr);
     hrt_buf_put(b, t->dims, sizeof(int64_t) * (size_t)t->ndim);
-    if (value) hrt_buf_put(b, value, t->nbytes);
+    if (by_digest(t, value)) {
+        uint64_t digest[2] = {(uint64_t)t->nbytes, hash_bytes(value, t->nbytes)};
+        hrt_buf_put(b, digest, sizeof digest);
+    } else if (value) {
+        hrt_buf_put(b, value, t->nbytes);
+    }
+}
+
+/* The values a key holds only as digests are equal too (the kernel keeps its own copy of each). */
+static bool same_values(const hrt_kernel *k, int nin, const hrt_tensor *in, const void *const *values) {
+    if (k->n_in != nin) return false;
+    for (int i = 0; i < nin; i++)
+        if (by_digest(&in[i], values[i]) && (!k->in[i].data || memcmp(k->in[i].data, values[i], in[i].nbytes) != 0))
+            return false;
+    return true;
 }
 
 /* ----------------------------------------------------------- op tasks */
@@ -405,10 +430,10 @@ aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const
     hrt_attr_encode(attr, &key);
     uint64_t h = hash_bytes(key.p, key.len);
     aclError rc = ACL_SUCCESS;
-    hrt_kernel *k = cache_get(key.p, key.len, h);
+    hrt_kernel *k = cache_get(key.p, key.len, h, nin, in, values);
     if (!k) {
         k = compile_new(opType, nin, in, values, nout, out, attr, &key, h, &rc);
-        if (k) k = cache_put(k);
+        if (k) k = cache_put(k, in, values);
     }
     hrt_buf_free(&key);
     *kout = k;

@@ -300,6 +300,45 @@ void hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
     if (wake) pthread_cond_signal(&s->cv_work);
 }
 
+bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_MSG_LEN]) {
+    t->next = NULL;
+    t->stream = s;
+    pthread_mutex_lock(&s->mu);
+    if (s->head || s->worker_busy || s->inline_busy || s->stop || s->failed_stop) {
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    if (t->kind == HRT_TASK_WORK && s->inject_left > 0) {
+        t->injected = s->inject_code;
+        s->inject_left--;
+    }
+    t->seq = ++s->submitted;
+    s->inline_busy = true;
+    pthread_mutex_unlock(&s->mu);
+
+    /* the range before this task is closed by no marker of ours: keep it aside,
+     * so this task's failure is its caller's alone and an earlier one stays for
+     * the next marker */
+    aclError before = s->range_code;
+    char before_msg[HRT_MSG_LEN];
+    if (before) memcpy(before_msg, s->range_msg, HRT_MSG_LEN);
+    s->range_code = 0;
+    bool marker;
+    uint64_t seq = run_task(s, t, false, &marker);
+    *rc = s->range_code;
+    if (*rc) memcpy(msg, s->range_msg, HRT_MSG_LEN);
+    s->range_code = before;
+    if (before) memcpy(s->range_msg, before_msg, HRT_MSG_LEN);
+
+    pthread_mutex_lock(&s->mu);
+    s->inline_busy = false;
+    task_done(s, seq, marker);
+    bool wake = s->head != NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (wake) pthread_cond_signal(&s->cv_work);
+    return true;
+}
+
 void hrt_stream_wait_seq(hrt_stream *s, uint64_t seq) {
     if (atomic_load(&s->completed) >= seq) return;
     pthread_mutex_lock(&s->mu);

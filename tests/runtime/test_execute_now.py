@@ -1,0 +1,206 @@
+"""The synchronous path of small executions from host memory (``aiogeGraphExecuteHostNow``).
+
+A graph that fits ``AIOGE_HOST_INLINE_BYTES`` runs on the caller's thread when
+its stream is idle: one C call, no event, no completion.  Everything the
+general path guarantees must still hold: results, errors (typed, naming the
+graph, reported by the stream's next ``synchronize()`` too), feeds checked,
+order behind queued work, fresh outputs per call, concurrency across threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import numpy as np
+import pytest
+
+import aioge
+from aioge import _native
+from aioge.graph import Graph, run_reference
+from tests.runtime.test_executable import ew_chain, gate, inject, open_gate
+
+pytestmark = pytest.mark.anyio
+
+
+def launched(s: aioge.Stream) -> int:
+    return s._lane.launched
+
+
+async def test_a_small_execution_runs_now_without_a_completion(dev, compiled):
+    model = await compiled(ew_chain())
+    assert model._now is not None
+    s = dev.default_stream
+    await s.synchronize()  # the weights' uploads
+    feeds = {"x": np.arange(15, dtype=np.float32).reshape(3, 5) / 7, "y": np.linspace(-1, 1, 5, dtype=np.float32)}
+    want = run_reference(ew_chain(), feeds)
+    before, tasks = launched(s), _native.counters()["tasks_executed"]
+    outs = [await model.execute(feeds) for _ in range(5)]
+    assert launched(s) == before  # no event recorded, nothing for the lane to complete
+    assert _native.counters()["tasks_executed"] == tasks + 5  # and yet the runtime ran each one
+    (name,) = model.outputs
+    for o in outs:
+        np.testing.assert_allclose(o[name], want[name], rtol=1e-6, atol=1e-6)
+    assert len({id(o[name]) for o in outs}) == 5  # every call gets arrays of its own
+    assert model.stats["peak"] == 0  # a synchronous run holds no max_inflight slot
+
+
+async def test_a_failure_is_typed_names_the_graph_and_reaches_synchronize(dev, compiled):
+    model = await compiled(ew_chain())
+    s = dev.default_stream
+    await s.synchronize()
+    feeds = {"x": np.ones((3, 5), np.float32), "y": np.ones(5, np.float32)}
+    want = await model.execute(feeds)
+    inject(s, 1)
+    before = launched(s)
+    with pytest.raises(aioge.errors.AicoreExceptionError, match="injected") as ei:
+        await model.execute(feeds)
+    assert launched(s) == before  # it failed on the synchronous path
+    assert ei.value.op == "ew: execution from host memory"
+    with pytest.raises(aioge.errors.AicoreExceptionError, match="injected"):
+        await s.synchronize()  # reported once more by the stream, as every failed launch is
+    await s.synchronize()  # and only once
+    got = await model.execute(feeds)  # the stream stays usable; the next launch is not blamed
+    (name,) = model.outputs
+    np.testing.assert_array_equal(got[name], want[name])
+    (y,) = aioge.op("Add", [s.upload(np.ones(3, np.float32))] * 2, [aioge.TensorSpec((3,))], stream=s)
+    np.testing.assert_array_equal(await y.numpy(), np.full(3, 2, np.float32))
+
+
+async def test_bad_feeds_get_the_general_paths_errors(dev, compiled):
+    model = await compiled(ew_chain())
+    x, y = np.ones((3, 5), np.float32), np.ones(5, np.float32)
+    with pytest.raises(ValueError, match=r"missing inputs \['y'\]"):
+        await model.execute({"x": x})
+    with pytest.raises(ValueError, match=r"unknown inputs \['z'\]"):
+        await model.execute({"x": x, "y": y, "z": y})
+    with pytest.raises(ValueError, match=r"input 'x' has shape \(5, 3\)"):
+        await model.execute({"x": x.T.copy(), "y": y})
+    with pytest.raises(TypeError, match="input 'y' has dtype float64"):
+        await model.execute({"x": x, "y": y.astype(np.float64)})
+    with pytest.raises(TypeError, match="takes a dict"):
+        await model.execute([x, y])  # type: ignore[arg-type]
+
+
+async def test_inputs_the_fast_path_cannot_take_still_give_the_right_result(dev, compiled):
+    """Non-contiguous arrays, read-only arrays and device tensors go the general way, with the same result."""
+    model = await compiled(ew_chain())
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((5, 6)).astype(np.float32)
+    x = big.T[:5, :3].T  # (3, 5), not C-contiguous
+    assert not x.flags.c_contiguous
+    y = rng.standard_normal(5).astype(np.float32)
+    want = run_reference(ew_chain(), {"x": np.ascontiguousarray(x), "y": y})
+    (name,) = model.outputs
+    ro = np.ascontiguousarray(x)
+    ro.flags.writeable = False
+    for feeds in ({"x": x, "y": y}, {"x": ro, "y": y}, {"x": dev.default_stream.upload(x), "y": y}):
+        got = await model.execute(feeds)  # type: ignore[arg-type]
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6)
+
+
+async def test_behind_queued_work_it_waits_its_turn(dev, compiled):
+    import anyio
+
+    model = await compiled(ew_chain())
+    s = dev.default_stream
+    await s.synchronize()
+    feeds = {"x": np.full((3, 5), 0.25, np.float32), "y": np.ones(5, np.float32)}
+    want = run_reference(ew_chain(), feeds)
+    got: list[dict[str, np.ndarray]] = []
+
+    async def one() -> None:
+        got.append(await model.execute(feeds))
+
+    g = gate(s)
+    try:
+        before = launched(s)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            await anyio.sleep(0.05)
+            assert not got  # queued behind the gate, not run past it
+            assert launched(s) == before + 1
+            open_gate(g)
+    finally:
+        open_gate(g)
+    (name,) = model.outputs
+    np.testing.assert_allclose(got[0][name], want[name], rtol=1e-6, atol=1e-6)
+
+
+async def test_threads_with_loops_of_their_own_share_one_model(dev, compiled):
+    """Two threads race for the synchronous path; the loser takes the general one. Bit-exact results."""
+    model = await compiled(ew_chain())
+    await dev.default_stream.synchronize()
+    rng = np.random.default_rng(5)
+    feeds = [{"x": rng.standard_normal((3, 5)).astype(np.float32), "y": rng.standard_normal(5).astype(np.float32)}
+             for _ in range(40)]  # fmt: skip
+    serial = [await model.execute(f) for f in feeds]
+    got: dict[int, list[dict[str, np.ndarray]]] = {}
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        async def main() -> list[dict[str, np.ndarray]]:
+            return [await model.execute(f) for f in feeds for _ in range(3)][::3]
+
+        try:
+            got[k] = asyncio.run(main())
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    (name,) = model.outputs
+    for k in range(3):
+        for a, b in zip(got[k], serial, strict=True):
+            np.testing.assert_array_equal(a[name], b[name])
+
+
+async def test_a_closed_model_or_stream_is_refused(dev, compiled):
+    model = await compiled(ew_chain())
+    feeds = {"x": np.ones((3, 5), np.float32), "y": np.ones(5, np.float32)}
+    async with dev.open_stream() as s:
+        await model.execute(feeds, stream=s)
+    with pytest.raises(aioge.ClosedResourceError):
+        await model.execute(feeds, stream=s)
+    await model.aclose()
+    with pytest.raises(aioge.ClosedResourceError):
+        await model.execute(feeds)
+
+
+async def test_the_runtime_decides_by_measured_cpu_time(dev, compiled):
+    """Before its first run a graph is judged by size (AIOGE_HOST_INLINE_BYTES); afterwards by the
+    CPU time its runs took (AIOGE_HOST_INLINE_US): a cheap graph over the size runs now once
+    measured, a costly one never does."""
+    s = dev.default_stream
+    g = Graph("wide")
+    x = g.input("x", (64, 512), "float32")  # 128 KiB in, 128 KiB out: over the 64 KiB default
+    g.output(g.add_node("Relu", [x]))
+    wide = await compiled(g)
+    a = np.random.default_rng(0).standard_normal((64, 512)).astype(np.float32)
+    await s.synchronize()
+    before = launched(s)
+    np.testing.assert_array_equal((await wide.execute({"x": a}))[wide.graph.outputs[0]], np.maximum(a, 0))
+    assert launched(s) == before + 1  # unmeasured and big: the stream's worker ran it
+    await s.synchronize()
+    before = launched(s)
+    for _ in range(3):
+        np.testing.assert_array_equal((await wide.execute({"x": a}))[wide.graph.outputs[0]], np.maximum(a, 0))
+    assert launched(s) == before  # measured cheap (a Relu): now it runs on the caller's thread
+
+    g = Graph("heavy")
+    x = g.input("x", (384, 384), "float32")
+    h = x
+    for i in range(4):  # 4 x 113 MFLOP: milliseconds, far over 200 us
+        h = g.add_node("MatMul", [h, g.constant(f"w{i}", np.eye(384, dtype=np.float32))])
+    g.output(h)
+    heavy = await compiled(g)
+    b = np.random.default_rng(1).standard_normal((384, 384)).astype(np.float32)
+    await s.synchronize()
+    before = launched(s)
+    for _ in range(3):
+        np.testing.assert_allclose((await heavy.execute({"x": b}))[heavy.graph.outputs[0]], b, rtol=1e-6)
+    assert launched(s) == before + 3  # each on the worker
