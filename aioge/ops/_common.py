@@ -88,8 +88,11 @@ def dtype_of(x: Tensor | Const) -> np.dtype:
 # the shape rules are aioge._shapes' (the graph compiler's too); these add the typed API's
 # argument checks and messages that name the op
 def broadcast_shape(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
+    first = tuple(shapes[0])
+    if all(tuple(s) == first for s in shapes[1:]):  # the common case, on every elementwise launch
+        return first
     try:
-        return _shapes.broadcast_shapes(*[tuple(int(d) for d in s) for s in shapes])
+        return _shapes.broadcast_shapes(*[tuple(map(int, s)) for s in shapes])
     except ValueError:
         raise ValueError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast") from None
 
