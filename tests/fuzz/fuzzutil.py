@@ -20,4 +20,3 @@ FUZZ = settings(
 def fuzz(scale: float = 1) -> settings:
     """The fuzz settings with ``scale`` times the example count."""
     return settings(FUZZ, max_examples=max(1, int(EXAMPLES * scale)))
-

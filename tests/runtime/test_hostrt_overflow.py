@@ -20,7 +20,6 @@ from tests.support.edges import I64_MAX, I64_MIN, OVERFLOW_EDGES
 pytestmark = pytest.mark.anyio
 
 
-
 def up(stream, arr):
     a = np.asarray(arr)
     return stream.upload(a).reshape(a.shape)

@@ -45,8 +45,7 @@ class _Ctx:
         v = self._values[i] if i < len(self._values) else None
         if v is None:
             raise DynamicShapeError(
-                f"input {i} ({what}, {self.node.input(i)!r}) must be a compile-time constant "
-                "for static shapes",
+                f"input {i} ({what}, {self.node.input(i)!r}) must be a compile-time constant for static shapes",
                 node=self.node.name,
                 op_type=self.node.op_type,
             )
