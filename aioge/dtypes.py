@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ("ACL_CODE", "DataType", "Format", "DTypeLike", "bfloat16", "to_acl", "to_numpy", "normalize", "itemsize",
-           "FLOAT_TYPES", "SIGNED_INT_TYPES", "UNSIGNED_INT_TYPES", "INT_TYPES")  # fmt: skip
+           "as_numpy", "FLOAT_TYPES", "SIGNED_INT_TYPES", "UNSIGNED_INT_TYPES", "INT_TYPES")  # fmt: skip
 
 bfloat16: np.dtype = np.dtype(ml_dtypes.bfloat16)
 
@@ -94,11 +94,12 @@ _ACL_TO_NP: dict[DataType, np.dtype] = {v: k for k, v in _NP_TO_ACL.items()}
 ACL_CODE: dict[np.dtype, int] = {k: int(v) for k, v in _NP_TO_ACL.items()}
 
 
-def normalize(dtype: Any) -> np.dtype:
-    """Return the numpy dtype for any dtype-like value.
+def as_numpy(dtype: Any) -> np.dtype:
+    """The numpy dtype of any dtype-like value, whether or not an ACL type has it (the graph
+    compiler's dtypes, e.g. a string tensor's, need not live on a device).
 
     Raises:
-        TypeError: for something that is not a dtype aioge can place on a device.
+        TypeError: for something that is not a dtype.
     """
     if isinstance(dtype, DataType):
         return to_numpy(dtype)
@@ -108,6 +109,16 @@ def normalize(dtype: Any) -> np.dtype:
         dt: np.dtype = np.dtype(dtype)
     except TypeError as e:
         raise TypeError(f"not a dtype: {dtype!r}") from e
+    return dt
+
+
+def normalize(dtype: Any) -> np.dtype:
+    """Return the numpy dtype for any dtype-like value.
+
+    Raises:
+        TypeError: for something that is not a dtype aioge can place on a device.
+    """
+    dt = as_numpy(dtype)
     if dt not in _NP_TO_ACL:
         raise TypeError(f"dtype {dt} has no ACL data type")
     return dt

@@ -28,3 +28,13 @@ def test_mypy_strict():
     pytest.importorskip("mypy")
     out = _run(sys.executable, "-m", "mypy")
     assert out.returncode == 0, out.stdout[-4000:]
+
+
+def test_import_contracts():
+    """The import-linter contracts of pyproject.toml: the layers, the pure graph compiler, and no
+    import circle among the siblings of any package of aioge (type-only imports aside)."""
+    pytest.importorskip("importlinter")
+    cli = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    out = _run(sys.executable, "-c", cli)
+    assert out.returncode == 0, out.stdout[-4000:]
+    assert "0 broken" in out.stdout, out.stdout[-4000:]

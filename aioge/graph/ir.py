@@ -62,7 +62,7 @@ from __future__ import annotations
 import copy as _copy
 import heapq
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,22 +76,32 @@ from .errors import (
     GraphCycleError,
     GraphError,
 )
+from .schema import check_node_dtypes, check_node_signature
 
 __all__ = ("Value", "Node", "Graph", "ValueLike", "Dim", "normalize_dtype", "normalize_shape")
 
 #: a dimension of a graph input: a size, a symbol name, or None (an anonymous symbolic dim)
 Dim = int | str | None
 
+#: shape inference, which ``Graph.validate(shapes=True)`` runs on a copy.  The pass sits above
+#: the IR (it builds on it) and registers itself here when it is loaded -- importing
+#: ``aioge.graph`` loads it -- so that the IR never imports upward.
+_shape_inference: Callable[[Graph], object] | None = None
+
+
+def register_shape_inference(fn: Callable[[Graph], object]) -> None:
+    """Called once by :mod:`aioge.graph.passes.infer_shapes`."""
+    global _shape_inference
+    _shape_inference = fn
+
 
 def normalize_dtype(dtype: Any) -> np.dtype:
-    """numpy dtype of a dtype-like (``"float32"``, ``np.float32``, ``"bfloat16"`` ...)."""
-    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
-        return _dtypes.bfloat16
+    """numpy dtype of a dtype-like (``"float32"``, ``np.float32``, ``"bfloat16"`` ...):
+    :func:`aioge.dtypes.as_numpy`, raising :class:`GraphError`."""
     try:
-        dt: np.dtype = np.dtype(dtype)
-        return dt
+        return _dtypes.as_numpy(dtype)
     except TypeError as e:
-        raise GraphError(f"not a dtype: {dtype!r}") from e
+        raise GraphError(str(e)) from e
 
 
 def normalize_shape(shape: Iterable[Any], *, what: str = "value") -> tuple[int, ...]:
@@ -519,8 +529,6 @@ class Graph:
         static -- the shapes each op accepts (a 2x2 @ 3x3 MatMul), as
         ``dev.compile`` would find them (shape inference on a copy).
         """
-        from .schema import check_node_dtypes, check_node_signature
-
         defined: dict[str, str] = {}
         for name in self.inputs:
             if name in defined:
@@ -577,9 +585,9 @@ class Graph:
                 if dt is not None:
                     dtypes[o] = dt
         if shapes and all(self.values[i].known for i in self.inputs):
-            from .passes.infer_shapes import infer_shapes
-
-            infer_shapes(self)  # raises naming the node; the result (a copy) is not needed
+            if _shape_inference is None:  # only if aioge.graph.ir were loaded without aioge.graph
+                raise RuntimeError("shape inference is not loaded: import aioge.graph")
+            _shape_inference(self)  # raises naming the node; the result (a copy) is not needed
 
     # ---------------------------------------------------------------- editing
     def copy(self) -> Graph:

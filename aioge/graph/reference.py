@@ -20,31 +20,17 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import _shapes as S
+from .. import _shapes as S
+
+# the kernels of the newer op families register themselves into KERNELS when loaded
+from . import reference_ops, reference_resize, reference_rnn  # noqa: F401
 from .errors import GraphError
 from .ewprogram import BINARY, UNARY, apply_activation, apply_binary, apply_unary, gelu, run_program
 from .ir import Graph, Node, normalize_dtype
+from .reference_base import KERNELS, Arr, _attrs, _ints, _kernel, reduce_axes
 from .schema import get_attr
 
 __all__ = ("run_reference", "evaluate_node", "KERNELS")
-
-Arr = np.ndarray
-Kernel = Callable[[Node, list[Any]], list[Arr]]
-KERNELS: dict[str, Kernel] = {}
-
-
-def _kernel(*ops: str) -> Callable[[Kernel], Kernel]:
-    def deco(fn: Kernel) -> Kernel:
-        for op in ops:
-            KERNELS[op] = fn
-        return fn
-
-    return deco
-
-
-def _ints(a: Any) -> list[int] | None:
-    return None if a is None else [int(v) for v in np.asarray(a).reshape(-1)]
-
 
 # ------------------------------------------------------------------ elementwise
 _UNARY_PARAMS: dict[str, Callable[[Node], tuple[float, ...]]] = {
@@ -215,12 +201,6 @@ def conv_nd(x: Arr, w: Arr, b: Arr | None, attrs: Mapping[str, Any]) -> Arr:
 @_kernel("Conv")
 def _conv(node: Node, xs: list[Any]) -> list[Arr]:
     return [conv_nd(xs[0], xs[1], xs[2] if len(xs) > 2 else None, _attrs(node))]
-
-
-def _attrs(node: Node) -> dict[str, Any]:
-    from .schema import get_schema
-
-    return {**get_schema(node.op_type).attrs, **node.attrs}
 
 
 def conv_transpose_nd(x: Arr, w: Arr, b: Arr | None, attrs: Mapping[str, Any]) -> Arr:
@@ -577,16 +557,6 @@ def _cos(node: Node, xs: list[Any]) -> list[Arr]:
     return [np.full(tuple(_ints(xs[0]) or []), v.reshape(-1)[0], dtype=v.dtype)]
 
 
-def reduce_axes(node: Node, xs: list[Any], rank: int) -> tuple[int, ...] | None:
-    """Axes a Reduce* node reduces over; ``None`` means "no-op" (empty axes + noop_with_empty_axes)."""
-    axes = _ints(xs[1]) if len(xs) > 1 and xs[1] is not None else None
-    if not axes:
-        if int(get_attr(node, "noop_with_empty_axes")):
-            return None
-        return tuple(range(rank))
-    return tuple(S.normalize_axes(axes, rank))
-
-
 @_kernel("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")
 def _reduce(node: Node, xs: list[Any]) -> list[Arr]:
     x = xs[0]
@@ -721,7 +691,3 @@ def run_reference(
         arr = env[name]
         result[name] = arr.copy() if name in graph.constants or name in graph.inputs else arr
     return result
-
-
-# the kernels of the newer op families register themselves into KERNELS
-from . import reference_ops, reference_resize, reference_rnn  # noqa: E402,F401

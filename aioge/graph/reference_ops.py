@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _shapes as S
+from .. import _shapes as S
 from .ir import Node
-from .reference import Arr, _kernel, reduce_axes
+from .reference_base import Arr, _kernel, reduce_axes
 from .schema import get_attr
 
 __all__ = ("range_length",)

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _shapes as S
+from .. import _shapes as S
 from .ir import Node
-from .reference import Arr, _kernel
+from .reference_base import Arr, _attrs, _kernel
 from .schema import get_attr
 
 __all__ = ("resize_params", "axis_taps", "resize_array", "source_coordinate")
@@ -173,7 +173,6 @@ def resize_array(
 
 @_kernel("Resize")
 def _resize(node: Node, xs: list[Any]) -> list[Arr]:
-    from .reference import _attrs
 
     x = xs[0]
     get = [xs[i] if len(xs) > i else None for i in (1, 2, 3)]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .ir import Node
-from .reference import Arr, _kernel
+from .reference_base import Arr, _kernel
 from .schema import get_attr
 
 __all__ = ("ACTIVATIONS", "DEFAULT_ACTIVATIONS", "rnn_activations")

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .. import dtypes
 from .errors import GraphError, GraphTypeError, UnknownOpError
-from .ir import Node, normalize_dtype
 
 __all__ = (
     "OpSchema",
@@ -42,6 +41,21 @@ __all__ = (
     "ALIAS_OPS",
 )
 
+
+class NodeLike(Protocol):
+    """What the schema reads of a node (:class:`aioge.graph.Node` is one): the schema sits
+    below the IR and never imports it."""
+
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any]
+    name: str
+    domain: str
+
+    def input(self, i: int) -> str: ...
+
+
 _D = np.dtype
 BOOL: np.dtype = _D("bool")
 I64: np.dtype = _D("int64")
@@ -52,7 +66,7 @@ ANY_TYPES: frozenset[np.dtype] = NUM_TYPES | {BOOL}
 IDX_TYPES: frozenset[np.dtype] = frozenset({_D("int32"), I64})
 
 DT = np.dtype | None
-Rule = Callable[[Node, list[DT]], list[DT]]
+Rule = Callable[[NodeLike, list[DT]], list[DT]]
 
 # Elementwise ops that keep shape (unary) or broadcast (binary) and that the
 # fuser may put into a _FusedElementwise program.
@@ -97,11 +111,11 @@ class OpSchema:
     free_attrs: bool = False  # fused ops carry op-specific attrs
 
 
-def _err(node: Node, msg: str) -> GraphTypeError:
+def _err(node: NodeLike, msg: str) -> GraphTypeError:
     return GraphTypeError(msg, node=node.name, op_type=node.op_type)
 
 
-def _check_in(node: Node, i: int, dt: DT, allowed: frozenset[np.dtype], what: str = "") -> None:
+def _check_in(node: NodeLike, i: int, dt: DT, allowed: frozenset[np.dtype], what: str = "") -> None:
     if dt is not None and dt not in allowed:
         kinds = "float" if allowed <= FLOAT_TYPES else "integer index" if allowed <= IDX_TYPES else "numeric"
         if allowed == {BOOL}:
@@ -109,7 +123,7 @@ def _check_in(node: Node, i: int, dt: DT, allowed: frozenset[np.dtype], what: st
         raise _err(node, f"input {i} {what or repr(node.input(i))} has dtype {dt}, expected a {kinds} type")
 
 
-def _same(node: Node, dts: list[DT], positions: Sequence[int]) -> DT:
+def _same(node: NodeLike, dts: list[DT], positions: Sequence[int]) -> DT:
     seen: DT = None
     seen_at = -1
     for i in positions:
@@ -137,7 +151,7 @@ def same(
     ``extra`` maps other input positions to their allowed dtypes.
     """
 
-    def rule(node: Node, dts: list[DT]) -> list[DT]:
+    def rule(node: NodeLike, dts: list[DT]) -> list[DT]:
         pos = range(len(dts)) if tied is None else [i for i in tied if i < len(dts)]
         for i in pos:
             _check_in(node, i, dts[i], allowed)
@@ -153,74 +167,82 @@ def same(
     return rule
 
 
-def _cast_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _dtype_attr(node: NodeLike, value: Any) -> np.dtype:
+    """A dtype attr (``Cast.to``, ``output_dtype``) as a numpy dtype."""
+    try:
+        return dtypes.as_numpy(value)
+    except TypeError as e:
+        raise GraphError(str(e), node=node.name, op_type=node.op_type) from e
+
+
+def _cast_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     to = node.attrs.get("to")
     if to is None:
         raise GraphError("Cast needs attr 'to'", node=node.name, op_type=node.op_type)
-    return [normalize_dtype(to)]
+    return [_dtype_attr(node, to)]
 
 
-def _where_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _where_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], frozenset({BOOL}))
     return [_same(node, dts, [1, 2])]
 
 
-def _shape_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _shape_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     return [I64]
 
 
-def _cos_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _cos_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], frozenset({I64}))
     v = node.attrs.get("value")
     return [np.asarray(v).dtype if v is not None else _D("float32")]
 
 
-def _dropout_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _dropout_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], FLOAT_TYPES)
     if len(dts) > 2:
         _check_in(node, 2, dts[2], frozenset({BOOL}))
     return [dts[0], BOOL][: max(1, len(node.outputs))]
 
 
-def _pow_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _pow_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], NUM_TYPES)
     _check_in(node, 1, dts[1], NUM_TYPES)
     return [dts[0]]
 
 
-def _layernorm_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _layernorm_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     t = same(FLOAT_TYPES)(node, dts)[0]
     stash = _D("float32") if int(node.attrs.get("stash_type", 1)) == 1 else t
     return [t, stash, stash][: max(1, len(node.outputs))]
 
 
-def _to_bool(node: Node, dts: list[DT]) -> list[DT]:
+def _to_bool(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], FLOAT_TYPES)
     return [BOOL]
 
 
-def _to_int64(node: Node, dts: list[DT]) -> list[DT]:
+def _to_int64(node: NodeLike, dts: list[DT]) -> list[DT]:
     return [I64] * max(1, len(node.outputs))
 
 
-def _topk_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _topk_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], NUM_TYPES)
     _check_in(node, 1, dts[1], frozenset({I64}))
     return [dts[0], I64]
 
 
-def _maxpool_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _maxpool_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], _N)
     return [dts[0], I64][: max(1, len(node.outputs))]
 
 
-def _onehot_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _onehot_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], NUM_TYPES)
     _check_in(node, 1, dts[1], NUM_TYPES)
     return [dts[2]]
 
 
-def _rnn_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _rnn_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     t = _same(node, dts, [0, 1, 2, 3, 5, 6, 7] if node.op_type == "LSTM" else [0, 1, 2, 3, 5])
     for i in range(3):
         _check_in(node, i, dts[i], FLOAT_TYPES)
@@ -232,7 +254,7 @@ def _rnn_rule(node: Node, dts: list[DT]) -> list[DT]:
 _INT8: frozenset[np.dtype] = frozenset({_D("int8"), _D("uint8")})
 
 
-def _matmul_integer_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _matmul_integer_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     for i in range(len(dts)):
         _check_in(node, i, dts[i], _INT8)
     _same(node, dts, [0, 2])
@@ -240,26 +262,26 @@ def _matmul_integer_rule(node: Node, dts: list[DT]) -> list[DT]:
     return [_D("int32")]
 
 
-def _quantize_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _quantize_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], FLOAT_TYPES | {_D("int32")})
     _check_in(node, 1, dts[1], FLOAT_TYPES)
     out = dts[2] if len(dts) > 2 and dts[2] is not None else None
     to = node.attrs.get("output_dtype", 0)  # the IR: a dtype name (the importer converts ONNX's enum), 0 = unset
     if out is None:
-        out = normalize_dtype(to) if to else _D("uint8")
+        out = _dtype_attr(node, to) if to else _D("uint8")
     if out not in _INT8 | {_D("int16"), _D("uint16"), _D("int32")}:
         raise _err(node, f"quantizes to {out}, expected an integer type")
     return [out]
 
 
-def _dequantize_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _dequantize_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     _check_in(node, 0, dts[0], INT_TYPES)
     _check_in(node, 1, dts[1], FLOAT_TYPES)
     _same(node, dts, [0, 2])
     return [dts[1]]
 
 
-def _fused_ew_rule(node: Node, dts: list[DT]) -> list[DT]:
+def _fused_ew_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
     return [same(FLOAT_TYPES)(node, dts)[0]]
 
 
@@ -424,7 +446,7 @@ SCHEMAS: dict[str, OpSchema] = {
 }
 
 
-def get_schema(op_type: str, node: Node | None = None) -> OpSchema:
+def get_schema(op_type: str, node: NodeLike | None = None) -> OpSchema:
     """The schema of ``op_type`` or :class:`UnknownOpError`."""
     s = SCHEMAS.get(op_type)
     if s is None:
@@ -434,14 +456,14 @@ def get_schema(op_type: str, node: Node | None = None) -> OpSchema:
     return s
 
 
-def get_attr(node: Node, name: str) -> Any:
+def get_attr(node: NodeLike, name: str) -> Any:
     """``node.attrs[name]`` or the schema default."""
     if name in node.attrs:
         return node.attrs[name]
     return get_schema(node.op_type, node).attrs.get(name)
 
 
-def check_node_signature(node: Node) -> None:
+def check_node_signature(node: NodeLike) -> None:
     """Op type known, input/output counts in range, no unknown attrs, required inputs present."""
     s = get_schema(node.op_type, node)
     if node.domain not in ("", "ai.onnx"):
@@ -466,7 +488,7 @@ def check_node_signature(node: Node) -> None:
             raise GraphError(f"unknown attribute(s) {unknown}", node=node.name, op_type=node.op_type)
 
 
-def check_node_dtypes(node: Node, in_dtypes: list[DT]) -> list[DT]:
+def check_node_dtypes(node: NodeLike, in_dtypes: list[DT]) -> list[DT]:
     """Output dtypes for the given input dtypes (``None`` = unknown).
 
     Raises:

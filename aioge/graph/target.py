@@ -21,34 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._layout import NCHW_OPS
+from .._layout import data_format as _data_format
 from .errors import LoweringError
 
 __all__ = ("Target", "HOST", "ASCEND", "FUSIONS", "NCHW_OPS", "target_for", "is_host_only")
 
 #: the fusion passes of :mod:`aioge.graph.passes.fuse`, by name
 FUSIONS = frozenset({"conv_bn", "bias_activation", "elementwise"})
-
-#: op types whose 4-D operands are described as NCHW (everything else is ND)
-NCHW_OPS = frozenset(
-    {
-        "Conv2D",
-        "Conv2DTranspose",
-        "DepthwiseConv2D",
-        "MaxPoolV3",
-        "AvgPoolV2",
-        "BatchNorm",
-        "LRN",
-        "ResizeNearestNeighborV2",
-        "ResizeBilinearV2",
-        "ResizeBicubic",
-        "DepthToSpace",
-        "SpaceToDepth",
-        "InstanceNorm",
-        "GroupNorm",
-        "_FusedConv",
-        "_FusedConv2D",
-    }
-)
 
 
 def is_host_only(op_type: str) -> bool:
@@ -92,8 +72,8 @@ class Target:
             raise LoweringError(f"the {self.name!r} target cannot run {op_type!r} ({why})", node=node, op_type=node_op)
 
     def data_format(self, op_type: str, rank: int) -> str:
-        """``"NCHW"`` for the 4-D operands of NCHW ops, else ``"ND"``."""
-        return "NCHW" if rank == 4 and op_type in NCHW_OPS else "ND"
+        """``"NCHW"`` for the 4-D operands of NCHW ops, else ``"ND"`` (:mod:`aioge._layout`)."""
+        return _data_format(op_type, rank)
 
 
 HOST = Target("host", fusions=FUSIONS, host_ops=True)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import dtypes
+from .. import _shapes, dtypes
 from ..errors import UnsupportedDataTypeError
 from ..runtime.launch import Const, HostInput, launch
 from ..runtime.tensor import Tensor
@@ -36,24 +36,8 @@ FLOATS = dtypes.FLOAT_TYPES
 SIGNED = dtypes.SIGNED_INT_TYPES
 INTS = SIGNED | {np.dtype("uint8")}
 ALL = FLOATS | INTS | {np.dtype("bool")}
-# dtypes the runtime moves by size (shape/data-movement ops): every fixed-size ACL type
-MOVABLE = frozenset(
-    np.dtype(d)
-    for d in (
-        "float32",
-        "float16",
-        "float64",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "bool",
-    )
-) | {dtypes.bfloat16}
+# dtypes the runtime moves by size (shape/data-movement ops): every fixed-size ACL type but complex
+MOVABLE = frozenset(dt for dt in dtypes.ACL_CODE if dt.kind != "c")
 
 
 def require_tensor(x: Any, name: str = "x") -> Tensor:
@@ -101,19 +85,26 @@ def dtype_of(x: Tensor | Const) -> np.dtype:
     return x.dtype if isinstance(x, Tensor) else dtypes.normalize(x.array.dtype)
 
 
+# the shape rules are aioge._shapes' (the graph compiler's too); these add the typed API's
+# argument checks and messages that name the op
 def broadcast_shape(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
+    first = tuple(shapes[0])
+    if all(tuple(s) == first for s in shapes[1:]):  # the common case, on every elementwise launch
+        return first
     try:
-        return tuple(int(d) for d in np.broadcast_shapes(*[tuple(s) for s in shapes]))
+        return _shapes.broadcast_shapes(*[tuple(map(int, s)) for s in shapes])
     except ValueError:
         raise ValueError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast") from None
 
 
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
+    """``axis`` in ``[0, ndim)``; a 0-d operand takes axis 0 (or -1), as numpy's reductions do."""
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
-    if not -max(ndim, 1) <= axis < max(ndim, 1):
-        raise ValueError(f"{op}: axis {axis} is out of range for rank {ndim}")
-    return int(axis) % max(ndim, 1)
+    try:
+        return _shapes.normalize_axis(int(axis), max(ndim, 1))
+    except ValueError:
+        raise ValueError(f"{op}: axis {axis} is out of range for rank {ndim}") from None
 
 
 def normalize_axes(axes: int | Sequence[int] | None, ndim: int, op: str) -> tuple[int, ...]:
@@ -122,10 +113,11 @@ def normalize_axes(axes: int | Sequence[int] | None, ndim: int, op: str) -> tupl
         return tuple(range(ndim))
     if isinstance(axes, (int, np.integer)):
         axes = (int(axes),)
-    out = [normalize_axis(a, ndim, op) for a in axes]
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op}: repeated axis in {tuple(axes)}")
-    return tuple(sorted(out))
+    out = [normalize_axis(a, ndim, op) for a in axes]  # the typed checks and messages, per axis
+    try:
+        return tuple(sorted(_shapes.normalize_axes(out, max(ndim, 1))))
+    except ValueError:
+        raise ValueError(f"{op}: repeated axis in {tuple(axes)}") from None
 
 
 def int_list(v: Any, n: int | None, op: str, what: str) -> tuple[int, ...]:

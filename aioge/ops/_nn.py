@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes
+from .. import _shapes, dtypes
+from .._layout import pads4, spatial4
 from ..runtime.tensor import Tensor
 from ._common import FLOATS, check_dtype, emit, host_ints, int_list, normalize_axis, require_tensor
 
@@ -59,13 +60,8 @@ def _out4(n: int, c: int, h: int, w: int, data_format: str) -> tuple[int, int, i
     return (n, c, h, w) if data_format == "NCHW" else (n, h, w, c)
 
 
-def _hw4(v: tuple[int, int], data_format: str, fill: int = 1) -> list[int]:
-    """A CANN 4-value list (strides, dilations, ksize) in data_format order."""
-    return [fill, fill, v[0], v[1]] if data_format == "NCHW" else [fill, v[0], v[1], fill]
-
-
-def _pads(pads: Any, op: str) -> tuple[int, int, int, int]:
-    """ONNX pads -> (top, bottom, left, right)."""
+def _onnx_pads(pads: Any, op: str) -> tuple[int, int, int, int]:
+    """ONNX pads as (top, left, bottom, right): 4 values as given, 2 as (pad_h, pad_w), 1 everywhere."""
     p = int_list(pads, None, op, "pads")
     if len(p) == 1:
         p = p * 4
@@ -75,25 +71,41 @@ def _pads(pads: Any, op: str) -> tuple[int, int, int, int]:
         raise ValueError(f"{op}: pads must have 1, 2 or 4 values (ONNX order top, left, bottom, right), got {len(p)}")
     if any(v < 0 for v in p):
         raise ValueError(f"{op}: pads must be >= 0, got {p}")
-    return (p[0], p[2], p[1], p[3])
+    return (p[0], p[1], p[2], p[3])
 
 
-def _auto_pads(
-    auto_pad: str, size: tuple[int, int], k: tuple[int, int], s: tuple[int, int], d: tuple[int, int], op: str
-) -> tuple[int, int, int, int] | None:
+def _window(
+    op: str,
+    size: tuple[int, int],
+    kernel: tuple[int, ...],
+    strides: tuple[int, ...],
+    dilations: tuple[int, ...],
+    pads: Any,
+    auto_pad: str,
+    ceil_mode: bool | None = None,
+) -> tuple[list[int], tuple[int, int]]:
+    """CANN pads ``[top, bottom, left, right]`` and the output (H, W) of a 2-D convolution
+    (``ceil_mode`` None) or pooling window, by aioge._shapes' geometry (the graph compiler's)."""
     if auto_pad in ("NOTSET", ""):
-        return None
-    if auto_pad == "VALID":
-        return (0, 0, 0, 0)
-    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
-        raise ValueError(f"{op}: auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got {auto_pad!r}")
-    out: list[int] = []
-    for i in range(2):
-        o = -(-size[i] // s[i])
-        total = max((o - 1) * s[i] + (k[i] - 1) * d[i] + 1 - size[i], 0)
-        small = total // 2
-        out += [small, total - small] if auto_pad == "SAME_UPPER" else [total - small, small]
-    return (out[0], out[1], out[2], out[3])
+        p = _onnx_pads(pads, op)
+        begin, end = [p[0], p[1]], [p[2], p[3]]
+    else:
+        try:
+            begin, end = _shapes.auto_pads(size, kernel, strides, dilations, auto_pad)
+        except ValueError as e:
+            raise ValueError(f"{op}: {e}") from None
+    onnx_pads = [*begin, *end]
+    try:
+        if ceil_mode is None:
+            _, _, out = _shapes.conv_geometry(size, kernel, strides, dilations, onnx_pads)
+        else:
+            _, _, out = _shapes.pool_geometry(size, kernel, strides, dilations, onnx_pads, ceil_mode=int(ceil_mode))
+    except ValueError:
+        eff = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True))
+        padded = tuple(n + b + e for n, b, e in zip(size, begin, end, strict=True))
+        dilated = f" (dilated {eff})" if eff != tuple(kernel) else ""
+        raise ValueError(f"{op}: kernel {tuple(kernel)}{dilated} is larger than the padded input {padded}") from None
+    return pads4(begin, end), (out[0], out[1])
 
 
 def _pos(v: tuple[int, ...], op: str, what: str) -> tuple[int, ...]:
@@ -250,6 +262,44 @@ def lrn(
 
 
 # -------------------------------------------------------------- convolution
+def _conv_operands(
+    op: str, x: Any, weight: Any, layout: str, strides: IntPair, dilations: IntPair, data_format: str
+) -> tuple[Tensor, Tensor, int, tuple[int, int, int, int], tuple[int, ...], tuple[int, ...]]:
+    """The checks a 2-D convolution and its transpose share: ``(x, w, format, (N, C, H, W),
+    strides, dilations)``; ``layout`` names the weight's leading dims in messages."""
+    x = require_tensor(x)
+    w = require_tensor(weight, "weight")
+    check_dtype(op, x.dtype, FLOATS)
+    if w.dtype != x.dtype:
+        raise TypeError(f"{op}: weight has dtype {w.dtype}, x has {x.dtype}")
+    fmt = _fmt(data_format, op)
+    nchw = _spatial(x, data_format, op)
+    if w.ndim != 4:
+        raise ValueError(f"{op}: weight must be 4-D ({layout}, kH, kW), got {w.shape}")
+    s = _pos(int_list(strides, 2, op, "strides"), op, "strides")
+    d = _pos(int_list(dilations, 2, op, "dilations"), op, "dilations")
+    return x, w, fmt, nchw, s, d
+
+
+def _conv_bias(op: str, bias: Any, co: int, x: Tensor) -> Tensor | None:
+    if bias is None:
+        return None
+    b = require_tensor(bias, "bias")
+    if b.shape != (co,) or b.dtype != x.dtype:
+        raise ValueError(f"{op}: bias must be ({co},) {x.dtype}, got {b.shape} {b.dtype}")
+    return b
+
+
+def _conv_attrs(s: tuple[int, ...], p: list[int], d: tuple[int, ...], groups: int, data_format: str) -> dict[str, Any]:
+    return {
+        "strides": spatial4(s, data_format),
+        "pads": p,
+        "dilations": spatial4(d, data_format),
+        "groups": int(groups),
+        "data_format": data_format,
+    }
+
+
 def conv2d(
     x: Any,
     weight: Any,
@@ -268,37 +318,15 @@ def conv2d(
     Example:
         >>> y = aioge.ops.conv2d(x, w, b, strides=2, pads=1)
     """
-    x = require_tensor(x)
-    w = require_tensor(weight, "weight")
-    check_dtype("conv2d", x.dtype, FLOATS)
-    if w.dtype != x.dtype:
-        raise TypeError(f"conv2d: weight has dtype {w.dtype}, x has {x.dtype}")
-    fmt = _fmt(data_format, "conv2d")
-    n, c, h, wd = _spatial(x, data_format, "conv2d")
-    if w.ndim != 4:
-        raise ValueError(f"conv2d: weight must be 4-D (C_out, C_in/groups, kH, kW), got {w.shape}")
+    x, w, fmt, (n, c, h, wd), s, d = _conv_operands(
+        "conv2d", x, weight, "C_out, C_in/groups", strides, dilations, data_format
+    )
     co, ci, kh, kw = w.shape
     if groups < 1 or c % groups or co % groups or ci * groups != c:
         raise ValueError(f"conv2d: weight {w.shape} does not fit {c} input channels with groups={groups}")
-    s = _pos(int_list(strides, 2, "conv2d", "strides"), "conv2d", "strides")
-    d = _pos(int_list(dilations, 2, "conv2d", "dilations"), "conv2d", "dilations")
-    p = _auto_pads(auto_pad, (h, wd), (kh, kw), (s[0], s[1]), (d[0], d[1]), "conv2d") or _pads(pads, "conv2d")
-    eh, ew = d[0] * (kh - 1) + 1, d[1] * (kw - 1) + 1
-    if h + p[0] + p[1] < eh or wd + p[2] + p[3] < ew:
-        raise ValueError(f"conv2d: kernel {(kh, kw)} (dilated {(eh, ew)}) is larger than the padded input")
-    ho, wo = (h + p[0] + p[1] - eh) // s[0] + 1, (wd + p[2] + p[3] - ew) // s[1] + 1
-    b = None
-    if bias is not None:
-        b = require_tensor(bias, "bias")
-        if b.shape != (co,) or b.dtype != x.dtype:
-            raise ValueError(f"conv2d: bias must be ({co},) {x.dtype}, got {b.shape} {b.dtype}")
-    attrs = {
-        "strides": _hw4((s[0], s[1]), data_format),
-        "pads": list(p),
-        "dilations": _hw4((d[0], d[1]), data_format),
-        "groups": int(groups),
-        "data_format": data_format,
-    }
+    p, (ho, wo) = _window("conv2d", (h, wd), (kh, kw), s, d, pads, auto_pad)
+    b = _conv_bias("conv2d", bias, co, x)
+    attrs = _conv_attrs(s, p, d, groups, data_format)
     return emit(
         "Conv2D",
         [x, w, b, None],
@@ -327,44 +355,28 @@ def conv_transpose2d(
     Example:
         >>> y = aioge.ops.conv_transpose2d(x, w, strides=2, pads=1, output_padding=1)
     """
-    x = require_tensor(x)
-    w = require_tensor(weight, "weight")
-    check_dtype("conv_transpose2d", x.dtype, FLOATS)
-    if w.dtype != x.dtype:
-        raise TypeError(f"conv_transpose2d: weight has dtype {w.dtype}, x has {x.dtype}")
-    fmt = _fmt(data_format, "conv_transpose2d")
-    n, c, h, wd = _spatial(x, data_format, "conv_transpose2d")
-    if w.ndim != 4:
-        raise ValueError(f"conv_transpose2d: weight must be 4-D (C_in, C_out/groups, kH, kW), got {w.shape}")
+    x, w, fmt, (n, c, h, wd), s, d = _conv_operands(
+        "conv_transpose2d", x, weight, "C_in, C_out/groups", strides, dilations, data_format
+    )
     wc, cog, kh, kw = w.shape
     if groups < 1 or wc != c or c % groups:
         raise ValueError(f"conv_transpose2d: weight {w.shape} does not fit {c} input channels with groups={groups}")
     co = cog * groups
-    s = _pos(int_list(strides, 2, "conv_transpose2d", "strides"), "conv_transpose2d", "strides")
-    d = _pos(int_list(dilations, 2, "conv_transpose2d", "dilations"), "conv_transpose2d", "dilations")
     op_ = int_list(output_padding, 2, "conv_transpose2d", "output_padding")
-    p = _pads(pads, "conv_transpose2d")
+    onnx_pads = _onnx_pads(pads, "conv_transpose2d")
     for i in range(2):
         if not 0 <= op_[i] < max(s[i], d[i]):
             raise ValueError(f"conv_transpose2d: output_padding {op_} must be in [0, max(stride, dilation))")
-    ho = s[0] * (h - 1) + op_[0] + d[0] * (kh - 1) + 1 - p[0] - p[1]
-    wo = s[1] * (wd - 1) + op_[1] + d[1] * (kw - 1) + 1 - p[2] - p[3]
-    if ho < 1 or wo < 1:
-        raise ValueError(f"conv_transpose2d: the output would be empty ({ho}x{wo})")
-    b = None
-    if bias is not None:
-        b = require_tensor(bias, "bias")
-        if b.shape != (co,) or b.dtype != x.dtype:
-            raise ValueError(f"conv_transpose2d: bias must be ({co},) {x.dtype}, got {b.shape} {b.dtype}")
+    try:
+        _, _, (ho, wo) = _shapes.conv_transpose_geometry((h, wd), (kh, kw), s, d, onnx_pads, output_padding=op_)
+    except ValueError:
+        raise ValueError(
+            f"conv_transpose2d: the output would be empty (input {(h, wd)}, kernel {(kh, kw)}, pads {onnx_pads})"
+        ) from None
+    b = _conv_bias("conv_transpose2d", bias, co, x)
     out = _out4(n, co, ho, wo, data_format)
-    attrs = {
-        "strides": _hw4((s[0], s[1]), data_format),
-        "pads": list(p),
-        "dilations": _hw4((d[0], d[1]), data_format),
-        "groups": int(groups),
-        "data_format": data_format,
-        "output_padding": _hw4((op_[0], op_[1]), data_format, 0),
-    }
+    attrs = _conv_attrs(s, pads4(onnx_pads[:2], onnx_pads[2:]), d, groups, data_format)
+    attrs["output_padding"] = spatial4(op_, data_format, fill=0)
     return emit(
         "Conv2DTranspose",
         [host_ints(out), x, w, b, None],
@@ -394,22 +406,12 @@ def _pool(
     n, c, h, w = _spatial(x, data_format, name)
     k = _pos(int_list(kernel_shape, 2, name, "kernel_shape"), name, "kernel_shape")
     s = _pos(int_list(1 if strides is None else strides, 2, name, "strides"), name, "strides")
-    ap = _auto_pads(auto_pad, (h, w), (k[0], k[1]), (s[0], s[1]), (1, 1), name)
-    p = ap if ap is not None else _pads(pads, name)
-    size = []
-    for i, (inp, pb, pe) in enumerate(((h, p[0], p[1]), (w, p[2], p[3]))):
-        span = inp + pb + pe - k[i]
-        if span < 0:
-            raise ValueError(f"{name}: kernel {k} is larger than the padded input {(h + p[0] + p[1], w + p[2] + p[3])}")
-        o = (-(-span // s[i]) if ceil_mode else span // s[i]) + 1
-        if ceil_mode and (o - 1) * s[i] >= inp + pb:
-            o -= 1
-        size.append(o)
+    p, size = _window(name, (h, w), k, s, (1, 1), pads, auto_pad, bool(ceil_mode))
     attrs = {
-        "ksize": _hw4((k[0], k[1]), data_format),
-        "strides": _hw4((s[0], s[1]), data_format),
+        "ksize": spatial4(k, data_format),
+        "strides": spatial4(s, data_format),
         "padding_mode": "CALCULATED",
-        "pads": list(p),
+        "pads": p,
         "data_format": data_format,
         "global_pooling": False,
         "ceil_mode": bool(ceil_mode),
@@ -481,7 +483,7 @@ def global_avg_pool(x: Any, data_format: str = "NCHW") -> Tensor:
     if h == 0 or w == 0:
         raise ValueError("global_avg_pool: empty spatial dims")
     attrs = {
-        "ksize": _hw4((h, w), data_format),
+        "ksize": spatial4((h, w), data_format),
         "strides": [1, 1, 1, 1],
         "padding_mode": "VALID",
         "pads": [0, 0, 0, 0],

@@ -36,12 +36,12 @@ import anyio
 import numpy as np
 
 from .. import _native, dtypes
+from .._layout import NCHW_OPS
 from .._native import acl
 from ..errors import AclError, BusyResourceError, error_class
 from ..graph import LoweredNode
 from ..graph.executable import Layout, aligned, kind_of
 from ..graph.lower.host import host_attrs
-from ..graph.target import NCHW_OPS
 from . import _trace
 from ._resources import Resource
 from .launch import Const, launch

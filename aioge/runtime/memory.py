@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .. import _native
 from .._native import acl
 from ..errors import InvalidParamError, error_class
 
 __all__ = ("BlockPool", "PinnedPool", "size_class")
+
+B = TypeVar("B")  # what a pool hands out: a device block (ptr, aclDataBuffer) or a host pointer
 
 _SMALL = 1 << 20
 
@@ -35,51 +37,100 @@ def size_class(nbytes: int) -> int:
     return (n + step - 1) // step * step
 
 
-class BlockPool:
-    """Free blocks of one device, by capacity, bounded by ``limit`` cached bytes."""
+class _SizeClassPool(Generic[B]):
+    """Free items by capacity (size class), bounded by ``limit`` cached bytes: the take /
+    give / settle / release protocol both pools share.  A subclass says how an item of a
+    capacity is made (``_allocate``) and unmade (``_destroy``)."""
 
-    def __init__(self, ctx: Any, limit: int) -> None:
-        self._ctx = ctx
+    def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._free: dict[int, list[tuple[Any, Any]]] = {}
+        self._free: dict[int, list[B]] = {}
         self._lock = threading.Lock()
-        self._returned: collections.deque[tuple[Any, Any, int]] = collections.deque()
+        self._returned: collections.deque[tuple[B, int]] = collections.deque()
         self.cached = 0
         self.hits = 0
         self.misses = 0
 
-    def _settle(self) -> list[tuple[Any, Any]]:
-        """Pool the blocks given back; return those over the limit, to destroy
-        outside the lock.  Caller holds the lock."""
+    def _allocate(self, cap: int) -> B:
+        raise NotImplementedError
+
+    def _destroy(self, item: B) -> None:
+        raise NotImplementedError
+
+    def _settle(self) -> list[B]:
+        """Pool the items given back; return those over the limit, to destroy outside the
+        lock.  Caller holds the lock."""
         over = []
         ret = self._returned
         while ret:
-            ptr, buf, cap = ret.popleft()
+            item, cap = ret.popleft()
             if self.cached + cap <= self.limit:
-                self._free.setdefault(cap, []).append((ptr, buf))
+                self._free.setdefault(cap, []).append(item)
                 self.cached += cap
             else:
-                over.append((ptr, buf))
+                over.append(item)
         return over
 
-    def take(self, nbytes: int) -> tuple[Any, Any, int]:
-        """A block of at least ``nbytes``: ``(ptr, aclDataBuffer, capacity)``."""
+    def _take(self, nbytes: int) -> tuple[B, int]:
+        """An item of at least ``nbytes`` and its capacity: a cached one, else a new one."""
         cap = size_class(nbytes)
         if cap >= 1 << 64:  # cffi would raise a bare OverflowError converting it to size_t
             raise InvalidParamError(100000, f"{nbytes} bytes overflow size_t", "aclrtMalloc")
         with self._lock:
             over = self._settle() if self._returned else []
-            blocks = self._free.get(cap)
-            block = blocks.pop() if blocks else None
-            if block is not None:
+            items = self._free.get(cap)
+            item = items.pop() if items else None
+            if item is not None:
                 self.cached -= cap
                 self.hits += 1
             else:
                 self.misses += 1
-        for b in over:
-            self._destroy(*b)
-        if block is not None:
-            return block[0], block[1], cap
+        for it in over:
+            self._destroy(it)
+        if item is not None:
+            return item, cap
+        return self._allocate(cap), cap
+
+    def _give(self, item: B, cap: int) -> None:
+        """Return an item (lock-free: see the module docstring)."""
+        self._returned.append((item, cap))
+        if self._lock.acquire(blocking=False):  # never waits: this thread may hold it already
+            try:
+                over = self._settle()
+            finally:
+                self._lock.release()
+            for it in over:
+                self._destroy(it)
+
+    def release(self) -> None:
+        """Free every cached item."""
+        with self._lock:
+            items = [it for bl in self._free.values() for it in bl]
+            self._free.clear()
+            self.cached = 0
+            while self._returned:  # popleft: a finalizer may append meanwhile
+                items.append(self._returned.popleft()[0])
+        for it in items:
+            self._destroy(it)
+
+
+class BlockPool(_SizeClassPool[tuple[Any, Any]]):
+    """Free blocks ``(ptr, aclDataBuffer)`` of one device, by capacity, bounded by ``limit`` cached bytes."""
+
+    def __init__(self, ctx: Any, limit: int) -> None:
+        super().__init__(limit)
+        self._ctx = ctx
+
+    def take(self, nbytes: int) -> tuple[Any, Any, int]:
+        """A block of at least ``nbytes``: ``(ptr, aclDataBuffer, capacity)``."""
+        (ptr, buf), cap = self._take(nbytes)
+        return ptr, buf, cap
+
+    def give(self, ptr: Any, buf: Any, cap: int) -> None:
+        """Return a block the device is done with (lock-free: see the module docstring)."""
+        self._give((ptr, buf), cap)
+
+    def _allocate(self, cap: int) -> tuple[Any, Any]:
         _native.bind_context(self._ctx)
         rc, ptr = acl.malloc_rc(cap)
         if rc:
@@ -95,93 +146,31 @@ class BlockPool:
         except BaseException:
             acl.free(ptr)
             raise
-        return ptr, buf, cap
+        return ptr, buf
 
-    def give(self, ptr: Any, buf: Any, cap: int) -> None:
-        """Return a block the device is done with (lock-free: see the module docstring)."""
-        self._returned.append((ptr, buf, cap))
-        if self._lock.acquire(blocking=False):  # never waits: this thread may hold it already
-            try:
-                over = self._settle()
-            finally:
-                self._lock.release()
-            for b in over:
-                self._destroy(*b)
-
-    def _destroy(self, ptr: Any, buf: Any) -> None:
+    def _destroy(self, item: tuple[Any, Any]) -> None:
+        ptr, buf = item
         acl.destroy_data_buffer(buf)
         _native.bind_context(self._ctx)
         acl.free(ptr)
 
-    def release(self) -> None:
-        """Free every cached block."""
-        with self._lock:
-            blocks = [b for bl in self._free.values() for b in bl]
-            self._free.clear()
-            self.cached = 0
-            while self._returned:  # popleft: a finalizer may append meanwhile
-                ptr, buf, _cap = self._returned.popleft()
-                blocks.append((ptr, buf))
-        for ptr, buf in blocks:
-            self._destroy(ptr, buf)
 
-
-class PinnedPool:
+class PinnedPool(_SizeClassPool[Any]):
     """Page-locked host staging buffers (``aclrtMallocHost``) for downloads, reused by size class."""
 
     def __init__(self, limit: int = 64 << 20) -> None:
-        self.limit = limit
-        self._free: dict[int, list[Any]] = {}
-        self._lock = threading.Lock()
-        self._returned: collections.deque[tuple[Any, int]] = collections.deque()
-        self.cached = 0
-
-    def _settle(self) -> list[Any]:
-        """Pool the buffers given back; return those over the limit. Caller holds the lock."""
-        over = []
-        ret = self._returned
-        while ret:
-            ptr, cap = ret.popleft()
-            if self.cached + cap <= self.limit:
-                self._free.setdefault(cap, []).append(ptr)
-                self.cached += cap
-            else:
-                over.append(ptr)
-        return over
+        super().__init__(limit)
 
     def take(self, nbytes: int) -> tuple[Any, int]:
-        cap = size_class(nbytes)
-        if cap >= 1 << 64:  # cffi would raise a bare OverflowError converting it to size_t
-            raise InvalidParamError(100000, f"{nbytes} bytes overflow size_t", "aclrtMalloc")
-        with self._lock:
-            over = self._settle() if self._returned else []
-            blocks = self._free.get(cap)
-            ptr = blocks.pop() if blocks else None
-            if ptr is not None:
-                self.cached -= cap
-        for p in over:
-            acl.free_host(p)
-        if ptr is not None:
-            return ptr, cap
-        return acl.malloc_host(cap), cap
+        """A buffer of at least ``nbytes``: ``(ptr, capacity)``."""
+        return self._take(nbytes)
 
     def give(self, ptr: Any, cap: int) -> None:
         """Return a buffer (lock-free: see the module docstring)."""
-        self._returned.append((ptr, cap))
-        if self._lock.acquire(blocking=False):  # never waits: this thread may hold it already
-            try:
-                over = self._settle()
-            finally:
-                self._lock.release()
-            for p in over:
-                acl.free_host(p)
+        self._give(ptr, cap)
 
-    def release(self) -> None:
-        with self._lock:
-            ptrs = [p for bl in self._free.values() for p in bl]
-            self._free.clear()
-            self.cached = 0
-            while self._returned:  # popleft: a finalizer may append meanwhile
-                ptrs.append(self._returned.popleft()[0])
-        for p in ptrs:
-            acl.free_host(p)
+    def _allocate(self, cap: int) -> Any:
+        return acl.malloc_host(cap)
+
+    def _destroy(self, item: Any) -> None:
+        acl.free_host(item)

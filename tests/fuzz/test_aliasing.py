@@ -21,7 +21,7 @@ from aioge.runtime import aliasing as _aliasing
 from aioge.runtime.launch import launch
 from aioge.runtime.tensor import Tensor
 from tests.fuzz.test_fuzz_ops import _materialise
-from tests.ops.test_errors import CASES
+from tests.ops.errors.cases import CASES
 from tests.support.rawacl import raw_runtime
 
 pytestmark = pytest.mark.anyio

@@ -18,8 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import aioge.serve
-from tests.fuzz.fuzzutil import INT_EDGES, fuzz
+from tests.fuzz.fuzzutil import fuzz
 from tests.serve import serve_models as M
+from tests.support.edges import INT_EDGES
 
 testclient = pytest.importorskip("starlette.testclient")
 ort = pytest.importorskip("onnxruntime")

@@ -10,6 +10,7 @@ import pytest
 
 import aioge
 from aioge import _native, dtypes, errors
+from tests.support.edges import OVERSIZED_SHAPES
 
 pytestmark = [pytest.mark.anyio, pytest.mark.abi]
 #: no hooks used: also run against a library with only the ACL symbols (test_abi_mode)
@@ -51,7 +52,7 @@ async def test_shape_mismatch_raises_acl_error_and_stream_stays_usable(stream):
 @ASCEND
 async def test_shape_times_itemsize_overflow_is_a_typed_error(stream):
     x = stream.upload(np.ones(4, np.float32))
-    for shape in ((2**62,), (2**31, 2**31, 4)):
+    for shape in OVERSIZED_SHAPES:
         with pytest.raises(aioge.AclParamError, match="overflows") as ei:
             aioge.op("Relu", [x], [aioge.TensorSpec(shape, "float32")], stream=stream)
         assert ei.value.code == 100000 and str(shape) in ei.value.message

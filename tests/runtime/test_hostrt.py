@@ -13,6 +13,7 @@ import pytest
 
 from aioge import _native
 from aioge._native import ffi, lib
+from tests.support.edges import OVERSIZED_SHAPES
 from tests.support.rawacl import D2D, D2H, DEFAULT, H2D, H2H, raw_runtime
 
 pytestmark = pytest.mark.abi
@@ -222,7 +223,7 @@ def test_shape_times_itemsize_overflow_is_a_coded_error(rt):
     x = rt.to_device(np.ones(4, np.float32))
     out = rt.malloc(16)
     d4 = rt.desc("float32", (4,))
-    for dims, what in (((2**62,), "byte size overflows"), ((2**31, 2**31, 4), "element count overflows")):
+    for dims, what in zip(OVERSIZED_SHAPES, ("byte size overflows", "element count overflows"), strict=True):
         big = rt.desc("float32", dims)  # a desc is metadata: creating it is fine
         assert lib.aclGetTensorDescSize(big) == 0  # its byte size does not fit a size_t
         assert rt.op("Relu", [(d4, rt.buf(x, 16))], [(big, rt.buf(out, 16))]) == 100000

@@ -15,12 +15,9 @@ import pytest
 import aioge
 from aioge import HostInput, TensorSpec
 from aioge.errors import AclParamError
+from tests.support.edges import I64_MAX, I64_MIN, OVERFLOW_EDGES
 
 pytestmark = pytest.mark.anyio
-
-I64_MAX = 2**63 - 1
-I64_MIN = -(2**63)
-EDGES = [I64_MAX, I64_MAX - 1, 2**62, 2**31 + 1, 2**31 - 1, I64_MIN, I64_MIN + 1]
 
 
 def up(stream, arr):
@@ -59,7 +56,7 @@ async def test_lrn_zero_channels(stream):
     assert (await y.numpy()).shape == x.shape
 
 
-@pytest.mark.parametrize("off", EDGES)
+@pytest.mark.parametrize("off", OVERFLOW_EDGES)
 async def test_sliced_offsets_near_int64_max_are_refused(stream, off):
     # o + s > D wrapped and passed the check: a read before the input buffer
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -70,7 +67,7 @@ async def test_sliced_offsets_near_int64_max_are_refused(stream, off):
     await still_usable(stream)
 
 
-@pytest.mark.parametrize("off", EDGES)
+@pytest.mark.parametrize("off", OVERFLOW_EDGES)
 async def test_slice_value_offsets_near_int64_max_are_refused(stream, off):
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     begin, size = HostInput(np.array([off, 0])), HostInput(np.array([2, 2]))

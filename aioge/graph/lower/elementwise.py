@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
 from ._base import RULES, Builder, ConstInput, InputRef, Rule, acl_dtype
 
 

@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..._layout import pads4, spatial4
 from ..errors import LoweringError
 from ..ir import Graph
 from ..target import HOST, Target
@@ -76,9 +77,8 @@ def expand_host_ops(g: Graph, ln: LoweredNode, target: Target = HOST) -> Lowered
             raise LoweringError(f"_FusedConv with {len(ks)} spatial dims is not supported", node=ln.node.name)
         st, dl = list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1]))
         pads = list(a.get("pads", [0, 0, 0, 0]))  # ONNX: top, left, bottom, right
-        conv: dict[str, Any] = {"strides": [1, 1, *st], "pads": [pads[0], pads[2], pads[1], pads[3]],
-                                "dilations": [1, 1, *dl], "groups": int(a.get("group", 1)),
-                                "data_format": "NCHW"}  # fmt: skip
+        conv: dict[str, Any] = {"strides": spatial4(st), "pads": pads4(pads[:2], pads[2:]), "dilations": spatial4(dl),
+                                "groups": int(a.get("group", 1)), "data_format": "NCHW"}  # fmt: skip
         x, w = op.inputs[0], op.inputs[1]
         b = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] else None
         act = str(a.get("activation", "none"))

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
 from ._base import RULES, Builder, ConstInput, InputRef, acl_dtype, const
 from .shape import _strided_slice
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
+from ..._layout import pads4, spatial4
 from ._base import RULES, Builder, ConstInput, InputRef, acl_dtype, ints
 from .shape import _strided_slice
 
@@ -64,14 +65,12 @@ def _gemm(L: Builder) -> None:
 
 def _spatial4(L: Builder, v: Sequence[int], n_sp: int, fill: int) -> list[int]:
     """[1, 1, h, w] from per-spatial-dim values (1-D data gets H = ``fill``)."""
-    return [1, 1, *([fill] if n_sp == 1 else []), *v]
+    return spatial4(v, h=fill) if n_sp == 1 else spatial4(v)
 
 
 def _pads4(pb: Sequence[int], pe: Sequence[int]) -> list[int]:
     """[top, bottom, left, right] from ONNX begin/end pads (1-D: top = bottom = 0)."""
-    if len(pb) == 1:
-        return [0, 0, pb[0], pe[0]]
-    return [pb[0], pe[0], pb[1], pe[1]]
+    return pads4(pb, pe)
 
 
 def _to4d(L: Builder, x: str) -> str:
@@ -192,8 +191,8 @@ def _conv3d(L: Builder) -> None:
         pads = np.array([[0, 0], [0, 0], [pb[0], pe[0]], [0, 0], [0, 0]], np.int64)
         xp = L.to("PadV3", [x, ConstInput(pads), L.scalar(0, dt)], (n, c, d + pb[0] + pe[0], h, wd), dt,
                   mode="constant", paddings_contiguous=True)  # fmt: skip
-    conv2d = dict(strides=[1, 1, strides[1], strides[2]], pads=[pb[1], pe[1], pb[2], pe[2]],
-                  dilations=[1, 1, dil[1], dil[2]], groups=g, data_format="NCHW", offset_x=0)  # fmt: skip
+    conv2d = dict(strides=spatial4(strides[1:]), pads=pads4(pb[1:], pe[1:]), dilations=spatial4(dil[1:]), groups=g,
+                  data_format="NCHW", offset_x=0)  # fmt: skip
     taps = []
     for t in range(kd):
         s0 = t * dil[0]
@@ -241,9 +240,8 @@ def _conv_transpose3d(L: Builder) -> None:
     x4 = L.reshape(x_tr, (n * d, c, h, wd))
     hw_adj = [osp[1 + i] - ((sx[3 + i] - 1) * strides[1 + i] + (kernel[1 + i] - 1) * dil[1 + i] + 1 - pb[1 + i]
                             - pe[1 + i]) for i in range(2)]  # fmt: skip
-    attrs = dict(strides=[1, 1, strides[1], strides[2]], pads=[pb[1], pe[1], pb[2], pe[2]],
-                 dilations=[1, 1, dil[1], dil[2]], groups=g, data_format="NCHW", output_padding=[0, 0, *hw_adj],
-                 offset_x=0)  # fmt: skip
+    attrs = dict(strides=spatial4(strides[1:]), pads=pads4(pb[1:], pe[1:]), dilations=spatial4(dil[1:]), groups=g,
+                 data_format="NCHW", output_padding=spatial4(hw_adj, fill=0), offset_x=0)  # fmt: skip
     mhw = m * ho * wo
     acc = ""
     for t in range(kd):

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
 from ._base import RULES, Builder, ConstInput, InputRef, const, ints
 
 
@@ -201,7 +201,7 @@ _REDUCE_D = {"ReduceSum": "ReduceSumD", "ReduceMean": "ReduceMeanD", "ReduceMax"
 
 def _reduce(L: Builder) -> None:
     """Reduce*: the CANN ``*D`` reductions, LpNormV2 (L1, L2), ReduceLogSumExp, and compositions of them."""
-    from ..reference import reduce_axes
+    from ..reference_base import reduce_axes
 
     x, out = L.node.inputs[0], L.node.outputs[0]
     op = L.node.op_type

@@ -74,7 +74,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
 from ..ewprogram import Step
 from ..ir import Graph, Node
 from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, FLOAT_TYPES, get_attr

@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
 from ..reference_ops import range_length
 from ..reference_resize import resize_params
-from .infer_shapes import Shape, _Ctx, _shape_fn, _wrap
+from .infer_rules import Shape, _Ctx, _shape_fn, _wrap
 
 
 @_shape_fn("DepthToSpace", "SpaceToDepth")

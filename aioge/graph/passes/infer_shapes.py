@@ -16,81 +16,24 @@ shape-determining input is not a compile-time value.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .. import _shapes as S
+from ... import _shapes as S
 from ..errors import DynamicShapeError, GraphError, ShapeInferenceError
 from ..ewprogram import ACTIVATIONS, validate_program
-from ..ir import Graph, Node, normalize_dtype
-from ..reference import evaluate_node, reduce_axes, shape_slice
+from ..ir import Graph, Node, normalize_dtype, register_shape_inference
+from ..reference import evaluate_node, shape_slice
+from ..reference_base import reduce_axes
 from ..schema import ELEMENTWISE_UNARY, check_node_dtypes, check_node_signature, get_attr
+from . import infer_ops  # noqa: F401  (registers the shape functions of the newer ops)
+from .infer_rules import _SHAPE_FNS, Shape, _Ctx, _shape_fn, _wrap
 
 __all__ = ("infer_shapes", "known_values", "MAX_PROPAGATED_ELEMENTS", "MAX_TENSOR_BYTES")
 
 #: values up to this many elements are evaluated during inference (shape arithmetic)
 MAX_PROPAGATED_ELEMENTS = 1 << 16
-
-Shape = tuple[int, ...]
-ShapeFn = Callable[["_Ctx"], list[Shape]]
-_SHAPE_FNS: dict[str, ShapeFn] = {}
-
-
-class _Ctx:
-    """What a shape function sees of one node."""
-
-    def __init__(self, node: Node, shapes: list[Shape | None], values: list[np.ndarray | None]) -> None:
-        self.node = node
-        self.shapes = shapes
-        self._values = values
-
-    def shape(self, i: int) -> Shape:
-        s = self.shapes[i] if i < len(self.shapes) else None
-        if s is None:
-            raise self.error(f"input {i} is missing")
-        return s
-
-    def has(self, i: int) -> bool:
-        return i < len(self.node.inputs) and bool(self.node.inputs[i])
-
-    def value(self, i: int, what: str) -> np.ndarray:
-        v = self._values[i] if i < len(self._values) else None
-        if v is None:
-            raise DynamicShapeError(
-                f"input {i} ({what}, {self.node.input(i)!r}) must be a compile-time constant "
-                "for static shapes",
-                node=self.node.name,
-                op_type=self.node.op_type,
-            )
-        return v
-
-    def ints(self, i: int, what: str) -> list[int]:
-        return [int(x) for x in self.value(i, what).reshape(-1)]
-
-    def opt_ints(self, i: int, what: str) -> list[int] | None:
-        return self.ints(i, what) if self.has(i) else None
-
-    def attr(self, name: str) -> Any:
-        return get_attr(self.node, name)
-
-    def error(self, msg: str) -> ShapeInferenceError:
-        return ShapeInferenceError(msg, node=self.node.name, op_type=self.node.op_type)
-
-
-def _wrap(c: _Ctx, e: ValueError) -> GraphError:
-    """A ValueError from shape arithmetic as an error naming the node (GraphErrors pass through)."""
-    return e if isinstance(e, GraphError) else c.error(str(e))
-
-
-def _shape_fn(*ops: str) -> Callable[[ShapeFn], ShapeFn]:
-    def deco(fn: ShapeFn) -> ShapeFn:
-        for op in ops:
-            _SHAPE_FNS[op] = fn
-        return fn
-
-    return deco
 
 
 def _ints_attr(v: Any) -> list[int] | None:
@@ -231,6 +174,16 @@ def _fused_matmul(c: _Ctx) -> list[Shape]:
     return [out]
 
 
+def _window_attrs(c: _Ctx) -> tuple[list[int] | None, list[int] | None, list[int] | None, str]:
+    """(strides, dilations, pads, auto_pad) of a convolution or pooling node."""
+    return (
+        _ints_attr(c.attr("strides")),
+        _ints_attr(c.attr("dilations")),
+        _ints_attr(c.attr("pads")),
+        str(c.attr("auto_pad")),
+    )
+
+
 def _conv_common(c: _Ctx, transpose: bool) -> tuple[Shape, Shape, list[int], int]:
     x, w = c.shape(0), c.shape(1)
     if len(x) < 3 or len(w) != len(x):
@@ -257,14 +210,7 @@ def _conv(c: _Ctx) -> list[Shape]:
     if c.has(2) and c.shape(2) != (w[0],):
         raise c.error(f"bias shape {c.shape(2)} must be ({w[0]},)")
     try:
-        _, _, out = S.conv_geometry(
-            x[2:],
-            kernel,
-            _ints_attr(c.attr("strides")),
-            _ints_attr(c.attr("dilations")),
-            _ints_attr(c.attr("pads")),
-            str(c.attr("auto_pad")),
-        )
+        _, _, out = S.conv_geometry(x[2:], kernel, *_window_attrs(c))
     except ValueError as e:
         raise _wrap(c, e) from None
     return [(x[0], w[0], *out)]
@@ -278,14 +224,7 @@ def _conv_t(c: _Ctx) -> list[Shape]:
         raise c.error(f"bias shape {c.shape(2)} must be ({m},)")
     try:
         _, _, out = S.conv_transpose_geometry(
-            x[2:],
-            kernel,
-            _ints_attr(c.attr("strides")),
-            _ints_attr(c.attr("dilations")),
-            _ints_attr(c.attr("pads")),
-            str(c.attr("auto_pad")),
-            _ints_attr(c.attr("output_padding")),
-            _ints_attr(c.attr("output_shape")),
+            x[2:], kernel, *_window_attrs(c), _ints_attr(c.attr("output_padding")), _ints_attr(c.attr("output_shape"))
         )
     except ValueError as e:
         raise _wrap(c, e) from None
@@ -299,15 +238,7 @@ def _pool(c: _Ctx) -> list[Shape]:
     if len(x) < 3 or not kernel:
         raise c.error("pooling needs rank >= 3 and kernel_shape")
     try:
-        _, _, out = S.pool_geometry(
-            x[2:],
-            kernel,
-            _ints_attr(c.attr("strides")),
-            _ints_attr(c.attr("dilations")),
-            _ints_attr(c.attr("pads")),
-            str(c.attr("auto_pad")),
-            int(c.attr("ceil_mode")),
-        )
+        _, _, out = S.pool_geometry(x[2:], kernel, *_window_attrs(c), int(c.attr("ceil_mode")))
     except ValueError as e:
         raise _wrap(c, e) from None
     return [(x[0], x[1], *out)] * max(1, len(c.node.outputs))  # MaxPool's Indices: the same shape
@@ -523,9 +454,6 @@ def _reduce(c: _Ctx) -> list[Shape]:
     return [tuple(d for i, d in enumerate(x) if i not in axes)]
 
 
-from . import infer_ops as _infer_ops  # noqa: E402,F401  (registers the shape functions of the newer ops)
-
-
 def _infer_node(node: Node, shapes: list[Shape | None], values: list[np.ndarray | None]) -> list[Shape]:
     fn = _SHAPE_FNS.get(node.op_type)
     if fn is None:
@@ -649,3 +577,6 @@ def infer_shapes(graph: Graph) -> Graph:
         if not g.values[o].known:
             raise ShapeInferenceError(f"graph output {o!r} has no inferred shape")
     return g
+
+
+register_shape_inference(infer_shapes)  # Graph.validate(shapes=True) runs it

@@ -1,21 +1,20 @@
-"""Bad-descriptor cases of the op types added for ONNX (activation, modulo, scan,
-gather, topk, space, groupnorm, lpnorm, rnn, resize kernels), in the format of
-test_errors.py, which appends them to its table (its registry check covers
-every op the runtime has)."""
+"""Bad descriptors of the op types added for ONNX (activation, modulo, scan, gather, topk,
+space, groupnorm, lpnorm, rnn, resize kernels): each refused at launch with its typed error
+(the harness: ``harness.check_refusals``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pytest
 
-from aioge.errors import OpAttrMismatchError, OpInputMismatchError, OpOutputMismatchError, UnsupportedDataTypeError
+from tests.ops.errors.harness import CA, CI, CO, CT, I32, B, C, Case, F, T, check_refusals
 
-CI, CO, CA, CT = OpInputMismatchError, OpOutputMismatchError, OpAttrMismatchError, UnsupportedDataTypeError
-F, I32, B = "float32", "int32", "bool"
+pytestmark = pytest.mark.anyio
 
 
-def cases(Case: Any, T: Any, H: Any, C: Any) -> list[Any]:
+def _cases() -> list[Case]:
     def unary(op: str, attrs: dict[str, Any] | None = None, bad_dt: str = I32, out_dt: str = F, in_dt: str = F) -> Any:
         return Case(op, [T((2, 3), in_dt)], [((2, 3), out_dt)], attrs or {},
                     bad=[("count", 2, CI), ("dtype", (0, T((2, 3), bad_dt)), CT), ("out", ((3, 2), out_dt), CO)])
@@ -110,3 +109,11 @@ def cases(Case: Any, T: Any, H: Any, C: Any) -> list[Any]:
              bad=[("count", 5, CI), ("in", (2, C([1.0, 2.0], np.float32)), CI), ("out", ((1, 1, 4, 5), F), CO),
                   ("attr", {"mode": "bilinear"}, CA), ("dtype", (0, T((1, 1, 2, 3), B)), CT)]),
     ]
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.op for c in CASES])
+async def test_bad_descriptors(shared_stream, case):
+    await check_refusals(shared_stream, case)

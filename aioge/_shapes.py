@@ -1,7 +1,10 @@
-"""Shape arithmetic shared by shape inference, the reference executor and lowering.
+"""The one shape algebra of aioge: broadcasting, axes, convolution/pooling geometry,
+slicing, reshaping, splitting, padding, matmul, einsum, resize.
 
-All functions are pure and raise ``ValueError`` with a short reason; callers
-wrap it into an error that names the node.
+Shared by the typed ops (:mod:`aioge.ops`) and the graph compiler (shape inference,
+the reference executor, lowering).  All functions are pure (numpy and the standard
+library only, below every other aioge module) and raise ``ValueError`` with a short
+reason; callers wrap it into their own error, which names the op or the node.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ __all__ = (
     "broadcast_shapes",
     "normalize_axis",
     "normalize_axes",
+    "auto_pads",
     "conv_geometry",
     "pool_geometry",
     "conv_transpose_geometry",
@@ -73,6 +77,27 @@ def _auto_pads(in_size: int, k_eff: int, stride: int, mode: str) -> tuple[int, i
     return total - total // 2, total // 2, out
 
 
+def auto_pads(
+    in_spatial: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    auto_pad: str,
+) -> tuple[list[int], list[int]]:
+    """(pads_begin, pads_end) that ONNX ``auto_pad`` (``SAME_UPPER``, ``SAME_LOWER``,
+    ``VALID``) gives a window op; the odd pad goes to the end with ``SAME_UPPER``."""
+    if auto_pad == "VALID":
+        return [0] * len(in_spatial), [0] * len(in_spatial)
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ValueError(f"auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got {auto_pad!r}")
+    pb, pe = [], []
+    for i, size in enumerate(in_spatial):
+        b, e, _ = _auto_pads(size, (kernel[i] - 1) * dilations[i] + 1, strides[i], auto_pad)
+        pb.append(b)
+        pe.append(e)
+    return pb, pe
+
+
 def _spatial_params(
     n: int,
     kernel: Sequence[int],
@@ -85,8 +110,7 @@ def _spatial_params(
     pads = list(pads) if pads else [0] * (2 * n)
     if len(kernel) != n or len(strides) != n or len(dilations) != n or len(pads) != 2 * n:
         raise ValueError(
-            f"kernel {list(kernel)}, strides {strides}, dilations {dilations}, pads {pads} "
-            f"do not fit {n} spatial dims"
+            f"kernel {list(kernel)}, strides {strides}, dilations {dilations}, pads {pads} do not fit {n} spatial dims"
         )
     if any(s <= 0 for s in strides) or any(d <= 0 for d in dilations) or any(p < 0 for p in pads):
         raise ValueError("strides and dilations must be positive and pads non-negative")
@@ -101,23 +125,12 @@ def conv_geometry(
     pads: Sequence[int] | None,
     auto_pad: str = "NOTSET",
 ) -> tuple[list[int], list[int], Shape]:
-    """(pads_begin, pads_end, output spatial shape) of an ONNX Conv."""
-    n = len(in_spatial)
-    strides, dilations, pads = _spatial_params(n, kernel, strides, dilations, pads)
-    pb, pe, out = [], [], []
-    for i in range(n):
-        k_eff = (kernel[i] - 1) * dilations[i] + 1
-        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-            b, e, o = _auto_pads(in_spatial[i], k_eff, strides[i], auto_pad)
-        else:
-            b, e = (0, 0) if auto_pad == "VALID" else (pads[i], pads[i + n])
-            o = (in_spatial[i] + b + e - k_eff) // strides[i] + 1
-        if o <= 0:
-            raise ValueError(f"kernel {list(kernel)} does not fit input {list(in_spatial)} with pads")
-        pb.append(b)
-        pe.append(e)
-        out.append(o)
-    return pb, pe, tuple(out)
+    """(pads_begin, pads_end, output spatial shape) of an ONNX Conv: a pooling window's
+    geometry (floor mode) that must leave every output dim non-empty."""
+    pb, pe, out = pool_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad)
+    if any(o <= 0 for o in out):
+        raise ValueError(f"kernel {list(kernel)} does not fit input {list(in_spatial)} with pads")
+    return pb, pe, out
 
 
 def pool_geometry(
@@ -183,11 +196,7 @@ def conv_transpose_geometry(
         if want is not None or same:
             # onnxruntime (checked against 1.32): SAME_UPPER puts the odd pad at the tail, others at the head
             total = max(0, full - (want[i] if want is not None else in_spatial[i] * strides[i]))
-            b, e = (
-                (total // 2, total - total // 2)
-                if auto_pad == "SAME_UPPER"
-                else (total - total // 2, total // 2)
-            )
+            b, e = (total // 2, total - total // 2) if auto_pad == "SAME_UPPER" else (total - total // 2, total // 2)
             o = want[i] if want is not None else full - b - e
         else:
             b, e = (0, 0) if auto_pad == "VALID" else (pads[i], pads[i + n])

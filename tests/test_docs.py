@@ -1,0 +1,39 @@
+"""Every document the code and the README cite is in the repository (issue 10): a path under
+docs/ names a file that exists, and nothing points at documents kept outside it."""
+
+from __future__ import annotations
+
+import re
+
+from tests.support.paths import ROOT
+
+SOURCES = ("aioge", "cffi_build", "tests", "tools", "benchmarks", "examples", ".ci")
+CITED = re.compile(r"\bdocs/[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.(?:md|png|txt)\b")
+OUTSIDE = re.compile(r"\bDESIGN(?:\.md| §)|\bresearch/[a-z_-]+\.md")
+
+
+def _texts():
+    files = [ROOT / "README.md", ROOT / "pyproject.toml", *(ROOT / "docs").glob("*.md")]
+    for top in SOURCES:
+        files += [p for p in (ROOT / top).rglob("*") if p.suffix in (".py", ".c", ".h", ".md", "") and p.is_file()]
+    for p in files:
+        if "__pycache__" in p.parts:
+            continue
+        try:
+            yield p, p.read_text()
+        except UnicodeDecodeError:
+            continue  # a built binary
+
+
+def test_cited_documents_exist():
+    missing, outside = [], []
+    for path, text in _texts():
+        rel = path.relative_to(ROOT)
+        for m in CITED.finditer(text):
+            if str(rel) == "docs/acl-spec.md" and m.group().startswith("docs/zh/"):
+                continue  # the upstream CANN repositories' own docs, named with their commits in its §0
+            if not (ROOT / m.group()).is_file():
+                missing.append(f"{rel}: {m.group()}")
+        outside += [f"{rel}: {m.group()}" for m in OUTSIDE.finditer(text)]
+    assert not missing, f"cited documents that are not in the repository: {missing}"
+    assert not outside, f"citations of documents kept outside the repository: {outside}"
