@@ -36,7 +36,7 @@ import anyio
 import numpy as np
 
 from .. import _native, dtypes
-from .._layout import NCHW_OPS
+from .._layout import NCHW_OPS, data_format
 from .._native import acl
 from ..errors import AclError, BusyResourceError, error_class
 from ..graph import LoweredNode
@@ -389,7 +389,7 @@ class CompiledGraph(Resource):
             return d
         else:
             dt, shape = kind
-            fmt = int(acl.Format.NCHW) if op_type in NCHW_OPS and len(shape) == 4 else nd
+            fmt = int(acl.Format[data_format(op_type, len(shape))])
             d = acl.create_tensor_desc(dtypes.ACL_CODE[dt], shape, fmt)
         self._descs.append(d)
         return d
@@ -717,9 +717,8 @@ class CompiledGraph(Resource):
                     outs.append(t)
                 fmts = None
                 if op.op_type in NCHW_OPS:
-                    nchw, nd = int(acl.Format.NCHW), int(acl.Format.ND)
-                    fmts = [nchw if isinstance(a, Tensor) and a.ndim == 4 else nd for a in args] + \
-                           [nchw if t.ndim == 4 else nd for t in outs]  # fmt: skip
+                    fmts = [int(acl.Format[data_format(op.op_type, a.ndim if isinstance(a, Tensor) else 0)])
+                            for a in [*args, *outs]]  # fmt: skip
                 what = f"{g.name}: node {node.name!r} ({op.op_type})"
                 comps.append(launch(s0, op.op_type, args, outs, host_attrs(op.op_type, op.attrs), fmts, what))
         result: dict[str, Tensor] = {}
