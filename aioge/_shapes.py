@@ -341,26 +341,37 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> Shape:
     return out
 
 
+_EINSUM_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
 def parse_einsum(equation: str, shapes: Sequence[Sequence[int]]) -> tuple[list[str], str, dict[str, int]]:
     """ONNX/numpy Einsum: (input subscripts, output subscripts, letter -> size).
 
-    ``...`` is expanded into upper-case letters, one per broadcast dim (they
-    broadcast numpy-style); a lower-case letter must have one size everywhere.
-    An implicit output (no ``->``) is the ellipsis dims, then the sorted letters
-    that appear exactly once, as numpy does.
+    Subscripts are upper- and lower-case letters (case matters: ``a`` and
+    ``A`` are two axes); spaces anywhere are ignored. ``...`` is expanded into
+    letters the equation does not use, one per broadcast dim (they broadcast
+    numpy-style); any other letter must have one size everywhere. An implicit
+    output (no ``->``) is the ellipsis dims, then the letters that appear
+    exactly once in ASCII order (upper case first), as numpy does. The result
+    uses only ASCII letters, so it can be handed to ``numpy.einsum``.
     """
-    eq = equation.replace(" ", "")
+    eq = "".join(equation.split())
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
     if len(terms) != len(shapes):
         raise ValueError(f"equation {equation!r} has {len(terms)} operands, {len(shapes)} inputs given")
     for term in [*terms, rhs]:
         rest = term.replace("...", "", 1)
-        if not all("a" <= ch <= "z" for ch in rest):
-            raise ValueError(f"equation {equation!r}: subscripts must be lower-case letters (and one '...')")
+        if not all(ch in _EINSUM_LETTERS for ch in rest):
+            raise ValueError(
+                f"equation {equation!r}: subscripts must be letters (a-z, A-Z), with at most one '...' per operand"
+            )
     ell_rank = max((len(s) - len(t.replace("...", "")) for t, s in zip(terms, shapes, strict=True) if "..." in t),
                    default=0)  # fmt: skip
-    ell = "".join(chr(ord("A") + i) for i in range(ell_rank))
+    free = [ch for ch in _EINSUM_LETTERS if ch not in eq]
+    if ell_rank > len(free):
+        raise ValueError(f"equation {equation!r}: more than 52 distinct axes (letters and '...' dims)")
+    ell = "".join(free[:ell_rank])
     ins: list[str] = []
     sizes: dict[str, int] = {}
     for term, shape in zip(terms, shapes, strict=True):
@@ -373,9 +384,9 @@ def parse_einsum(equation: str, shapes: Sequence[Sequence[int]]) -> tuple[list[s
             raise ValueError(f"operand {term!r} of {equation!r} does not match rank {len(shape)}")
         for ch, d in zip(term, shape, strict=True):
             old = sizes.get(ch)
-            if old is None or (ch.isupper() and old == 1):
+            if old is None or (ch in ell and old == 1):
                 sizes[ch] = int(d)
-            elif old != d and not (ch.isupper() and d == 1):
+            elif old != d and not (ch in ell and d == 1):
                 raise ValueError(f"subscript {ch!r} has sizes {old} and {d} in {equation!r}")
         ins.append(term)
     if arrow:
@@ -384,7 +395,7 @@ def parse_einsum(equation: str, shapes: Sequence[Sequence[int]]) -> tuple[list[s
             raise ValueError(f"bad output subscripts in {equation!r}")
     else:
         counts = {ch: sum(t.count(ch) for t in ins) for ch in sizes}
-        out = ell + "".join(sorted(ch for ch in sizes if ch.islower() and counts[ch] == 1))
+        out = ell + "".join(sorted(ch for ch in sizes if ch not in ell and counts[ch] == 1))
     return ins, out, sizes
 
 
