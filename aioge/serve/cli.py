@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import signal
+import socket
 import sys
 from typing import Any
 
-__all__ = ("register", "run", "add_arguments", "uvicorn_config")
+__all__ = ("register", "run", "add_arguments", "uvicorn_config", "listening_socket", "loop_name")
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -56,7 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graceful-timeout", type=float, default=None,
                    help="seconds to finish accepted requests at shutdown (default: as long as they take)")  # fmt: skip
     p.add_argument("--runtime-metrics", action="store_true",
-                   help="also expose the runtime's counters at /metrics (aioge.metrics; costs a little per launch)")
+                   help="also expose the runtime's counters at /metrics (aioge.metrics; costs a little per launch)")  # fmt: skip
+    p.add_argument("--loop", default="auto", choices=["auto", "uvloop", "asyncio"],
+                   help="event loop (default auto: uvloop when installed, the serve extra has it)")  # fmt: skip
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
 
 
@@ -75,7 +78,7 @@ def uvicorn_config(app: Any, *, log_level: str = "warning", graceful_timeout: fl
 
     httptools' parser (the ``serve`` extra has it) rather than h11's, no access log (a log line per
     request), no lifespan (the command enters the models itself, before listening); the event loop
-    is whatever runs ``Server.serve`` (the command runs it on uvloop).
+    is whatever runs ``Server.serve`` (the command's ``--loop``: uvloop unless told otherwise).
     """
     import uvicorn
 
@@ -88,6 +91,38 @@ def uvicorn_config(app: Any, *, log_level: str = "warning", graceful_timeout: fl
     grace: Any = graceful_timeout  # uvicorn annotates an int, and waits a float of seconds as well
     return uvicorn.Config(app, http=http, lifespan="off", log_level=log_level, access_log=False,
                           timeout_graceful_shutdown=grace)  # fmt: skip
+
+
+def listening_socket(family: int) -> socket.socket:
+    """A TCP listening socket (not yet bound) whose accepted connections have ``TCP_NODELAY``.
+
+    Made with ``IPPROTO_TCP`` so that ``accept()``'s sockets carry that protocol and asyncio's
+    transports set ``TCP_NODELAY`` on them (with protocol 0 they do not, and every response
+    uvicorn writes in two sends waits out the client's delayed ACK: ~40 ms per request on a
+    kept-alive connection); the option is set on the listening socket too (Linux's accepted
+    sockets inherit it), whatever the loop.
+    """
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def loop_name(choice: str = "auto") -> str:
+    """The event loop ``--loop choice`` runs on: ``"uvloop"`` or ``"asyncio"`` (auto: uvloop when installed)."""
+    if choice == "asyncio":
+        return "asyncio"
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        if choice == "uvloop":
+            raise
+        return "asyncio"
+    return "uvloop"
 
 
 def _usage(msg: str) -> int:
@@ -118,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"aioge serve: {e}; install the serve extra: pip install 'aioge[serve]'", file=sys.stderr)
         return 1
+    try:
+        args.loop = loop_name(args.loop)
+    except ImportError:
+        return _usage("--loop uvloop: uvloop is not installed (pip install 'aioge[serve]')")
     from .errors import ModelLoadError
     from .server import InferenceServer
 
@@ -147,7 +186,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(server: Any, args: argparse.Namespace) -> int:
     import asyncio
-    import socket
 
     import uvicorn
 
@@ -155,8 +193,7 @@ def _serve(server: Any, args: argparse.Namespace) -> int:
 
     try:
         family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock = listening_socket(family)
         sock.bind((args.host, args.port))
         sock.listen(2048)
         sock.setblocking(False)
@@ -173,8 +210,8 @@ def _serve(server: Any, args: argparse.Namespace) -> int:
             await super().startup(sockets)
             if self.started:
                 where = f"[{host}]" if family == socket.AF_INET6 else host
-                print(f"aioge serve: listening on http://{where}:{port} (models: {', '.join(server.models)})",
-                      flush=True)  # fmt: skip
+                print(f"aioge serve: listening on http://{where}:{port} (models: {', '.join(server.models)}; "
+                      f"loop: {args.loop})", flush=True)  # fmt: skip
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             if self.loop is not None:  # readiness 503 and flush the queues, on the loop's thread
@@ -206,11 +243,11 @@ def _serve(server: Any, args: argparse.Namespace) -> int:
     # a signal that comes while the models load)
     previous = {s: signal.signal(s, lambda sig, _f: stop.append(sig)) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        try:
+        if args.loop == "uvloop":
             import uvloop
-        except ImportError:  # pragma: no cover
-            return asyncio.run(main())
-        return uvloop.run(main())
+
+            return uvloop.run(main())
+        return asyncio.run(main())
     except Exception as e:
         print(f"aioge serve: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

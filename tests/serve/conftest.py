@@ -30,6 +30,7 @@ class ServerProcess:
         self._err = threading.Thread(target=self._drain_stderr, daemon=True)
         self._err.start()
         line = self._wait_line(timeout)
+        self.banner = line or ""
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line or "")
         if not m:
             self.stop()
