@@ -57,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graceful-timeout", type=float, default=None,
                    help="seconds to finish accepted requests at shutdown (default: as long as they take)")  # fmt: skip
     p.add_argument("--runtime-metrics", action="store_true",
-                   help="also expose the runtime's counters at /metrics (aioge.metrics; costs a little per launch)")  # fmt: skip
+                   help="also expose the runtime's counters at /metrics (aioge.metrics; "
+                        "costs a little per launch)")  # fmt: skip
     p.add_argument("--loop", default="auto", choices=["auto", "uvloop", "asyncio"],
                    help="event loop (default auto: uvloop when installed, the serve extra has it)")  # fmt: skip
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])

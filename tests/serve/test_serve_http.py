@@ -220,6 +220,48 @@ def test_tritonclient_json_and_binary(server):
         client.close()
 
 
+def test_nan_and_infinity_round_trip_through_tritonclient_json(server):
+    """tritonclient's JSON mode writes NaN, Infinity, -Infinity (Python's json, as Triton's parser reads
+    them); the server takes them for float inputs and writes them back the same way, never as null."""
+    tc = pytest.importorskip("tritonclient.http")
+    client = tc.InferenceServerClient(f"127.0.0.1:{server.port}")
+    try:
+        a = np.array([[np.nan, np.inf, -np.inf, 1.5], [2.0, -np.inf, 0.0, np.nan]], np.float32)
+        b = np.ones((2, 4), np.float32)
+        k = np.array([[1, 2], [3, 4]], np.int32)
+        ins = [tc.InferInput("a", [2, 4], "FP32"), tc.InferInput("b", [2, 4], "FP32"),
+               tc.InferInput("c", [2, 2], "INT32")]
+        for t, v in zip(ins, (a, b, k)):
+            t.set_data_from_numpy(v, binary_data=False)
+        outs = [tc.InferRequestedOutput(n, binary_data=False) for n in ("s", "p", "k")]
+        res = client.infer("two", ins, outputs=outs)
+        want = ort_run("two", {"a": a, "b": b, "c": k})
+        for n in ("s", "p", "k"):
+            np.testing.assert_array_equal(res.as_numpy(n), want[n])  # NaN where NaN, each infinity's sign
+        assert np.isnan(res.as_numpy("s")).sum() == 2 and np.isinf(res.as_numpy("p")).sum() == 3
+    finally:
+        client.close()
+    body = json.dumps({"inputs": [tensor("a", a), tensor("b", b), tensor("c", k, "INT32")]})
+    assert "NaN" in body and "-Infinity" in body
+    r = httpx.post(f"{server.url}/v2/models/two/infer", content=body, timeout=60)
+    assert r.status_code == 200, r.text
+    assert "null" not in r.text and "NaN" in r.text and "-Infinity" in r.text
+    s = json.loads(r.text)["outputs"][0]
+    assert s["name"] == "s" and str(s["data"][:3]) == "[nan, inf, -inf]"
+
+
+def test_booleans_are_refused_for_numeric_datatypes(server):
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        r = c.post("/v2/models/mlp/infer", json={"inputs": [{**GOOD_X, "data": [1.0] * 15 + [True]}]})
+        assert r.status_code == 400 and "booleans" in r.json()["error"] and "FP32" in r.json()["error"]
+        r = c.post("/v2/models/two/infer", content=_two([True, 1]))
+        assert r.status_code == 400 and "booleans" in r.json()["error"] and "INT32" in r.json()["error"]
+        # "true" elsewhere in the request (a parameter) does not refuse numbers
+        r = c.post("/v2/models/mlp/infer", json={"inputs": [GOOD_X], "parameters": {"binary_data_output": False},
+                                                 "outputs": [{"name": "y", "parameters": {"binary_data": True}}]})
+        assert r.status_code == 200, r.text
+
+
 # ---------------------------------------------------------------- hostile HTTP
 def _json_body(obj) -> bytes:
     return json.dumps(obj).encode()
@@ -268,6 +310,12 @@ HOSTILE = {
     "null data": (_json_body({"inputs": [{**GOOD_X, "data": [None] * 16}]}), {}),
     "object data": (_json_body({"inputs": [{**GOOD_X, "data": [{}] * 16}]}), {}),
     "no data": (_json_body({"inputs": [{k: v for k, v in GOOD_X.items() if k != "data"}]}), {}),
+    "booleans for FP32": (_json_body({"inputs": [{**GOOD_X, "data": [True] * 16}]}), {}),
+    "a boolean among floats": (_json_body({"inputs": [{**GOOD_X, "data": [1.5] * 15 + [False]}]}), {}),
+    "nested booleans": (_json_body({"inputs": [{**GOOD_X, "data": [[1.0] * 15 + [True]]}]}), {}),
+    "booleans for INT32": (_two([True, False]), {"model": "two"}),
+    "NaN for INT32": (_two([float("nan"), 0]), {"model": "two"}),
+    "Infinity for INT32": (_two([float("inf"), 0]), {"model": "two"}),
     "int32 overflow": (_two([2**31, 0]), {"model": "two"}),
     "float for int": (_two([1.5, 0]), {"model": "two"}),
     "rows differ": (_two([1, 2], b_rows=2), {"model": "two"}),
