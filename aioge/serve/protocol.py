@@ -21,8 +21,10 @@ Every failure is an :class:`InvalidInputError` with a message for the client.
 
 JSON goes through ``orjson`` when it is installed (the ``serve`` extra has
 it: parsing and writing 1024 floats is 10-20x faster than the standard
-library's), else through :mod:`json`.  Non-finite floats have no JSON form:
-orjson writes them as ``null`` -- ask for binary outputs to get them exactly.
+library's), else through :mod:`json`.  Non-finite floats are ``NaN``,
+``Infinity`` and ``-Infinity``, read and written as Triton does (and Python's
+:mod:`json`, which tritonclient's JSON mode uses); JSON booleans are refused
+for numeric datatypes.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ DATATYPES: dict[str, np.dtype[Any]] = {
 }
 _NAMES: dict[np.dtype[Any], str] = {v: k for k, v in DATATYPES.items()}
 # what a JSON array may decode to for each kind of datatype (numpy's inferred kind)
-_JSON_KINDS = {"b": "b", "u": "biu", "i": "biu", "f": "biuf", "V": "biuf"}  # bfloat16's kind is 'V'
+_JSON_KINDS = {"b": "b", "u": "iu", "i": "iu", "f": "iuf", "V": "iuf"}  # bfloat16's kind is 'V'
 _KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-integer numbers", "U": "strings",
                "O": "nulls, objects or numbers too large"}  # fmt: skip
 
@@ -143,9 +145,13 @@ def _params(obj: Mapping[str, Any], where: str | None = None, name: str = "") ->
     return p
 
 
-def dumps(obj: Any) -> bytes:
-    """Compact JSON; numpy arrays in ``obj`` are written as (nested) lists."""
-    if orjson is not None:
+def dumps(obj: Any, *, nonfinite: bool = False) -> bytes:
+    """Compact JSON; numpy arrays in ``obj`` are written as (nested) lists.
+
+    ``nonfinite``: ``obj`` may hold NaN or infinities, written ``NaN``, ``Infinity``, ``-Infinity``
+    as Triton writes them (orjson would write ``null``) through the standard library.
+    """
+    if orjson is not None and not nonfinite:
         out: bytes = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
         return out
     return json.dumps(obj, separators=(",", ":"), default=_tolist).encode()
@@ -157,10 +163,22 @@ def _tolist(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+#: the non-finite numbers of Triton's JSON (and Python's): NaN, Infinity, -Infinity
+_NONFINITE = (b"NaN", b"Infinity")
+
+
 def _load_json(raw: bytes | memoryview) -> Any:
     try:
         if orjson is not None:
-            return orjson.loads(raw)  # nesting past 1024 levels, invalid UTF-8: JSONDecodeError (a ValueError)
+            try:
+                return orjson.loads(raw)  # nesting past 1024 levels, invalid UTF-8: JSONDecodeError (a ValueError)
+            except ValueError:
+                b = bytes(raw)
+                if not any(w in b for w in _NONFINITE):
+                    raise
+                # orjson refuses NaN/Infinity/-Infinity, which Triton's parser (and tritonclient's JSON
+                # mode, through Python's json) accept: the standard library's parser reads them
+                return json.loads(b)
         return json.loads(bytes(raw))
     except RecursionError:
         raise _bad("the request's JSON is nested too deeply") from None
@@ -194,6 +212,8 @@ def decode_request(
         view = memoryview(body)
         head, binary = view[:hl], view[hl:]
     req = _load_json(head)
+    raw = head if isinstance(head, bytes) else bytes(head)
+    maybe_bools = b"true" in raw or b"false" in raw  # else no JSON boolean can hide among numbers
     if not isinstance(req, dict):
         raise _bad("the request must be a JSON object")
     rid = req.get("id")
@@ -254,7 +274,7 @@ def decode_request(
             a = np.frombuffer(binary, dtype=spec.dtype, count=count, offset=offset).reshape(shape)
             offset += nbytes
         else:
-            a = _from_json(item.get("data"), spec.dtype, shape, name)
+            a = _from_json(item.get("data"), spec.dtype, shape, name, maybe_bools)
         arrays[name] = a
     if offset != len(binary):
         raise _bad(f"the body has {len(binary) - offset} bytes of binary data that no input declares")
@@ -303,9 +323,23 @@ def _check_shape(shape: Any, spec: TensorInfo, max_batch_size: int) -> list[int]
     return shape
 
 
-def _from_json(data: Any, dt: np.dtype[Any], shape: list[int], name: str) -> np.ndarray:
+def _has_bool(data: list[Any]) -> bool:
+    for v in data:
+        if type(v) is bool or (type(v) is list and _has_bool(v)):
+            return True
+    return False
+
+
+def _from_json(data: Any, dt: np.dtype[Any], shape: list[int], name: str, maybe_bools: bool = True) -> np.ndarray:
     if not isinstance(data, list):
         raise _bad(f"input {name!r} has neither 'data' (a list) nor binary_data_size")
+    if maybe_bools and dt.kind != "b":
+        try:
+            found = _has_bool(data)
+        except RecursionError:
+            raise _bad(f"input {name!r}: 'data' is nested too deeply") from None
+        if found:  # numpy would read true as 1: Triton refuses booleans for numeric datatypes
+            raise _bad(f"input {name!r}: 'data' holds booleans, not {datatype_of(dt)} values")
     count = math.prod(shape)
     if dt.kind == "f" and count and len(data) == count and type(data[0]) is float:
         # flat JSON numbers for a float input (what clients send): C doubles straight from the
@@ -360,6 +394,7 @@ def encode_response(
     names = list(request.outputs) if request.outputs is not None else list(outputs)
     out_json: list[dict[str, Any]] = []
     blobs: list[bytes] = []
+    nonfinite = False
     for n in names:
         a = np.asarray(results[n])
         binary = request.outputs[n] if request.outputs is not None else request.binary_output
@@ -372,12 +407,14 @@ def encode_response(
             flat = np.ascontiguousarray(a.reshape(-1))
             if flat.dtype.kind == "V" or flat.dtype == np.float16:  # bfloat16/fp16 are written as float32 values
                 flat = flat.astype(np.float32)
+            if flat.dtype.kind == "f" and not nonfinite and flat.size and not np.isfinite(flat).all():
+                nonfinite = True
             entry["data"] = flat
         out_json.append(entry)
     resp: dict[str, Any] = {"model_name": model_name, "model_version": version, "outputs": out_json}
     if request.id is not None:
         resp["id"] = request.id
-    head = dumps(resp)
+    head = dumps(resp, nonfinite=nonfinite)
     if not blobs:
         return head, None
     return b"".join([head, *blobs]), len(head)
