@@ -238,8 +238,10 @@ def test_json_floats_keep_the_general_paths_semantics():
     for bad, msg in (([1.0, "2", 3.0], "strings"), ([1.0, None, 3.0], "nulls"), ([1.0, [2.0], 3.0], "regular")):
         with pytest.raises(aioge.serve.InvalidInputError, match=msg):  # flat floats first, then not
             decode_request(body(bad), None, spec, {}, 4)
-    a = decode_request(body([0.5, True, 2]), None, spec, {}, 4).inputs["x"]  # as numpy reads them
-    assert a.tolist() == [[0.5, 1.0, 2.0]]
+    with pytest.raises(aioge.serve.InvalidInputError, match="booleans"):  # never read as 1.0 (Triton refuses them)
+        decode_request(body([0.5, True, 2]), None, spec, {}, 4)
+    a = decode_request(body([float("nan"), float("inf"), -float("inf")]), None, spec, {}, 4).inputs["x"]
+    assert np.isnan(a[0, 0]) and a[0, 1] == np.inf and a[0, 2] == -np.inf
     bool_shape = {"inputs": [{"name": "x", "shape": [True, 3], "datatype": "FP32", "data": [1.0, 2.0, 3.0]}]}
     with pytest.raises(aioge.serve.InvalidInputError, match="'shape'"):
         decode_request(json.dumps(bool_shape).encode(), None, spec, {}, 4)
