@@ -68,6 +68,7 @@ __all__ = (
     "ClosedResourceError",
     "BusyResourceError",
     "WrongDeviceError",
+    "FeedError",
     "BackendError",
     "error_class",
     "code_name",
@@ -299,6 +300,16 @@ class BusyResourceError(AioGeError, RuntimeError):
 
 class WrongDeviceError(AioGeError, ValueError):
     """An object of one device was used with another device."""
+
+
+class FeedError(AioGeError, TypeError, ValueError):
+    """``execute()`` was given inputs in a form the model does not take.
+
+    Not a dict of input name -> array (a list of arrays, a number, ...), a
+    bare array for a model that does not take exactly one input, or missing /
+    unknown input names. Both a ``TypeError`` and a ``ValueError``, so code
+    catching either keeps working.
+    """
 
 
 class BackendError(AioGeError, ImportError):

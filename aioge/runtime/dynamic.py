@@ -37,7 +37,7 @@ from ..errors import BusyResourceError
 from ..graph import GraphError
 from ..graph.ir import Dim
 from ._resources import Resource
-from .executable import CompiledGraph
+from .executable import CompiledGraph, check_feed_names, feeds_dict
 from .scheduler import Completion, ThreadJob
 from .tensor import Tensor
 
@@ -223,10 +223,7 @@ class DynamicCompiledGraph(Resource):
 
     # ---- execution ----
     def _feed_key(self, feeds: Mapping[str, Any]) -> _Key:
-        missing = [n for n in self.inputs if n not in feeds]
-        extra = [n for n in feeds if n not in self.inputs]
-        if missing or extra:
-            raise ValueError(f"{self.graph.name}: missing inputs {missing}, unknown inputs {extra}")
+        check_feed_names(self.graph.name, self.inputs, feeds)
         shapes = {}
         for n, (_, dt) in self.inputs.items():
             x = feeds[n]
@@ -238,7 +235,7 @@ class DynamicCompiledGraph(Resource):
 
     async def execute(
         self,
-        feeds: Mapping[str, Any],
+        feeds: Mapping[str, Any] | Any,
         *,
         stream: Stream | None = None,
         as_tensors: bool = False,
@@ -250,11 +247,14 @@ class DynamicCompiledGraph(Resource):
         that compile); ``timeout`` covers the compile too.
 
         Raises:
-            ValueError/TypeError: a feed of the wrong name, dtype or a shape
+            FeedError: not a dict of input name -> array (nor one array for a model of one
+                input), or missing / unknown input names (nothing compiled).
+            ValueError/TypeError: a feed of the wrong dtype or a shape
                 that does not fit the declared dims (nothing compiled).
             GraphError: the graph cannot be compiled at that shape (naming the node).
         """
         self._check_open()
+        feeds = feeds_dict(self.graph.name, self.inputs, feeds)
         key = self._feed_key(feeds)
         with anyio.fail_after(timeout) if timeout is not None else _nullcontext():
             cg = await self._acquire(key)

@@ -38,7 +38,7 @@ import numpy as np
 from .. import _native, dtypes
 from .._layout import NCHW_OPS, data_format
 from .._native import acl
-from ..errors import AclError, BusyResourceError, error_class
+from ..errors import AclError, BusyResourceError, FeedError, error_class
 from ..graph import LoweredNode
 from ..graph.executable import Layout, aligned, kind_of
 from ..graph.lower.host import host_attrs
@@ -396,15 +396,7 @@ class CompiledGraph(Resource):
 
     # ---- execution ----
     def _check_feeds(self, feeds: Mapping[str, Any]) -> None:
-        if not isinstance(feeds, Mapping):
-            raise TypeError(
-                f"{self.graph.name}: execute() takes a dict of input name -> numpy array or Tensor "
-                f"(inputs: {', '.join(repr(n) for n in self.inputs)}), not {type(feeds).__name__}"
-            )
-        missing = [n for n in self.inputs if n not in feeds]
-        extra = [n for n in feeds if n not in self.inputs]
-        if missing or extra:
-            raise ValueError(f"{self.graph.name}: missing inputs {missing}, unknown inputs {extra}")
+        check_feed_names(self.graph.name, self.inputs, feeds)
         for n, (shape, dt) in self.inputs.items():
             x = _host_array(feeds[n])
             xs = x.shape if isinstance(x, Tensor) else np.shape(x)
@@ -416,7 +408,7 @@ class CompiledGraph(Resource):
 
     async def execute(
         self,
-        feeds: Mapping[str, Any],
+        feeds: Mapping[str, Any] | Any,
         *,
         stream: Stream | None = None,
         as_tensors: bool = False,
@@ -426,7 +418,8 @@ class CompiledGraph(Resource):
         """Run the model once.
 
         Args:
-            feeds: input name -> numpy array or torch CPU tensor (uploaded) or :class:`Tensor` (used in place).
+            feeds: input name -> numpy array or torch CPU tensor (uploaded) or :class:`Tensor` (used in place);
+                for a model of exactly one input, that one array or tensor by itself.
             stream: the stream for the main segment chain (default: the device's).
             as_tensors: return output Tensors (stay on the device) instead of numpy arrays.
             as_torch: return torch tensors (sharing memory with the downloaded arrays).
@@ -436,7 +429,9 @@ class CompiledGraph(Resource):
             output name -> numpy array (or Tensor).
 
         Raises:
-            ValueError/TypeError: a feed of the wrong name, shape or dtype (nothing launched).
+            FeedError: not a dict of input name -> array (nor one array for a model of one input), or
+                missing / unknown input names (a TypeError and a ValueError; nothing launched).
+            ValueError/TypeError: a feed of the wrong shape or dtype (nothing launched).
             AclError: a node failed on the device (its message names the node).
 
         Backpressure: waits while ``max_inflight`` executions of the model
@@ -445,6 +440,8 @@ class CompiledGraph(Resource):
         Cancellation: returns control at once; the execution still runs to
         completion and its buffers are released afterwards.
         """
+        if type(feeds) is not dict:
+            feeds = feeds_dict(self.graph.name, self.inputs, feeds)
         now = self._now
         if now is not None and not as_tensors and _trace.hub is None:
             res = now.run(self, feeds, stream if stream is not None else self.device.default_stream)
@@ -798,6 +795,57 @@ def _as_torch(res: dict[str, Any]) -> dict[str, Any]:
     from ..frontends._tensors import from_numpy
 
     return {name: from_numpy(a) for name, a in res.items()}
+
+
+def _is_array(x: Any) -> bool:
+    """A numpy array, a torch tensor or a device :class:`Tensor`: what one input can be."""
+    if isinstance(x, (np.ndarray, Tensor)):
+        return True
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _takes(inputs: Mapping[str, tuple[Any, Any]]) -> str:
+    """The inputs a model takes, as the dict execute() wants: ``{'x': float32[4, 8], ...}``."""
+    items = []
+    for n, (shape, dt) in inputs.items():
+        dims = ", ".join(str(d) if d is not None else "?" for d in shape) if shape is not None else "..."
+        items.append(f"{n!r}: {np.dtype(dt).name if dt is not None else '?'}[{dims}]")
+    return "{" + ", ".join(items) + "}"
+
+
+def feeds_dict(name: str, inputs: Mapping[str, tuple[Any, Any]], feeds: Any) -> Mapping[str, Any]:
+    """What execute() was given as the dict of input name -> array it works on.
+
+    A mapping is returned as it is; one array (numpy, torch, :class:`Tensor`)
+    is the input of a model of exactly one input. Anything else is a
+    :class:`~aioge.FeedError` saying what the model takes, on every route.
+    """
+    if isinstance(feeds, Mapping):
+        return feeds
+    takes = _takes(inputs)
+    if _is_array(feeds):
+        if len(inputs) == 1:
+            return {next(iter(inputs)): feeds}
+        raise FeedError(
+            f"{name}: execute() was given one array, but the model takes {len(inputs)} inputs; "
+            f"pass a dict of input name -> array: {takes}"
+        )
+    what = type(feeds).__name__
+    if isinstance(feeds, (list, tuple)):
+        what = f"a {what} of {len(feeds)}"
+    one = " (or, for a model of one input, that one array)" if len(inputs) == 1 else ""
+    raise FeedError(
+        f"{name}: execute() takes a dict of input name -> numpy array, torch CPU tensor or Tensor{one} "
+        f"(inputs: {', '.join(repr(n) for n in inputs)}), not {what}; the model takes {takes}"
+    )
+
+
+def check_feed_names(name: str, inputs: Mapping[str, Any], feeds: Mapping[str, Any]) -> None:
+    missing = [n for n in inputs if n not in feeds]
+    extra = [n for n in feeds if n not in inputs]
+    if missing or extra:
+        raise FeedError(f"{name}: missing inputs {missing}, unknown inputs {extra}")
 
 
 def _host_array(x: Any) -> Any:
