@@ -5,6 +5,8 @@ Routes (``/versions/{version}`` forms too; only version ``1`` exists):
 * ``GET /v2/health/live``, ``GET /v2/health/ready`` (503 while loading or shutting down)
 * ``GET /v2`` -- server metadata; ``POST /v2/repository/index`` -- the models
 * ``GET /v2/models/{name}`` -- model metadata; ``GET /v2/models/{name}/ready``
+* ``GET /v2/models/{name}/config`` -- Triton's model configuration extension
+* ``GET /v2/models[/{name}]/stats`` -- Triton's statistics extension
 * ``POST /v2/models/{name}/infer`` -- JSON tensors or Triton's binary tensor data extension
 * ``GET /metrics`` -- Prometheus text format
 
@@ -133,9 +135,11 @@ class _ServeApp(Starlette):
             try:
                 body = await _receive_body(receive, headers.get("content-length"), server.max_body_bytes)
             except PayloadTooLargeError as e:
+                reply = error_reply(e)
+                if name in server.models:
+                    server.refused(server.models[name], 413)
                 if server.metrics is not None:
                     server.metrics.http(name if name in server.models else "_unknown", 413)
-                reply = error_reply(e)
             else:
                 reply = await server.infer(name, body, headers, version)
         except ClientDisconnect:
@@ -206,12 +210,22 @@ def build_app(server: InferenceServer, *, own_lifespan: bool = True) -> Starlett
         try:
             body = await read_body(request, server.max_body_bytes)
         except PayloadTooLargeError as e:
+            if p["name"] in server.models:
+                server.refused(server.models[p["name"]], 413)
             if server.metrics is not None:
                 server.metrics.http(p["name"] if p["name"] in server.models else "_unknown", 413)
             return _response(error_reply(e))
         except ClientDisconnect:  # nobody to answer
             return Response(status_code=400)
         return _response(await server.infer(p["name"], body, request.headers, p.get("version")))
+
+    async def model_config(request: Request) -> Response:
+        p = request.path_params
+        return _response(server.model_config(p["name"], p.get("version")))
+
+    async def stats(request: Request) -> Response:
+        p = request.path_params
+        return _response(server.statistics(p.get("name"), p.get("version")))
 
     async def metrics(request: Request) -> Response:
         return _response(server.metrics_reply())
@@ -229,11 +243,14 @@ def build_app(server: InferenceServer, *, own_lifespan: bool = True) -> Starlett
         Route("/v2", meta, methods=["GET"]),
         Route("/v2/repository/index", index, methods=["POST", "GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/v2/models/stats", stats, methods=["GET"]),  # ahead of the model called "stats"'s metadata
     ]
     for base in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
         routes += [
             Route(base, model_meta, methods=["GET"]),
             Route(base + "/ready", model_ready, methods=["GET"]),
+            Route(base + "/config", model_config, methods=["GET"]),
+            Route(base + "/stats", stats, methods=["GET"]),
         ]
     routes.append(Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]))
 

@@ -43,6 +43,7 @@ from ..errors import ClosedResourceError
 from ..runtime.executable import CompiledGraph
 from .errors import DeadlineExceededError, InvalidInputError, QueueFullError
 from .runner import BucketedModel, Runner
+from .stats import ModelStatistics
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -180,7 +181,8 @@ class Batcher:
 
     ``stats`` counts requests, batches, rows, padding rows, the batch-size
     distribution (``batch_sizes``: rows -> batches), refusals, deadlines and
-    cancellations.
+    cancellations; ``statistics`` holds the same in Triton's terms (counts and
+    durations: :class:`~aioge.serve.stats.ModelStatistics`).
 
     Closing (leaving ``async with``, or :meth:`aclose`) refuses new requests
     (:class:`aioge.ClosedResourceError`), sends what is queued at once and
@@ -243,6 +245,8 @@ class Batcher:
         self._batch_sizes: collections.Counter[int] = collections.Counter()
         self._stats = dict.fromkeys(("requests", "ok", "batches", "rows", "padding_rows", "invalid", "queue_full",
                                      "deadline", "cancelled", "errors", "peak_inflight"), 0)  # fmt: skip
+        #: Triton's statistics of this model (``GET /v2/models/{name}/stats``)
+        self.statistics = ModelStatistics()
         self._row_shapes = {n: t.row_shape for n, t in model.inputs.items()}
         self._dtypes = {n: t.dtype for n, t in model.inputs.items()}
 
@@ -335,7 +339,9 @@ class Batcher:
         self._stats["requests"] += 1
         if self._closing or self._tg is None:
             self._finish(None, "closed", now)
-            raise ClosedResourceError(f"{self.name}: the batcher is not running (closed, or not entered)")
+            if self._closing:
+                raise ClosedResourceError(f"{self.name}: shutting down, no new requests are accepted")
+            raise ClosedResourceError(f"{self.name}: the batcher is not running (not entered yet)")
         try:
             checked, rows = self._check(feeds)
         except InvalidInputError:
@@ -423,11 +429,11 @@ class Batcher:
         return f"{self.name}: the request's deadline passed while it was {where}"
 
     def _finish(self, req: _Request | None, status: str, t0: float) -> None:
-        if self._observer is None:
-            return
         now = self._now()
         q = None if req is None or req.t_start is None else req.t_start - req.t_enqueue
-        self._observer.request(self.name, status, q, now - t0)
+        self.statistics.request(status == "ok", 0 if req is None else req.rows, now - t0, q)
+        if self._observer is not None:
+            self._observer.request(self.name, status, q, now - t0)
 
     def _check(self, feeds: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
         """The feeds as arrays, and their rows; InvalidInputError for anything that does not fit."""
@@ -605,8 +611,11 @@ class Batcher:
             self._observer.inflight(self.name, self._running)
         try:
             feeds, bucket = self._assemble(batch, rows)
+            t1 = self._now()
             outs = await self.model.execute(feeds)
+            t2 = self._now()
             self._split(batch, outs, rows)
+            self.statistics.batch(len(batch), rows, t1 - t0, t2 - t1, self._now() - t2)
         except BaseException as e:  # a device error (or cancellation) fails every request of the batch
             err = e if isinstance(e, Exception) else ClosedResourceError(f"{self.name}: the batch was cancelled")
             for r in batch:

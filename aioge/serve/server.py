@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -35,7 +36,7 @@ from .errors import (
     QueueFullError,
     http_status,
 )
-from .protocol import HEADER_LENGTH, decode_request, encode_response, model_metadata
+from .protocol import HEADER_LENGTH, datatype_of, decode_request, encode_response, model_metadata
 from .runner import ModelSource, Runner, load_model
 
 if TYPE_CHECKING:
@@ -46,6 +47,13 @@ if TYPE_CHECKING:
 __all__ = ("ModelSpec", "InferenceServer", "Reply", "discover_models", "error_reply", "SERVER_NAME")
 
 SERVER_NAME = "aioge"
+#: the protocol extensions ``GET /v2`` advertises (Triton's names)
+EXTENSIONS = ("binary_tensor_data", "model_repository", "model_configuration", "statistics")
+#: Triton's model configuration ``data_type`` of each v2 datatype
+_CONFIG_TYPES = {"BOOL": "TYPE_BOOL", "UINT8": "TYPE_UINT8", "UINT16": "TYPE_UINT16", "UINT32": "TYPE_UINT32",
+                 "UINT64": "TYPE_UINT64", "INT8": "TYPE_INT8", "INT16": "TYPE_INT16", "INT32": "TYPE_INT32",
+                 "INT64": "TYPE_INT64", "FP16": "TYPE_FP16", "FP32": "TYPE_FP32", "FP64": "TYPE_FP64",
+                 "BF16": "TYPE_BF16"}  # fmt: skip
 #: request bodies above this many bytes (after decompression) are refused with 413
 MAX_BODY_BYTES = 64 << 20
 
@@ -271,8 +279,7 @@ class InferenceServer:
     def server_metadata(self) -> Reply:
         from .. import __version__
 
-        return _json(200, {"name": SERVER_NAME, "version": __version__,
-                           "extensions": ["binary_tensor_data", "model_repository"]})  # fmt: skip
+        return _json(200, {"name": SERVER_NAME, "version": __version__, "extensions": list(EXTENSIONS)})
 
     def live(self) -> Reply:
         return _json(200, {"live": True})
@@ -299,6 +306,25 @@ class InferenceServer:
         ok = self.ready and not m.batcher.closing
         return _json(200 if ok else 503, {"name": name, "ready": ok})
 
+    def model_config(self, name: str, version: str | None = None) -> Reply:
+        """``GET /v2/models/{name}[/versions/{version}]/config``: Triton's model configuration (its JSON form)."""
+        try:
+            m = self.model(name, version)
+        except ModelNotFoundError as e:
+            return error_reply(e)
+        return _json(200, model_config(m))
+
+    def statistics(self, name: str | None = None, version: str | None = None) -> Reply:
+        """``GET /v2/models[/{name}[/versions/{version}]]/stats``: Triton's statistics extension."""
+        if name is None:
+            served = list(self.models.values())
+        else:
+            try:
+                served = [self.model(name, version)]
+            except ModelNotFoundError as e:
+                return error_reply(e)
+        return _json(200, {"model_stats": [m.batcher.statistics.to_json(m.name) for m in served]})
+
     def repository_index(self) -> Reply:
         return _json(200, [{"name": n, "version": "1", "state": "READY" if self.ready else "UNAVAILABLE"}
                            for n in self.models])  # fmt: skip
@@ -324,14 +350,24 @@ class InferenceServer:
     async def infer(self, name: str, body: bytes, headers: Mapping[str, str], version: str | None = None) -> Reply:
         """``POST /v2/models/{name}/infer``: decode, batch, execute, encode; every failure a protocol error."""
         label = name if name in self.models else "_unknown"  # never a label per made-up name
+        t0 = time.perf_counter()
+        m: _Served | None = None
         try:
             m = self.model(name, version)
             body = self.decompress(body, headers.get("content-encoding"))
             r = m.runner
             req = decode_request(body, headers.get(HEADER_LENGTH), r.inputs, r.outputs, r.max_batch_size)
+        except Exception as e:  # refused before the batcher saw it: counted here
+            reply = error_reply(e)
+            if m is not None:
+                self.refused(m, reply.status, time.perf_counter() - t0)
+            if self.metrics is not None:
+                self.metrics.http(label, reply.status)
+            return reply
+        try:
             results = await m.batcher.infer(req.inputs, timeout=req.timeout)
             out, hl = encode_response(name, req, results, r.outputs)
-        except Exception as e:  # a protocol error, or a device failure of the batch: the server carries on
+        except Exception as e:  # a request that does not fit, or a device failure of the batch: the server carries on
             reply = error_reply(e)
         else:
             if hl is None:
@@ -342,9 +378,54 @@ class InferenceServer:
             self.metrics.http(label, reply.status)
         return reply
 
+    def refused(self, m: _Served, status: int, seconds: float = 0.0) -> None:
+        """Count a request of model ``m`` refused before it reached the batcher (``status``: its HTTP status)."""
+        m.batcher.statistics.request(False, 0, seconds, None)
+        if self.metrics is not None:
+            self.metrics.request(m.name, "invalid" if status in (400, 413) else "error", None, seconds)
+
     def metrics_reply(self) -> Reply:
         from .metrics import CONTENT_TYPE_LATEST
 
         body = self.metrics.expose() if self.metrics is not None else b""
         return Reply(200, body, {}, CONTENT_TYPE_LATEST)
 
+
+def model_config(m: _Served) -> dict[str, Any]:
+    """Triton's model configuration of a served model, as its ``/config`` JSON (``ModelConfig`` of
+    ``model_config.proto``): tensor ``dims`` without the batch dimension, 64-bit fields as numbers."""
+    r, b = m.runner, m.batcher
+    batching = r.max_batch_size > 0
+
+    def tensor(t: Any, output: bool) -> dict[str, Any]:
+        dims = list(t.shape[1:] if batching else t.shape)
+        out: dict[str, Any] = {"name": t.name, "data_type": _CONFIG_TYPES[datatype_of(t.dtype)], "dims": dims}
+        if output:
+            out.update(label_filename="", is_shape_tensor=False)
+        else:
+            out.update(format="FORMAT_NONE", is_shape_tensor=False, allow_ragged_batch=False, optional=False)
+        return out
+
+    cfg: dict[str, Any] = {
+        "name": m.name,
+        "platform": "aioge",
+        "backend": "aioge",
+        "version_policy": {"latest": {"num_versions": 1}},
+        "max_batch_size": b.max_batch_size,
+        "input": [tensor(t, False) for t in r.inputs.values()],
+        "output": [tensor(t, True) for t in r.outputs.values()],
+        "instance_group": [{"name": m.name, "kind": "KIND_MODEL", "count": b.max_inflight}],
+        "parameters": {},
+    }
+    if batching:
+        sizes = [int(x) for x in getattr(r, "batch_sizes", ()) if x <= b.max_batch_size]
+        policy: dict[str, Any] = {
+            "timeout_action": "REJECT",
+            "allow_timeout_override": True,
+            "max_queue_size": b.max_queue_size,
+            "default_timeout_microseconds": 0 if b.timeout is None else int(b.timeout * 1e6),
+        }
+        cfg["dynamic_batching"] = {"preferred_batch_size": sizes or [b.max_batch_size],
+                                   "max_queue_delay_microseconds": round(b.max_queue_delay * 1e6),
+                                   "preserve_ordering": False, "default_queue_policy": policy}  # fmt: skip
+    return cfg

@@ -60,6 +60,40 @@ def test_sigterm_finishes_every_accepted_request(tmp_path):
         httpx.get(f"{s.url}/v2/health/live", timeout=5)
 
 
+def test_a_request_still_uploading_at_sigterm_gets_503_shutting_down(tmp_path):
+    M.save(M.mlp(), tmp_path / "m.onnx")
+    s = ServerProcess(str(tmp_path / "m.onnx"), "--batch-sizes", "1")
+    try:
+        body = json.dumps({"inputs": [tensor("x", np.ones((1, 16), np.float32))]}).encode()
+        with socket.create_connection(("127.0.0.1", s.port), timeout=60) as c:
+            c.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])  # fmt: skip
+
+            def refused() -> bool:
+                try:
+                    socket.create_connection(("127.0.0.1", s.port), timeout=5).close()
+                except OSError:
+                    return True
+                return False
+
+            s.terminate()
+            wait_for(refused, what="the listening socket to close")
+            c.sendall(body[10:])
+            reply = b""
+            while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        head, _, payload = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503"), reply
+        assert b"retry-after" in head.lower()
+        assert "shutting down" in json.loads(payload)["error"]
+        assert s.wait() == 0
+    finally:
+        s.stop()
+
+
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "aioge.serve", *args], capture_output=True, text=True, cwd=ROOT,
                           timeout=120)  # fmt: skip
