@@ -8,11 +8,13 @@ tensors), with ``httpx`` and with ``curl``; every answer is checked against
 onnxruntime (or, without it, against each other).  SIGTERM then stops the
 server gracefully (exit code 0).  Without an argument a small MLP with a
 symbolic batch dimension is written to a temporary directory first.
-Needs the ``serve`` extra, plus ``tritonclient[http]`` and ``httpx``.
+Needs the ``serve`` extra, plus ``tritonclient[http]`` and ``httpx`` (it says so, and
+exits, when one is missing).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
@@ -44,6 +46,22 @@ def build_model(path: Path) -> Path:
     return path
 
 
+def require(with_onnx: bool) -> None:
+    """Exit with a clear message (not a traceback) when a package the example needs is missing."""
+    needed = [("starlette", "aioge[serve]"), ("uvicorn", "aioge[serve]"), ("tritonclient.http", "tritonclient[http]"),
+              ("httpx", "httpx")] + ([("onnx", "aioge[serve]")] if with_onnx else [])  # fmt: skip
+    missing = []
+    for module, package in needed:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append((module, package))
+    if missing:
+        names = ", ".join(m for m, _ in missing)
+        pkgs = " ".join(sorted({f"'{p}'" for _, p in missing}))
+        raise SystemExit(f"serve_onnx.py needs {names}: pip install {pkgs}")
+
+
 def start_server(model: Path) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "aioge", "serve", str(model), "--port", "0", "--max-batch-size", "16",
            "--max-queue-delay-us", "500"]  # fmt: skip
@@ -53,15 +71,30 @@ def start_server(model: Path) -> tuple[subprocess.Popen[str], str]:
     line = proc.stdout.readline()  # printed once every model is compiled and the port listens
     m = re.search(r"listening on (http://\S+)", line)
     if not m:
-        proc.kill()
-        raise SystemExit(f"the server did not start: {line!r}")
+        if line:  # something else on stdout: not a server that is about to listen
+            proc.kill()
+        code = proc.wait(60)
+        raise SystemExit(f"the server did not start (exit code {code}; its error is above)")
     print(line.strip())
     return proc, m.group(1)
 
 
 def main() -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="aioge-serve-"))
-    model = Path(sys.argv[1]) if len(sys.argv) > 1 else build_model(tmp / "mlp.onnx")
+    require(with_onnx=len(sys.argv) < 2)
+    tmp: Path | None = None
+    try:
+        if len(sys.argv) > 1:
+            model = Path(sys.argv[1])
+        else:
+            tmp = Path(tempfile.mkdtemp(prefix="aioge-serve-"))
+            model = build_model(tmp / "mlp.onnx")
+        serve(model)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def serve(model: Path) -> None:
     name = model.stem
     proc, url = start_server(model)
     try:
@@ -113,7 +146,6 @@ def main() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)  # graceful: finishes accepted requests, closes models and device
         code = proc.wait(60)
-        shutil.rmtree(tmp, ignore_errors=True)
     print("server exited with", code)
     assert code == 0
 
