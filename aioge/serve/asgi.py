@@ -3,7 +3,8 @@
 Routes (``/versions/{version}`` forms too; only version ``1`` exists):
 
 * ``GET /v2/health/live``, ``GET /v2/health/ready`` (503 while loading or shutting down)
-* ``GET /v2`` -- server metadata; ``POST /v2/repository/index`` -- the models
+* ``GET /v2`` -- server metadata; ``POST /v2/repository/index`` -- the models, loaded or not
+* ``POST /v2/repository/models/{name}/load`` (or reload), ``.../unload`` -- Triton's model repository extension
 * ``GET /v2/models/{name}`` -- model metadata; ``GET /v2/models/{name}/ready``
 * ``GET /v2/models/{name}/config`` -- Triton's model configuration extension
 * ``GET /v2/models[/{name}]/stats`` -- Triton's statistics extension
@@ -37,7 +38,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .errors import PayloadTooLargeError
+from .errors import InvalidInputError, PayloadTooLargeError
 from .metrics import ServeMetrics
 from .protocol import HEADER_LENGTH
 from .server import MAX_BODY_BYTES, InferenceServer, ModelSpec, Reply, error_reply
@@ -194,8 +195,49 @@ def build_app(server: InferenceServer, *, own_lifespan: bool = True) -> Starlett
     async def meta(request: Request) -> Response:
         return _response(server.server_metadata())
 
+    async def _params(request: Request) -> tuple[dict[str, Any], Response | None]:
+        """The JSON object of a repository request's body (may be empty), or the 400 to answer."""
+        raw = await read_body(request, 1 << 20)
+        if not raw.strip():
+            return {}, None
+        try:
+            obj = json.loads(raw)
+        except ValueError as e:
+            return {}, _response(error_reply(InvalidInputError(f"the request is not valid JSON: {e}")))
+        if not isinstance(obj, dict):
+            return {}, _response(error_reply(InvalidInputError("the request must be a JSON object")))
+        return obj, None
+
     async def index(request: Request) -> Response:
-        return _response(server.repository_index())
+        ready = False
+        if request.method == "POST":
+            obj, bad = await _params(request)
+            if bad is not None:
+                return bad
+            ready = obj.get("ready", False)
+            if not isinstance(ready, bool):
+                return _response(error_reply(InvalidInputError("'ready' must be a boolean")))
+        return _response(server.repository_index(ready))
+
+    async def load(request: Request) -> Response:
+        obj, bad = await _params(request)
+        if bad is not None:
+            return bad
+        params = obj.get("parameters") or {}
+        if not isinstance(params, dict) or params:
+            return _response(error_reply(InvalidInputError(
+                f"load parameters are not supported ({sorted(params) if isinstance(params, dict) else params!r}): "
+                "the model's NAME.json beside NAME.onnx holds its options")))  # fmt: skip
+        return _response(await server.load(request.path_params["name"]))
+
+    async def unload(request: Request) -> Response:
+        obj, bad = await _params(request)
+        if bad is not None:
+            return bad
+        params = obj.get("parameters") or {}
+        if not isinstance(params, dict) or set(params) - {"unload_dependents"}:
+            return _response(error_reply(InvalidInputError(f"unknown unload parameters: {params!r}")))
+        return _response(await server.unload(request.path_params["name"]))
 
     async def model_meta(request: Request) -> Response:
         p = request.path_params
@@ -242,6 +284,8 @@ def build_app(server: InferenceServer, *, own_lifespan: bool = True) -> Starlett
         Route("/v2/health/ready", ready, methods=["GET"]),
         Route("/v2", meta, methods=["GET"]),
         Route("/v2/repository/index", index, methods=["POST", "GET"]),
+        Route("/v2/repository/models/{name}/load", load, methods=["POST"]),
+        Route("/v2/repository/models/{name}/unload", unload, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/v2/models/stats", stats, methods=["GET"]),  # ahead of the model called "stats"'s metadata
     ]

@@ -25,7 +25,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AioGeError
+import anyio
+import anyio.abc
+
+from ..errors import AioGeError, ClosedResourceError
 from ..runtime.device import Device, open_device
 from .batcher import Batcher
 from .errors import (
@@ -41,6 +44,8 @@ from .runner import ModelSource, Runner, load_model
 
 if TYPE_CHECKING:
     from types import TracebackType
+
+    from anyio.abc import TaskGroup
 
     from .metrics import ServeMetrics
 
@@ -159,10 +164,20 @@ def error_reply(exc: BaseException) -> Reply:
 
 
 class _Served:
-    __slots__ = ("batcher", "name", "runner", "spec")
+    """A loaded model: its runner and batcher, kept open by a task of the server's task group until
+    ``done`` is set (unload, reload, shutdown); ``stopped`` is set once both are closed."""
 
-    def __init__(self, name: str, spec: ModelSpec, runner: Runner, batcher: Batcher) -> None:
+    __slots__ = ("batcher", "done", "name", "runner", "spec", "stopped")
+
+    def __init__(self, name: str, spec: ModelSpec, runner: Runner, batcher: Batcher, done: anyio.Event,
+                 stopped: anyio.Event) -> None:  # fmt: skip
         self.name, self.spec, self.runner, self.batcher = name, spec, runner, batcher
+        self.done, self.stopped = done, stopped
+
+    def stop(self) -> None:
+        """Refuse new requests, send what is queued at once, then close (see ``stopped``)."""
+        self.batcher.close_soon()
+        self.done.set()
 
 
 class InferenceServer:
@@ -193,11 +208,15 @@ class InferenceServer:
     ) -> None:
         if isinstance(models, (str, os.PathLike)):
             models = [models]
+        #: the model-repository directories served (where ``load`` finds models not loaded at start-up)
+        self.repositories: list[Path] = []
+        self._defaults = dict(defaults)
         if isinstance(models, Mapping):
             self.specs = {str(n): m if isinstance(m, ModelSpec) else ModelSpec(m, **defaults)
                           for n, m in models.items()}  # fmt: skip
         else:
             self.specs = discover_models(models, **defaults)
+            self.repositories = [Path(p) for p in models if Path(p).is_dir()]
         if not self.specs:
             raise ModelLoadError("no models to serve")
         self._device = device
@@ -210,6 +229,8 @@ class InferenceServer:
         self.max_body_bytes = int(max_body_bytes)
         self.models: dict[str, _Served] = {}
         self._stack: contextlib.AsyncExitStack | None = None
+        self._tg: TaskGroup | None = None
+        self._repo_lock: anyio.Lock | None = None
         self.ready = False
         self.draining = False
 
@@ -227,23 +248,16 @@ class InferenceServer:
                 dev = open_device(self._device_id)
                 await stack.enter_async_context(dev)
                 self._device = dev
+            self._repo_lock = anyio.Lock()
+            self._tg = await stack.enter_async_context(anyio.create_task_group())
             for name, spec in self.specs.items():
-                try:
-                    runner = await load_model(dev, spec.source, name=name, max_batch_size=spec.max_batch_size,
-                                              batch_sizes=spec.batch_sizes, lazy=spec.lazy,
-                                              max_inflight=spec.max_inflight)  # fmt: skip
-                except ModelLoadError:
-                    raise
-                except Exception as e:  # an unsupported op, a bad option ...: say which model
-                    raise ModelLoadError(f"model {name!r}: {type(e).__name__}: {e}") from e
-                stack.push_async_callback(runner.aclose)
-                batcher = Batcher(runner, max_queue_delay=spec.max_queue_delay, max_queue_size=spec.max_queue_size,
-                                  max_inflight=spec.max_inflight, timeout=spec.timeout, observer=self.metrics,
-                                  name=name)  # fmt: skip
-                await stack.enter_async_context(batcher)
-                self.models[name] = _Served(name, spec, runner, batcher)
-        except BaseException as e:
-            await stack.__aexit__(type(e), e, e.__traceback__)
+                self.models[name] = await self._start(name, spec)
+        except BaseException:
+            for m in self.models.values():  # the models loaded so far close (no request reached them)
+                m.stop()
+            self.models.clear()
+            self._tg = None
+            await stack.__aexit__(None, None, None)  # a clean exit: the task group waits for their tasks
             raise
         self._stack = stack
         self.ready = True
@@ -253,9 +267,12 @@ class InferenceServer:
         self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.begin_shutdown()
+        for m in self.models.values():
+            m.done.set()
         stack, self._stack = self._stack, None
         if stack is not None:  # batchers finish their accepted requests, then models and device close
             await stack.__aexit__(et, exc, tb)
+        self._tg = None
         self.models.clear()
         if self._device is not None and self._device.closed:
             self._device = None
@@ -266,6 +283,92 @@ class InferenceServer:
         self.draining = True
         for m in self.models.values():
             m.batcher.close_soon()
+
+    async def _start(self, name: str, spec: ModelSpec) -> _Served:
+        """Load ``spec`` (every bucket compiled unless lazy) and start its batcher, in a task of the
+        server's task group that keeps both open until the model is stopped."""
+        assert self._tg is not None and self._device is not None
+        served: _Served = await self._tg.start(self._host, name, spec, self._device)
+        return served
+
+    async def _host(self, name: str, spec: ModelSpec, dev: Device, *,
+                    task_status: anyio.abc.TaskStatus[_Served] = anyio.TASK_STATUS_IGNORED) -> None:  # fmt: skip
+        try:
+            runner = await load_model(dev, spec.source, name=name, max_batch_size=spec.max_batch_size,
+                                      batch_sizes=spec.batch_sizes, lazy=spec.lazy,
+                                      max_inflight=spec.max_inflight)  # fmt: skip
+        except ModelLoadError:
+            raise
+        except Exception as e:  # an unsupported op, a bad option ...: say which model
+            raise ModelLoadError(f"model {name!r}: {type(e).__name__}: {e}") from e
+        stopped = anyio.Event()
+        try:
+            batcher = Batcher(runner, max_queue_delay=spec.max_queue_delay, max_queue_size=spec.max_queue_size,
+                              max_inflight=spec.max_inflight, timeout=spec.timeout, observer=self.metrics,
+                              name=name)  # fmt: skip
+            async with batcher:
+                served = _Served(name, spec, runner, batcher, anyio.Event(), stopped)
+                task_status.started(served)
+                await served.done.wait()
+                batcher.close_soon()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await runner.aclose()
+            stopped.set()
+
+    # ---- the model repository extension ----
+    def _find(self, name: str) -> ModelSpec | None:
+        """The spec ``load`` uses for ``name``: a ``NAME.onnx`` of a repository directory (its
+        ``NAME.json`` read again), else a file given at start-up (likewise), else its spec as given."""
+        for repo in self.repositories:
+            for f in repo.glob("*.onnx"):
+                if f.stem == name and f.is_file():
+                    return ModelSpec.from_file(f, **self._defaults)
+        spec = self.specs.get(name)
+        if spec is not None and isinstance(spec.source, (str, os.PathLike)) and Path(spec.source).is_file():
+            return ModelSpec.from_file(spec.source, **self._defaults)
+        return spec
+
+    def repository_models(self) -> dict[str, str]:
+        """Every model ``load`` can load: name -> state (READY, UNAVAILABLE)."""
+        names = set(self.specs) | {f.stem for r in self.repositories for f in r.glob("*.onnx") if f.is_file()}
+        return {n: "READY" if n in self.models and self.ready else "UNAVAILABLE" for n in sorted(names)}
+
+    async def load(self, name: str) -> Reply:
+        """``POST /v2/repository/models/{name}/load``: load the model, or reload it (new requests go to
+        the new one as soon as it is compiled; the old one finishes what it accepted, then closes)."""
+        if self.draining or self._tg is None or self._repo_lock is None:
+            return error_reply(ClosedResourceError("the server is shutting down"))
+        async with self._repo_lock:
+            try:
+                spec = self._find(name)
+                if spec is None:
+                    raise InvalidInputError(f"failed to load {name!r}: no such model in the repository "
+                                            f"({', '.join(str(r) for r in self.repositories) or 'none'})")  # fmt: skip
+                new = await self._start(name, spec)
+            except (ModelLoadError, ValueError, OSError) as e:
+                return error_reply(e if isinstance(e, InvalidInputError) else InvalidInputError(str(e)))
+            old = self.models.get(name)
+            self.models[name] = new
+            self.specs[name] = spec
+            if old is not None:
+                old.stop()
+                await old.stopped.wait()
+        return _json(200, {})
+
+    async def unload(self, name: str) -> Reply:
+        """``POST /v2/repository/models/{name}/unload``: new requests are refused (404) at once, accepted
+        ones finish, then the model closes."""
+        if self._repo_lock is None:
+            return error_reply(ClosedResourceError("the server is not running"))
+        async with self._repo_lock:
+            m = self.models.pop(name, None)
+            if m is None:
+                return error_reply(InvalidInputError(f"failed to unload {name!r}: it is not loaded "
+                                                     f"(loaded: {sorted(self.models)})"))  # fmt: skip
+            m.stop()
+            await m.stopped.wait()
+        return _json(200, {})
 
     # ---- handlers ----
     def model(self, name: str, version: str | None = None) -> _Served:
@@ -325,9 +428,18 @@ class InferenceServer:
                 return error_reply(e)
         return _json(200, {"model_stats": [m.batcher.statistics.to_json(m.name) for m in served]})
 
-    def repository_index(self) -> Reply:
-        return _json(200, [{"name": n, "version": "1", "state": "READY" if self.ready else "UNAVAILABLE"}
-                           for n in self.models])  # fmt: skip
+    def repository_index(self, ready: bool = False) -> Reply:
+        """``POST /v2/repository/index``: every model of the repository, loaded or not (``ready``: the
+        ready ones only)."""
+        out = []
+        for n, state in self.repository_models().items():
+            if ready and state != "READY":
+                continue
+            entry = {"name": n, "version": "1", "state": state, "reason": ""}
+            if n not in self.models:
+                entry["reason"] = "unloaded"
+            out.append(entry)
+        return _json(200, out)
 
     def decompress(self, body: bytes, encoding: str | None) -> bytes:
         """The body under its ``Content-Encoding`` (gzip, deflate), bounded by ``max_body_bytes``."""

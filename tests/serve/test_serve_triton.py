@@ -129,3 +129,64 @@ def test_statistics_of_a_dynamic_batch(triton):
     assert m["inference_stats"]["compute_infer"]["count"] == 8  # each request of the batch
     assert m["batch_stats"] == [{**m["batch_stats"][0], "batch_size": 8}]
     assert m["batch_stats"][0]["compute_infer"]["count"] == 1
+
+
+def test_model_repository_index_load_unload(tmp_path):
+    """Triton's model repository extension: models added to the directory after start-up are listed and
+    loaded, a reload picks up the model's NAME.json, an unloaded model is refused and listed as such."""
+    import onnxruntime as ort
+
+    M.save(M.mlp(), tmp_path / "mlp.onnx")
+    s = ServerProcess(str(tmp_path), "--batch-sizes", "1,4")
+    client = tc.InferenceServerClient(f"127.0.0.1:{s.port}")
+    try:
+        assert "model_repository" in client.get_server_metadata()["extensions"]
+        assert client.get_model_repository_index() == [{"name": "mlp", "version": "1", "state": "READY",
+                                                        "reason": ""}]  # fmt: skip
+        M.save(M.cnn(), tmp_path / "cnn.onnx")
+        (tmp_path / "broken.onnx").write_bytes(b"not a model")
+        index = {m["name"]: m for m in client.get_model_repository_index()}
+        assert index["cnn"]["state"] == "UNAVAILABLE" and index["cnn"]["reason"] == "unloaded"
+        assert [m["name"] for m in httpx.post(f"{s.url}/v2/repository/index", json={"ready": True}).json()] == ["mlp"]
+        assert not client.is_model_ready("cnn")
+
+        client.load_model("cnn")
+        assert client.is_model_ready("cnn")
+        assert client.get_model_config("cnn")["dynamic_batching"]["preferred_batch_size"] == [1, 4]
+        x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
+        inp = tc.InferInput("x", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        sess = ort.InferenceSession(M.cnn().SerializeToString(), providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(client.infer("cnn", [inp]).as_numpy("p"), sess.run(None, {"x": x})[0],
+                                   rtol=1e-4, atol=1e-5)  # fmt: skip
+
+        (tmp_path / "cnn.json").write_text(json.dumps({"batch_sizes": [2]}))
+        client.load_model("cnn")  # a reload, with the new options
+        assert client.get_model_config("cnn")["dynamic_batching"]["preferred_batch_size"] == [2]
+        np.testing.assert_allclose(client.infer("cnn", [inp]).as_numpy("p"), sess.run(None, {"x": x})[0],
+                                   rtol=1e-4, atol=1e-5)  # fmt: skip
+
+        client.unload_model("cnn")
+        assert not client.is_model_ready("cnn")
+        with pytest.raises(InferenceServerException) as e:
+            client.infer("cnn", [inp])
+        assert e.value.status() == "404"
+        assert {m["name"]: m["state"] for m in client.get_model_repository_index()} == {
+            "broken": "UNAVAILABLE", "cnn": "UNAVAILABLE", "mlp": "READY"}  # fmt: skip
+
+        for call, name in ((client.load_model, "nope"), (client.load_model, "broken"), (client.unload_model, "nope")):
+            with pytest.raises(InferenceServerException) as e:
+                call(name)
+            assert e.value.status() == "400", (call, name)
+        with pytest.raises(InferenceServerException, match="not supported"):
+            client.load_model("cnn", config=json.dumps({"max_batch_size": 2}))
+        r = httpx.post(f"{s.url}/v2/repository/models/cnn/load", content=b"[1]")
+        assert r.status_code == 400 and "JSON object" in r.json()["error"]
+        assert client.is_server_ready() and client.is_model_ready("mlp")  # healthy after all of it
+        xm = np.ones((1, 16), np.float32)
+        inp = tc.InferInput("x", [1, 16], "FP32")
+        inp.set_data_from_numpy(xm)
+        assert client.infer("mlp", [inp]).as_numpy("y").shape == (1, 8)
+    finally:
+        client.close()
+        assert s.stop() == 0, "".join(s.stderr)[-3000:]
