@@ -19,8 +19,8 @@ send batch-1 requests; for each model (the weight-bound MLP 1024->4096->
    batcher + device round trip) vs a bare Starlette echo endpoint (the body
    returned as is) and a JSON echo (parsed and re-serialised), 1 client and 16,
    both servers on the same uvicorn settings and loop (``aioge.serve.cli.
-   uvicorn_config``, uvloop); cost per request (1/throughput) overall and as the
-   median of 8 short back-to-back rounds, and each server process's CPU time
+   uvicorn_config``; ``--loop``, default uvloop as ``aioge serve``'s); cost per
+   request (1/throughput) overall and as the median of 8 short back-to-back rounds, and each server process's CPU time
    per request (every thread, from /proc), which drifts less with the load.
 
 Throughput (req/s), p50/p99 latency and the batch-size distribution for
@@ -44,6 +44,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -355,6 +356,21 @@ async def identity_round_trip(n: int) -> float:
 
 
 # ------------------------------------------------------------------ the onnxruntime server (subprocess)
+def _loop_arg() -> str:
+    """The event loop ``--loop`` names (``auto``: uvloop when installed, as ``aioge serve`` picks)."""
+    from aioge.serve.cli import loop_name
+
+    return loop_name(sys.argv[sys.argv.index("--loop") + 1] if "--loop" in sys.argv else "auto")
+
+
+def _run(coro: Any) -> Any:
+    if _loop_arg() == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
 def ort_server(repo: str) -> None:
     """The baseline: Starlette, the same v2 codec, onnxruntime in the default thread pool; plus echo routes."""
     import uvicorn
@@ -410,12 +426,7 @@ def ort_server(repo: str) -> None:
 
     config = uvicorn_config(app)  # the settings `aioge serve` runs with
     config.host, config.port = "127.0.0.1", 0
-    try:
-        import uvloop
-
-        uvloop.run(Server(config).serve())  # the loop `aioge serve` runs on
-    except ImportError:
-        asyncio.run(Server(config).serve())
+    _run(Server(config).serve())  # the loop `aioge serve` runs on
 
 
 # ------------------------------------------------------------------ main
@@ -436,6 +447,8 @@ async def main() -> None:
     ap.add_argument("--models", default="mlp,cnn")
     ap.add_argument("--phases", default="inproc,http,overhead", help="which comparisons to run (default: all)")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (default 2, quick 1)")
+    ap.add_argument("--loop", default="auto", choices=["auto", "uvloop", "asyncio"],
+                    help="event loop of the servers and the load generator (default auto: uvloop when installed)")
     ap.add_argument("--ort-server", metavar="REPO", help=argparse.SUPPRESS)
     args = ap.parse_args()
     per_client, cap, rounds = (3, 4.0, 1) if args.quick else (8, 8.0, 2)
@@ -444,6 +457,8 @@ async def main() -> None:
     names = [n for n in args.models.split(",") if n]
     all_models = models()
     summary = []
+    loop = _loop_arg()
+    print(f"event loop: {loop} (both servers and the load generator); TCP_NODELAY on every connection")
     print(f"{args.clients} concurrent clients, batch-1 requests; buckets {list(BUCKETS)}, max_queue_delay 500 us, "
           f"2 batches in flight; {per_client} requests per client per phase (cap {cap:.0f} s), {rounds} round(s) "
           "alternating\n")  # fmt: skip
@@ -461,8 +476,9 @@ async def main() -> None:
         M.save(M.identity(16), Path(repo) / "identity.onnx")
         (Path(repo) / "identity.json").write_text(json.dumps({"max_queue_delay_us": 0, "batch_sizes": list(BUCKETS)}))
         aioge_srv = Proc([sys.executable, "-m", "aioge.serve", repo, "--port", "0", "--max-batch-size", "64",
-                          "--batch-sizes", ",".join(map(str, BUCKETS)), "--max-queue-delay-us", "500"])  # fmt: skip
-        ort_srv = Proc([sys.executable, __file__, "--ort-server", repo])
+                          "--batch-sizes", ",".join(map(str, BUCKETS)), "--max-queue-delay-us", "500",
+                          "--loop", loop])  # fmt: skip
+        ort_srv = Proc([sys.executable, __file__, "--ort-server", repo, "--loop", loop])
         try:
             for name in names if "http" in phases else ():
                 shape = all_models[name][1]
@@ -515,9 +531,4 @@ if __name__ == "__main__":
     if "--ort-server" in sys.argv:
         ort_server(sys.argv[sys.argv.index("--ort-server") + 1])
     else:
-        try:
-            import uvloop
-
-            uvloop.run(main())
-        except ImportError:
-            asyncio.run(main())
+        _run(main())
