@@ -135,3 +135,53 @@ def _check_result(body: bytes, out: dict) -> None:
     (want,) = SESSION.run(None, {"x": a})
     got = np.asarray(out["outputs"][0]["data"], np.float32).reshape(out["outputs"][0]["shape"])
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+names = st.one_of(
+    st.sampled_from(["..", ".", "%2e%2e", "..%2Fmlp", "mlp%00", "mlp.onnx", "MLP", "x" * 2000, "%ff", "stats"]),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="/?#"), min_size=1, max_size=12),
+)
+
+
+def test_hostile_repository_config_and_statistics_requests(tmp_path):
+    """Triton's extensions (repository index/load/unload, config, stats) under hostile names and bodies:
+    a 4xx with a JSON error or a 200, never a 5xx; the served model stays loaded and answers."""
+    from urllib.parse import quote
+
+    cases: list[tuple[str, str, bytes]] = []
+
+    @fuzz(40)
+    @given(name=names, body=bodies, route=st.sampled_from(["load", "unload", "config", "stats", "index"]))
+    def draw(name: str, body: bytes, route: str) -> None:
+        if name == "mlp":
+            return
+        cases.append((name, route, body))
+
+    draw()
+    M.save(PROTO, tmp_path / "mlp.onnx")
+    (tmp_path / "mlp.json").write_text(json.dumps({"max_batch_size": 4}))
+    app = aioge.serve.app([str(tmp_path)], max_batch_size=4)
+    with testclient.TestClient(app, raise_server_exceptions=False) as c:
+        (tmp_path / "junk.onnx").write_bytes(b"\x08\x07junk")  # in the repository, failing to load
+        assert c.post("/v2/repository/models/junk/load").status_code == 400
+        for name, route, body in cases:
+            q = quote(name, safe="%")
+            if route in ("load", "unload"):
+                r = c.post(f"/v2/repository/models/{q}/{route}", content=body)
+            elif route == "index":
+                r = c.post("/v2/repository/index", content=body)
+            else:
+                r = c.get(f"/v2/models/{q}/{route}")
+            assert r.status_code < 500, (name, route, body[:200], r.status_code, r.text[:300])
+            if r.status_code != 200:
+                assert isinstance(r.json()["error"], str), (name, route, r.text[:300])
+        assert c.get("/v2/health/ready").status_code == 200
+        assert c.get("/v2/models/mlp/ready").json()["ready"] is True
+        x = np.ones((1, 16), np.float32)
+        r = c.post(
+            "/v2/models/mlp/infer",
+            json={"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": x.ravel().tolist()}]},
+        )
+        assert r.status_code == 200
+        stats = c.get("/v2/models/stats").json()["model_stats"]
+        assert [m["name"] for m in stats] == ["mlp"] and stats[0]["inference_count"] == 1
