@@ -262,7 +262,8 @@ def _unary(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
 handler(*_UNARY)(_unary)
 
 
-@handler("alias.default", "detach.default", "lift_fresh_copy.default", "contiguous.default", "clone.default")
+@handler("alias.default", "detach.default", "lift_fresh_copy.default", "contiguous.default", "clone.default",
+         "alias_copy.default", "detach_copy.default")  # fmt: skip
 def _alias(cx: Cx, n: Any, p: dict[str, Any]) -> Any:
     return p["self"]
 
@@ -834,9 +835,12 @@ def _var(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
 
 
 # ----------------------------------------------------------------------- shapes and data movement
+# Dynamo's graphs are functionalized: every view op comes as its ``*_copy`` twin (``view_copy``,
+# ``unbind_copy``, ...), which torch.export's graphs do not have; each maps as its twin does
 @handler("view.default", "_unsafe_view.default", "reshape.default", "view_copy.default", "squeeze.dims",
          "squeeze.dim", "squeeze.default", "unsqueeze.default", "flatten.using_ints", "unflatten.int",
-         "squeeze_copy.dims", "unsqueeze_copy.default", "_reshape_alias.default")  # fmt: skip
+         "squeeze_copy.dims", "squeeze_copy.dim", "squeeze_copy.default", "unsqueeze_copy.default",
+         "_reshape_alias.default", "_reshape_alias_copy.default", "_reshape_copy.default")  # fmt: skip
 def _view(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
     return cx.reshape(p["self"], cx.out_shape(n))
 
@@ -914,7 +918,8 @@ def _cat(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
 
 
 @handler("split_with_sizes.default", "split.Tensor", "split_with_sizes_copy.default", "split_copy.Tensor",
-         "unbind.int", "chunk.default")  # fmt: skip
+         "unsafe_split.Tensor", "unsafe_split_with_sizes.default", "unbind.int", "unbind_copy.int",
+         "chunk.default", "unsafe_chunk.default")  # fmt: skip
 def _split(cx: Cx, n: Any, p: dict[str, Any]) -> tuple[Any, ...]:
     x = p["self"]
     s, dt = cx.shape(x), cx.dtype(x)
@@ -957,11 +962,53 @@ def _select(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
     return cx.emit("Gather", [cx.ir(x), cx.const(np.array(idx, np.int64))], cx.out_shape(n), cx.dtype(x), axis=axis)
 
 
-@handler("narrow.default")
+@handler("narrow.default", "narrow_copy.default")
 def _narrow(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
     start = cx.pins.int(p["start"])
     return _slice(cx, n, {"self": p["self"], "dim": p["dim"], "start": start,
                           "end": start + cx.pins.int(p["length"]), "step": 1})  # fmt: skip
+
+
+@handler("diagonal.default", "diagonal_copy.default")
+def _diagonal(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
+    """The (d1, d2) axes moved last and flattened, then one ``Gather`` of the diagonal's flat indices."""
+    x = p["self"]
+    s = cx.shape(x)
+    r = len(s)
+    d1, d2 = int(p.get("dim1", 0)) % r, int(p.get("dim2", 1)) % r
+    off = int(p.get("offset", 0))
+    rest = [a for a in range(r) if a not in (d1, d2)]
+    t = Val(cx.ir(x))
+    perm = [*rest, d1, d2]
+    if perm != list(range(r)):
+        t = cx.emit("Transpose", [t.name], [s[a] for a in perm], cx.dtype(x), perm=perm)
+    a, b = s[d1], s[d2]
+    flat = cx.reshape(t, [s[i] for i in rest] + [a * b])
+    out = cx.out_shape(n)
+    rows = np.arange(out[-1]) + max(-off, 0)
+    idx = rows * b + rows + off  # (row, row + off) in the flat (a, b) plane
+    return cx.emit("Gather", [flat.name, cx.const(idx.astype(np.int64))], out, cx.dtype(x), axis=len(rest))
+
+
+@handler("unfold.default", "unfold_copy.default")
+def _unfold(cx: Cx, n: Any, p: dict[str, Any]) -> Val:
+    """Windows of ``size`` every ``step`` along ``dimension``: one ``Gather`` of a (windows, size) index
+    table, then the window axis moved last."""
+    x = p["self"]
+    s = cx.shape(x)
+    r = len(s)
+    if r == 0:
+        return cx.reshape(x, cx.out_shape(n))
+    axis = int(p["dimension"]) % r
+    size, step = int(p["size"]), int(p["step"])
+    count = (s[axis] - size) // step + 1
+    idx = np.arange(count)[:, None] * step + np.arange(size)[None, :]
+    g_shape = (*s[:axis], count, size, *s[axis + 1 :])
+    g = cx.emit("Gather", [cx.ir(x), cx.const(idx.astype(np.int64))], g_shape, cx.dtype(x), axis=axis)
+    if axis == r - 1:
+        return g
+    perm = [*range(axis + 1), *range(axis + 2, r + 1), axis + 1]
+    return cx.emit("Transpose", [g.name], cx.out_shape(n), cx.dtype(x), perm=perm)
 
 
 @handler("flip.default")
