@@ -88,7 +88,8 @@ from .runtime.device import Device, device_count, open_device
 from .runtime.dynamic import DynamicCompiledGraph
 from .runtime.event import Event
 from .runtime.executable import CompiledGraph
-from .runtime.launch import Attr, Const, HostInput, OpCacheInfo, op, op_cache_info
+from .runtime.launch import Attr, Const, HostInput, op
+from .runtime.opcache import OpCacheInfo, op_cache_info, set_op_cache_max_bytes
 from .runtime.scheduler import Completion
 from .runtime.stream import Stream
 from .runtime.tensor import Tensor, TensorSpec
@@ -183,6 +184,7 @@ __all__ = (
     "metrics",
     "op",
     "op_cache_info",
+    "set_op_cache_max_bytes",
     "open_device",
     "ops",
     "profile",

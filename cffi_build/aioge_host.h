@@ -24,6 +24,8 @@ typedef struct aiogeHostCounters {
     int64_t subscriptions;       /* live (thread, stream) report subscriptions */
     int64_t graphs;              /* live aiogeGraph handles */
     int64_t op_cache_max_entries; /* the LRU bound (aclopSetMaxOpQueueNum, default 20000) */
+    int64_t op_cache_bytes;      /* host memory the cached kernels hold */
+    int64_t op_cache_max_bytes;  /* the LRU bound in bytes (AIOGE_OP_CACHE_BYTES, aiogeHostSetOpCacheBytes) */
 } aiogeHostCounters;
 
 /* Version of the host runtime's C sources; Python refuses a mismatch. */
@@ -50,6 +52,10 @@ aclError aiogeHostStreamArmNotify(aclrtStream stream);
 
 /* Op compile cache: drop every entry (counters keep their totals). */
 aclError aiogeHostResetOpCache(void);
+/* Op compile cache: its bound in bytes of host memory held by cached kernels
+ * (default AIOGE_OP_CACHE_BYTES, else an eighth of the device memory capacity);
+ * least recently used kernels are evicted at once to fit.  0 is refused. */
+aclError aiogeHostSetOpCacheBytes(uint64_t maxBytes);
 
 /* The registered op types: fills names[0 .. min(count, capacity)) with
  * static strings (names may be NULL when capacity is 0); returns count. */

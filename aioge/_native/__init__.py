@@ -288,6 +288,7 @@ _COUNTER_FIELDS = (
     "device_allocations", "device_bytes", "host_allocations", "host_bytes", "deferred_frees",
     "op_cache_hits", "op_cache_misses", "op_cache_entries", "op_cache_evictions",
     "tasks_executed", "tasks_failed", "subscriptions", "graphs", "op_cache_max_entries",
+    "op_cache_bytes", "op_cache_max_bytes",
 )  # fmt: skip
 
 
@@ -302,6 +303,18 @@ def counters() -> dict[str, int]:
     c = ffi.new("aiogeHostCounters *")
     check(lib.aiogeHostGetCounters(c), "aiogeHostGetCounters")
     return {f: int(getattr(c, f)) for f in _COUNTER_FIELDS}
+
+
+def set_op_cache_bytes(max_bytes: int) -> None:
+    """Bound the compiled-op cache in bytes of host memory (``aiogeHostSetOpCacheBytes``).
+
+    Raises:
+        BackendError: on a backend without the host hooks.
+        InvalidParamError: ``max_bytes`` is 0.
+    """
+    if not has_host_hooks:
+        raise BackendError(f"the {backend} backend has no bound on its op cache in bytes")
+    check(lib.aiogeHostSetOpCacheBytes(max_bytes), "aiogeHostSetOpCacheBytes")
 
 
 def op_types() -> list[str]:

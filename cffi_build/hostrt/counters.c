@@ -17,13 +17,15 @@ aclError aiogeHostGetCounters(aiogeHostCounters *c) {
     c->host_allocations = hrt_memory_counter(2);
     c->host_bytes = hrt_memory_counter(3);
     c->deferred_frees = hrt_memory_counter(4);
-    int64_t oc[5];
+    int64_t oc[7];
     hrt_opcache_snapshot(oc);
     c->op_cache_hits = oc[0];
     c->op_cache_misses = oc[1];
     c->op_cache_entries = oc[2];
     c->op_cache_evictions = oc[3];
     c->op_cache_max_entries = oc[4];
+    c->op_cache_bytes = oc[5];
+    c->op_cache_max_bytes = oc[6];
     c->tasks_executed = hrt_task_counter(0);
     c->tasks_failed = hrt_task_counter(1);
     c->subscriptions = hrt_callback_subscriptions();

@@ -84,6 +84,8 @@ static void read_env(void) {
     env.winograd = true;
     int_var("AIOGE_HOST_DEVICE_COUNT", 1, HRT_MAX_DEVICES, &env.device_count);
     size_var("AIOGE_HOST_DEVICE_MEMORY", &env.device_memory);
+    env.op_cache_bytes = env.device_memory / 8 ? env.device_memory / 8 : 1;
+    size_var("AIOGE_OP_CACHE_BYTES", &env.op_cache_bytes);
     int_var("AIOGE_HOST_THREADS", 0, 4096, &env.threads);
     int_var("AIOGE_HOST_WORKER_NICE", -20, 19, &env.worker_nice);
     int_var("AIOGE_HOST_POOL_SPIN_US", 0, 10 * 1000 * 1000, &env.pool_spin_us);

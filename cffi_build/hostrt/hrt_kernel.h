@@ -43,6 +43,7 @@ void hrt_task_fail_clear(void);
 typedef struct hrt_env {
     int64_t device_count;     /* AIOGE_HOST_DEVICE_COUNT, 1 */
     size_t device_memory;     /* AIOGE_HOST_DEVICE_MEMORY, physical RAM */
+    size_t op_cache_bytes;    /* AIOGE_OP_CACHE_BYTES, device_memory / 8: the op cache's bound in bytes */
     int64_t threads;          /* AIOGE_HOST_THREADS, 0 = online CPUs */
     int64_t worker_nice;      /* AIOGE_HOST_WORKER_NICE, 10 */
     int64_t pool_spin_us;     /* AIOGE_HOST_POOL_SPIN_US, 50 */
@@ -121,6 +122,7 @@ struct hrt_kernel {
     hrt_run_fn run;
     void *plan;
     void (*plan_free)(void *plan);
+    size_t plan_bytes;          /* what the plan holds (packed weights, tables), set by compile; 0: small */
     int64_t iparam[8];          /* small per-op parameters */
     double fparam[4];
     /* cache bookkeeping (op.c) */
@@ -128,6 +130,7 @@ struct hrt_kernel {
     uint64_t hash;
     uint8_t *key;
     size_t key_len;
+    size_t bytes;               /* host memory the kernel holds: struct, key, views, value copies, plan */
     hrt_kernel *hnext, *lru_prev, *lru_next;
 };
 

@@ -49,7 +49,7 @@ void hrt_kernel_unref(hrt_kernel *k);
  * changed since it was compiled (compile anew with hrt_kernel_get). */
 bool hrt_kernel_touch(hrt_kernel *k);
 /* hits, misses, entries, evictions, bound: one consistent snapshot */
-void hrt_opcache_snapshot(int64_t out[5]);
+void hrt_opcache_snapshot(int64_t out[7]);
 
 /* -------------------------------------------------------------- alias.c */
 /* Aliasing of one launch's buffers: refuse outputs that overlap each other

@@ -2,7 +2,9 @@
  *
  * The cache key is (op type, every input/output desc, const and host-placed
  * input values, attrs, compile-option generation), bounded LRU as in ACL
- * (aclopSetMaxOpQueueNum, default 20000).  A kernel is reference counted:
+ * (aclopSetMaxOpQueueNum, default 20000) and in bytes of host memory the
+ * kernels hold (AIOGE_OP_CACHE_BYTES / aiogeHostSetOpCacheBytes, default an
+ * eighth of the device memory capacity).  A kernel is reference counted:
  * queued tasks keep an evicted kernel alive until they have run. */
 #include "hrt_op.h"
 #include "hrt_mem.h"
@@ -112,15 +114,25 @@ static hrt_kernel *buckets[N_BUCKETS];
 static hrt_kernel *lru_head, *lru_tail; /* head = most recent */
 static int64_t cache_entries, cache_hits, cache_misses, cache_evictions;
 static uint64_t cache_max = 20000;
+static uint64_t cache_bytes, cache_max_bytes; /* 0 until first used: AIOGE_OP_CACHE_BYTES */
 
-/* hits, misses, entries, evictions, bound: one consistent snapshot */
-void hrt_opcache_snapshot(int64_t out[5]) {
+static uint64_t max_bytes_locked(void) {
+    if (!cache_max_bytes) cache_max_bytes = hrt_env_get()->op_cache_bytes;
+    return cache_max_bytes;
+}
+
+static int64_t clamp64(uint64_t v) { return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v; }
+
+/* hits, misses, entries, evictions, bound, bytes, bound in bytes: one consistent snapshot */
+void hrt_opcache_snapshot(int64_t out[7]) {
     HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
     out[0] = cache_hits;
     out[1] = cache_misses;
     out[2] = cache_entries;
     out[3] = cache_evictions;
-    out[4] = cache_max > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)cache_max;
+    out[4] = clamp64(cache_max);
+    out[5] = clamp64(cache_bytes);
+    out[6] = clamp64(max_bytes_locked());
     HRT_UNLOCK(&cache_mu);
 }
 
@@ -176,11 +188,15 @@ static void cache_remove_locked(hrt_kernel *k) {
     if (*pp) *pp = k->hnext;
     lru_unlink(k);
     cache_entries--;
+    cache_bytes -= k->bytes;
     hrt_kernel_unref(k);
 }
 
+/* Within both bounds.  A kernel larger than the byte bound by itself is not
+ * kept either: its launch still runs (the caller holds its own reference). */
 static void cache_trim_locked(void) {
-    while ((uint64_t)cache_entries > cache_max && lru_tail) {
+    uint64_t max_bytes = max_bytes_locked();
+    while (((uint64_t)cache_entries > cache_max || cache_bytes > max_bytes) && lru_tail) {
         cache_remove_locked(lru_tail);
         cache_evictions++;
     }
@@ -190,6 +206,15 @@ aclError aclopSetMaxOpQueueNum(uint64_t maxOpNum) {
     if (maxOpNum == 0) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclopSetMaxOpQueueNum", "maxOpNum must be > 0");
     HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
     cache_max = maxOpNum;
+    cache_trim_locked();
+    HRT_UNLOCK(&cache_mu);
+    return ACL_SUCCESS;
+}
+
+aclError aiogeHostSetOpCacheBytes(uint64_t maxBytes) {
+    if (maxBytes == 0) return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostSetOpCacheBytes", "maxBytes must be > 0");
+    HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
+    cache_max_bytes = maxBytes;
     cache_trim_locked();
     HRT_UNLOCK(&cache_mu);
     return ACL_SUCCESS;
@@ -242,6 +267,7 @@ static hrt_kernel *cache_put(hrt_kernel *k, const hrt_tensor *in, const void *co
     buckets[k->hash % N_BUCKETS] = k;
     lru_push_front(k);
     cache_entries++;
+    cache_bytes += k->bytes;
     cache_trim_locked();
     HRT_UNLOCK(&cache_mu);
     return k;
@@ -267,6 +293,7 @@ bool hrt_kernel_touch(hrt_kernel *k) {
         buckets[k->hash % N_BUCKETS] = k;
         lru_push_front(k);
         cache_entries++;
+        cache_bytes += k->bytes;
         cache_trim_locked();
     }
     pthread_mutex_unlock(&cache_mu);
@@ -417,6 +444,10 @@ static hrt_kernel *compile_new(const char *opType, int nin, const hrt_tensor *in
         *rc = hrt_error(ACL_ERROR_INTERNAL_ERROR, API, "%s: compile produced no kernel", opType);
         return NULL;
     }
+    k->bytes = sizeof *k + k->key_len + sizeof *k->in * (size_t)(nin ? nin : 1) +
+               sizeof *k->out * (size_t)(nout ? nout : 1) + k->plan_bytes;
+    for (int i = 0; i < nin; i++)
+        if (k->in[i].data) k->bytes += k->in[i].nbytes ? k->in[i].nbytes : 1;
     return k;
 oom_k:
     kernel_free(k);

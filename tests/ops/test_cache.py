@@ -112,8 +112,8 @@ async def test_op_cache_info_is_the_public_view(stream, fresh_cache):
     assert isinstance(info, aioge.OpCacheInfo) and isinstance(info, tuple)
     c = aioge._native.counters()
     assert info == (c["op_cache_hits"], c["op_cache_misses"], ACL_DEFAULT_MAX, c["op_cache_entries"],
-                    c["op_cache_evictions"])  # fmt: skip
-    assert info._fields == ("hits", "misses", "maxsize", "currsize", "evictions")
+                    c["op_cache_evictions"], c["op_cache_bytes"], c["op_cache_max_bytes"])  # fmt: skip
+    assert info._fields == ("hits", "misses", "maxsize", "currsize", "evictions", "nbytes", "max_bytes")
     # maxsize follows aclopSetMaxOpQueueNum; a refused launch counts as a miss and caches nothing
     assert lib.aclopSetMaxOpQueueNum(7) == 0
     with pytest.raises(aioge.OpInputMismatchError):
