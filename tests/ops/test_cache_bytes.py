@@ -122,3 +122,27 @@ def test_the_bound_comes_from_the_environment(env, want):
                          text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert int(out.stdout.split()[-1]) == want
+
+
+async def test_a_dynamic_model_over_many_shapes_stays_within_the_bound(dev, fresh_cache):
+    """Every new shape of a dynamic-shape model compiles new kernels: the cache keeps to its byte bound,
+    and shapes whose kernels were evicted still run right."""
+    from aioge.graph import Graph
+
+    w = np.linspace(-1, 1, 64 * 64, dtype=np.float32).reshape(64, 64)
+    g = Graph("soak")
+    x = g.input("x", ("S", 64), "float32")
+    g.output(g.add_node("Relu", [g.add_node("MatMul", [x, g.constant("w", w)])], name="y"))
+    async with await dev.compile(g) as model:
+        await model.execute(np.ones((1, 64), np.float32))
+        per_shape = info().nbytes
+        assert per_shape > 0
+        bound = 4 * per_shape
+        aioge.set_op_cache_max_bytes(bound)
+        ev0 = info().evictions
+        for s in [*range(1, 25), 3, 1]:
+            xs = np.linspace(-1, 1, s * 64, dtype=np.float32).reshape(s, 64)
+            got = (await model.execute(xs))["y"]
+            np.testing.assert_allclose(got, np.maximum(xs @ w, 0), rtol=1e-5, atol=1e-5)
+            assert info().nbytes <= bound
+        assert info().evictions > ev0
