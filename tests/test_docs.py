@@ -37,3 +37,17 @@ def test_cited_documents_exist():
         outside += [f"{rel}: {m.group()}" for m in OUTSIDE.finditer(text)]
     assert not missing, f"cited documents that are not in the repository: {missing}"
     assert not outside, f"citations of documents kept outside the repository: {outside}"
+
+
+HISTORY = re.compile(r"\bissues? ?#?\d+|\bthis (?:lane|session)\b|\blane's\b|\bsession-\d+", re.IGNORECASE)
+
+
+def test_readme_is_a_manual_not_a_changelog():
+    """The README and docs/ are for users: no issue numbers, no development sessions or lanes."""
+    found = []
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        if path.name == "acl-spec.md":
+            continue  # the CANN reference, quoting upstream text
+        for i, line in enumerate(path.read_text().splitlines(), start=1):
+            found += [f"{path.relative_to(ROOT)}:{i}: {m.group()!r}" for m in HISTORY.finditer(line)]
+    assert not found, f"development history in the user documents: {found}"

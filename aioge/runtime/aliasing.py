@@ -1,4 +1,4 @@
-"""Which launches may write an output over one of their inputs (issue 9, item 2).
+"""Which launches may write an output over one of their inputs.
 
 An output that is also an input is only correct for kernels that read each
 element before writing that element and nothing else: elementwise ops on the

@@ -1,4 +1,4 @@
-/* Aliasing between the buffers of one op launch (issue 9, item 2).
+/* Aliasing between the buffers of one op launch.
  *
  * An output that shares bytes with an input is only correct when the kernel
  * reads each element before it writes the same element and nothing else:
