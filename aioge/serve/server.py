@@ -348,6 +348,10 @@ class InferenceServer:
                 new = await self._start(name, spec)
             except (ModelLoadError, ValueError, OSError) as e:
                 return error_reply(e if isinstance(e, InvalidInputError) else InvalidInputError(str(e)))
+            if self.draining:  # shutdown began while it compiled: __aexit__ would not see it
+                new.stop()
+                await new.stopped.wait()
+                return error_reply(ClosedResourceError("the server is shutting down"))
             old = self.models.get(name)
             self.models[name] = new
             self.specs[name] = spec

@@ -43,4 +43,7 @@ async def test_unload_finishes_accepted_requests_then_load_brings_the_model_back
         out = await server.models["linear"].batcher.infer({"x": rows(4, 1.0)})  # 4 rows: a full batch, at once
         np.testing.assert_allclose(out["y"], rows(4, 1.0) @ W, rtol=1e-5)
         assert (await server.load("nope")).status == 400
+        server.begin_shutdown()
+        reply = await server.load("linear")
+        assert reply.status == 503 and "shutting down" in json.loads(reply.body)["error"]
     assert not server.models
