@@ -67,7 +67,14 @@ def test_a_request_still_uploading_at_sigterm_gets_503_shutting_down(tmp_path):
         body = json.dumps({"inputs": [tensor("x", np.ones((1, 16), np.float32))]}).encode()
         with socket.create_connection(("127.0.0.1", s.port), timeout=60) as c:
             c.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(body) + body[:10])  # fmt: skip
+                      b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))  # fmt: skip
+            early = b""
+            while b"\r\n\r\n" not in early:  # sent once the handler waits for the body: the request is in flight
+                chunk = c.recv(65536)
+                assert chunk, early
+                early += chunk
+            assert early.startswith(b"HTTP/1.1 100"), early
+            c.sendall(body[:10])
 
             def refused() -> bool:
                 try:
