@@ -18,6 +18,13 @@ lower bound (target <= 1.1x).  onnxruntime is measured with its pool
 threads spinning (its default) and without (``session.intra_op.allow_spinning
 = 0``); ``--ort-spin both`` (the default) reports both ratios, the
 BENCH_ORT_NO_SPIN environment variable alone selects ``off``.
+
+    python benchmarks/bench_graph.py --matmul [--quick] [--ms 1,8,64,512] [--kn 784x512,768x768]
+
+A single MatMul with a constant B and the MLP 784-512-512-10 at batch 1 and 64: aioge time /
+onnxruntime time (default options, spinning) in one process, alternating blocks; each model is
+compiled twice, with its weights packed once at load (the default) and without (the kernels pack B
+on every call), so the table also shows what packing gains.
 """
 
 from __future__ import annotations
@@ -168,6 +175,76 @@ def geomean(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+def _matmul_model(m: int, k: int, n: int) -> tuple[object, dict[str, np.ndarray]]:
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "matmul",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [w])  # fmt: skip
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return proto, {"x": rng.standard_normal((m, k)).astype(np.float32)}
+
+
+async def bench_packed(dev, proto, feeds, budget_s: float) -> tuple[float, float, float]:
+    """Median seconds of (aioge with weights packed at load, aioge packing per call, onnxruntime)."""
+    from aioge.runtime import executable as ex
+
+    sess = ort_session(proto.SerializeToString(), True)
+    models = []
+    for pack in (True, False):
+        ex._PACK_WEIGHTS = pack
+        try:
+            models.append(await dev.compile(aioge.load_onnx(proto.SerializeToString())))
+        finally:
+            ex._PACK_WEIGHTS = True
+    ref = sess.run(None, feeds)[0]
+    for md in models:
+        out = np.asarray(next(iter((await md.execute(feeds)).values())))
+        assert np.allclose(out, ref, rtol=1e-3, atol=1e-3), float(np.max(np.abs(out - ref)))
+    t0 = time.perf_counter()
+    sess.run(None, feeds)
+    await models[0].execute(feeds)
+    one = (time.perf_counter() - t0) / 2
+    blocks = 8
+    per_block = max(3, int(budget_s / 3 / blocks / max(one, 1e-6)))
+    times: list[list[float]] = [[], [], []]
+    for _ in range(blocks):
+        for side in range(3):
+            for _ in range(per_block):
+                t0 = time.perf_counter()
+                if side == 2:
+                    sess.run(None, feeds)
+                else:
+                    await models[side].execute(feeds)
+                times[side].append(time.perf_counter() - t0)
+            await asyncio.sleep(0.02)
+    for md in models:
+        await md.aclose()
+    return statistics.median(times[0]), statistics.median(times[1]), statistics.median(times[2])
+
+
+async def matmul_table(ms: list[int], kns: list[tuple[int, int]], budget_s: float) -> None:
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    print("single MatMul, constant B: aioge / onnxruntime, packed at load (per-call packing in brackets)")
+    print("M \\ (K, N)".rjust(10) + " " + " ".join(f"({k}, {n})".rjust(22) for k, n in kns))
+    async with aioge.open_device(0) as dev:
+        for m in ms:
+            cells = []
+            for k, n in kns:
+                proto, feeds = _matmul_model(m, k, n)
+                tp, tu, to = await bench_packed(dev, proto, feeds, budget_s)
+                cells.append(f"{tp / to:5.2f}x [{tu / to:5.2f}x] {to * 1e6:6.0f}us")
+            print(f"{m:>10d} " + " ".join(f"{c:>22s}" for c in cells), flush=True)
+        for batch in (1, 64):
+            proto = M.mlp(batch=batch, sizes=(784, 512, 512, 10))
+            tp, tu, to = await bench_packed(dev, proto, M.sample_inputs(proto), budget_s)
+            print(f"mlp 784-512-512-10 batch {batch:3d}: {tp * 1e3:.3f} ms packed ({tp / to:.2f}x), "
+                  f"{tu * 1e3:.3f} ms per-call packing ({tu / to:.2f}x), onnxruntime {to * 1e3:.3f} ms", flush=True)
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+
+
 OWN = {"mlp": M.mlp, "residual_cnn": M.residual_cnn, "inception": M.inception, "attention": M.attention}
 
 
@@ -178,7 +255,14 @@ async def main() -> None:
     ap.add_argument("--ort-spin", choices=("on", "off", "both"),
                     default="off" if os.environ.get("BENCH_ORT_NO_SPIN") else "both")  # fmt: skip
     ap.add_argument("--budget", type=float, default=None, help="seconds of timed runs per side per model")
+    ap.add_argument("--matmul", action="store_true", help="the single-MatMul ratio table and the MLP, packed and not")
+    ap.add_argument("--ms", default="1,8,64,512", help="--matmul: rows M")
+    ap.add_argument("--kn", default="784x512,768x768,768x3072", help="--matmul: KxN of the constant B")
     args = ap.parse_args()
+    if args.matmul:
+        kns = [tuple(int(v) for v in kn.split("x")) for kn in args.kn.split(",")]
+        await matmul_table([int(v) for v in args.ms.split(",")], kns, 1.0 if args.quick else 3.0)  # type: ignore[arg-type]
+        return
     reps, per_client = (6, 1) if args.quick else (60, 6)
     budget = args.budget if args.budget is not None else (1.5 if args.quick else 6.0)
     spins = {"on": (True,), "off": (False,), "both": (True, False)}[args.ort_spin]

@@ -35,6 +35,15 @@ aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena,
                                 void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream);
 aclError aiogeGraphDestroy(aiogeGraph *graph);
 
+/* Weights packed once: inputs [first, first + count) are constants for the graph's life, at
+ * devPtrs[w] with their values also in host memory at hostData[w].  Each node whose kernel has a
+ * packed form of such an input (a float32 matrix product's B: the micro-kernel's panels) packs it
+ * now, owned by the graph and freed with it, and reads the packed copy whenever the node's input is
+ * devPtrs[w].  Call after the nodes are added, before executing.  Reports the packed bytes and the
+ * nodes packed (either pointer may be NULL). */
+aclError aiogeGraphPackWeights(aiogeGraph *graph, int32_t first, int32_t count, const void *const hostData[],
+                               void *const devPtrs[], size_t *packedBytes, int32_t *packedNodes);
+
 /* An execution from and to host memory in one task: the same as
  * aiogeGraphExecuteAsync, and the task first copies hostInputs[i] (when not
  * NULL; the graph's inputBytes[i] bytes of host memory) into inputs[i], and

@@ -31,6 +31,8 @@ typedef struct aiogeHostCounters {
 /* Version of the host runtime's C sources; Python refuses a mismatch. */
 int32_t aiogeHostVersion(void);
 aclError aiogeHostGetCounters(aiogeHostCounters *counters);
+/* Weights packed so far (aiogeGraphPackWeights), process-wide. */
+int64_t aiogeHostPackedWeightCount(void);
 
 /* Test hooks.  InjectFailure: the next `count` work tasks enqueued on the
  * stream fail with `code` (a runtime code such as 507015) instead of running.

@@ -385,6 +385,17 @@ def graph_destroy(g: Handle) -> None:
     lib.aiogeGraphDestroy(g)
 
 
+def graph_pack_weights(g: Handle, first: int, host: Sequence[Any], dev: Sequence[Any]) -> tuple[int, int]:
+    """Pack a graph's weights (inputs ``first``.., values in ``host``, device copies at ``dev``) once:
+    ``(packed bytes, nodes packed)``; ``(0, 0)`` where the runtime has no packed kernels."""
+    if not _has("aiogeGraphPackWeights") or not host:
+        return 0, 0
+    nbytes, nodes = ffi.new("size_t *"), ffi.new("int32_t *")
+    hp, dp = ffi.new("void *[]", list(host)), ffi.new("void *[]", list(dev))
+    check(lib.aiogeGraphPackWeights(g, first, len(host), hp, dp, nbytes, nodes), "aiogeGraphPackWeights")
+    return int(nbytes[0]), int(nodes[0])
+
+
 def graph_add_node(g: Handle, segment: int, op_type: str, name: str,
                    inputs: tuple[Sequence[Handle], Sequence[int], Sequence[int]],
                    outputs: tuple[Sequence[Handle], Sequence[int], Sequence[int]], attr: Handle) -> None:  # fmt: skip

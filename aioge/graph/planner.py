@@ -121,6 +121,10 @@ class Plan:
     position: list[int] = field(repr=False, default_factory=list)
     #: arena root -> steps that use its storage (producer, readers, readers of its aliases)
     uses: dict[str, tuple[int, ...]] = field(repr=False, default_factory=dict)
+    #: set when a model loads: bytes of its weights, and of the copies packed once for its kernels
+    #: (a constant matrix-product operand in the micro-kernel's panel layout)
+    weight_bytes: int = 0
+    packed_weight_bytes: int = 0
 
     @property
     def num_streams(self) -> int:

@@ -254,6 +254,10 @@ class _Now:
             self.lock.release()
 
 
+#: pack constant matrix-product operands once at load (off: the kernels pack per call; benchmarks A/B it)
+_PACK_WEIGHTS = True
+
+
 class CompiledGraph(Resource):
     """A graph compiled and loaded on a device (``await dev.compile(graph)``).
 
@@ -371,6 +375,18 @@ class CompiledGraph(Resource):
             finally:
                 for d in consts:
                     acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
+        self._pack_weights()
+
+    def _pack_weights(self) -> None:
+        """Pack the weights the kernels have a packed form of (a constant matrix-product operand), once."""
+        b = self._build
+        self.plan.weight_bytes = sum(w.nbytes for w in self._weights)
+        if not _PACK_WEIGHTS:
+            return
+        host = [_native.contiguous(np.asarray(self.graph.constants[name])) for name in b.weights]
+        dev = [w._memory().ptr for w in self._weights]
+        packed, _ = acl.graph_pack_weights(self._handle, len(self.inputs), [_native.host_ptr(h) for h in host], dev)
+        self.plan.packed_weight_bytes = packed
 
     def _desc(self, kind: Any, op_type: str) -> Any:
         """The desc of a node's operand; the model keeps it, except a const one (the caller destroys it)."""

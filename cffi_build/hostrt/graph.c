@@ -15,6 +15,9 @@ typedef struct {
     int32_t *loc;      /* nin + nout */
     int64_t *at;
     char name[64];
+    void *packed;           /* input packed_in, a weight, packed once by aiogeGraphPackWeights (NULL: none) */
+    const void *packed_src; /* the weight's device pointer: the packed copy is used while it is what the node reads */
+    int packed_in;
 } gnode;
 
 typedef struct {
@@ -38,6 +41,7 @@ static void graph_unref(aiogeGraph *g) {
     for (int s = 0; s < g->nseg; s++) {
         for (int i = 0; i < g->seg[s].n; i++) {
             gnode *nd = &g->seg[s].nodes[i];
+            if (nd->packed) nd->k->pack_free(nd->packed);
             hrt_kernel_unref(nd->k);
             free(nd->loc);
             free(nd->at);
@@ -248,6 +252,43 @@ out:
     return rc;
 }
 
+aclError aiogeGraphPackWeights(aiogeGraph *graph, int32_t first, int32_t count, const void *const hostData[],
+                               void *const devPtrs[], size_t *packedBytes, int32_t *packedNodes) {
+    aclError rc;
+    aiogeGraph *g = graph_get(graph, &rc);
+    if (!g) return rc;
+    if (first < 0 || count < 0 || first > g->nin || count > g->nin - first || (count && (!hostData || !devPtrs))) {
+        rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "aiogeGraphPackWeights: bad weight range [%d, +%d) of %d inputs",
+                       (int)first, (int)count, g->nin);
+        goto out;
+    }
+    size_t total = 0;
+    int32_t nodes = 0;
+    for (int s = 0; s < g->nseg; s++)
+        for (int i = 0; i < g->seg[s].n; i++) {
+            gnode *nd = &g->seg[s].nodes[i];
+            if (nd->packed || !nd->k->pack) continue;
+            for (int j = 0; j < nd->nin; j++) {
+                int64_t w = nd->at[j] - first;
+                if (nd->loc[j] != AIOGE_LOC_INPUT || w < 0 || w >= count || !hostData[w] || !devPtrs[w]) continue;
+                size_t bytes = 0;
+                void *p = nd->k->pack(nd->k, j, hostData[w], &bytes);
+                if (!p) continue;
+                nd->packed = p;
+                nd->packed_src = devPtrs[w];
+                nd->packed_in = j;
+                total += bytes;
+                nodes++;
+                break;
+            }
+        }
+    if (packedBytes) *packedBytes = total;
+    if (packedNodes) *packedNodes = nodes;
+out:
+    graph_unref(g);
+    return rc;
+}
+
 /* ------------------------------------------------------------ execution */
 typedef struct {
     hrt_task t;
@@ -261,6 +302,15 @@ typedef struct {
     const void **host_in; /* aiogeGraphExecuteHostAsync: copied into inputs[i] first (NULL: none) */
     void **host_out;      /* ... and outputs[j] copied out after the nodes (NULL: none) */
 } graph_task;
+
+/* hrt_kernel_run with the node's packed weight */
+static aclError run_packed(const gnode *nd, void **ptrs) {
+    const hrt_kernel *k = nd->k;
+    if (k->n_in >= HRT_IN_SLOTS) return k->run_packed(k, ptrs, ptrs + nd->nin, nd->packed);
+    void *slots[HRT_IN_SLOTS] = {NULL};
+    memcpy(slots, ptrs, sizeof(void *) * (size_t)k->n_in);
+    return k->run_packed(k, slots, ptrs + nd->nin, nd->packed);
+}
 
 /* The node loop, specialised twice: `timed` is a constant in each caller, so
  * the untimed task has no timing code at all. */
@@ -285,7 +335,7 @@ static inline __attribute__((always_inline)) aclError run_nodes(graph_task *gt, 
         }
         hrt_task_fail_clear();
         if (timed) gt->times[2 * i] = hrt_now_ns();
-        rc = hrt_kernel_run(nd->k, ptrs, ptrs + nd->nin);
+        rc = nd->packed && ptrs[nd->packed_in] == nd->packed_src ? run_packed(nd, ptrs) : hrt_kernel_run(nd->k, ptrs, ptrs + nd->nin);
         if (timed) gt->times[2 * i + 1] = hrt_now_ns();
         if (rc) {
             char inner[HRT_MSG_LEN];

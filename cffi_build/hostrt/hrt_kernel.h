@@ -123,6 +123,11 @@ struct hrt_kernel {
     void *plan;
     void (*plan_free)(void *plan);
     size_t plan_bytes;          /* what the plan holds (packed weights, tables), set by compile; 0: small */
+    /* optional: a constant input packed once (graph.c, aiogeGraphPackWeights) for run_packed;
+     * pack returns NULL when the kernel has no use for it (then run is used) */
+    void *(*pack)(const hrt_kernel *k, int input, const void *data, size_t *bytes);
+    void (*pack_free)(void *packed);
+    aclError (*run_packed)(const hrt_kernel *k, void *const *in, void *const *out, const void *packed);
     int64_t iparam[8];          /* small per-op parameters */
     double fparam[4];
     /* cache bookkeeping (op.c) */
@@ -179,6 +184,16 @@ aclError hrt_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 aclError hrt_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double *a,
                int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+
+/* float32 op(B)[K, N] packed once into the micro-kernel's panels (gemm_small.c); NULL: no memory */
+typedef struct hrt_sgemm_pb hrt_sgemm_pb;
+hrt_sgemm_pb *hrt_sgemm_pack_b(bool tb, int64_t n, int64_t k, const float *b, int64_t ldb);
+void hrt_sgemm_pb_free(hrt_sgemm_pb *pb);
+size_t hrt_sgemm_pb_bytes(const hrt_sgemm_pb *pb);
+int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
+/* C[M, N] (+)= A[M, K] . op(B) (beta 0 or 1; A row-major, lda) */
+aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, float beta, float *c,
+                          int64_t ldc);
 
 /* -------------------------------------------------------------- half */
 static inline float hrt_f16_to_f32(uint16_t h) {

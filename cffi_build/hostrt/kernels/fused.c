@@ -493,6 +493,42 @@ static aclError fmm_run(const hrt_kernel *k, void *const *in, void *const *out) 
     return rc;
 }
 
+/* constant b packed once (graph.c): float32, scale 1, a not transposed, b shared by every batch */
+static bool fmm_tall(const fmm_plan *p) {
+    bool b_shared = true, a_full = true;
+    for (int d = 0; d < p->bnd; d++) {
+        b_shared &= p->bstride[d] == 0 || p->bdims[d] == 1;
+        a_full &= p->astride[d] != 0 || p->bdims[d] == 1;
+    }
+    return !p->ta && b_shared && a_full;
+}
+
+static void *fmm_pack(const hrt_kernel *k, int input, const void *data, size_t *bytes) {
+    const fmm_plan *p = k->plan;
+    if (input != 1 || p->dt != ACL_FLOAT || p->scale != 1.0 || !fmm_tall(p) || k->in[1].numel != p->kk * p->n)
+        return NULL;
+    hrt_sgemm_pb *pb = hrt_sgemm_pack_b(p->tb, p->n, p->kk, data, p->tb ? p->kk : p->n);
+    *bytes = hrt_sgemm_pb_bytes(pb);
+    return pb;
+}
+
+static void fmm_pack_free(void *pb) { hrt_sgemm_pb_free(pb); }
+
+static aclError fmm_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
+    const fmm_plan *p = k->plan;
+    int64_t rows = p->m * p->nbatch;
+    float *c = out[0], beta = 0;
+    if (p->has_bias) {
+        for (int64_t r = 0; r < rows; r++) memcpy(c + r * p->n, in[2], sizeof(float) * (size_t)p->n);
+        beta = 1;
+    }
+    aclError rc = hrt_sgemm_packed(rows, in[0], p->kk, packed, beta, c, p->n);
+    if (rc || p->act == E_NONE) return rc;
+    act_exec ax = {p, c};
+    hrt_parallel_for(rows, K_GRAIN / (p->n ? p->n : 1) + 1, act_rows, &ax);
+    return ACL_SUCCESS;
+}
+
 static aclError fmm_compile(hrt_kernel *k, const aclopAttr *attrs) {
     aclError rc = hrt_expect_counts(k, 2, 3, 1);
     if (rc) return rc;
@@ -571,6 +607,9 @@ static aclError fmm_compile(hrt_kernel *k, const aclopAttr *attrs) {
     k->plan = p;
     k->plan_free = free;
     k->run = fmm_run;
+    k->pack = fmm_pack;
+    k->pack_free = fmm_pack_free;
+    k->run_packed = fmm_run_packed;
     return ACL_SUCCESS;
 }
 

@@ -109,6 +109,29 @@ static aclError mm_run(const hrt_kernel *k, void *const *in, void *const *out) {
     return rc;
 }
 
+/* constant x2 packed once (graph.c): float32, x1 not transposed, one GEMM over every batch */
+static void *mm_pack(const hrt_kernel *k, int input, const void *data, size_t *bytes) {
+    const mm_plan *p = k->plan;
+    if (input != 1 || p->dt != ACL_FLOAT || (!p->fold && (p->nbatch != 1 || p->ta)) || k->in[1].numel != p->k * p->n)
+        return NULL;
+    hrt_sgemm_pb *pb = hrt_sgemm_pack_b(p->tb, p->n, p->k, data, p->tb ? p->k : p->n);
+    *bytes = hrt_sgemm_pb_bytes(pb);
+    return pb;
+}
+
+static void mm_pack_free(void *pb) { hrt_sgemm_pb_free(pb); }
+
+static aclError mm_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
+    const mm_plan *p = k->plan;
+    int64_t rows = p->m * p->nbatch;
+    float *c = out[0], beta = 0;
+    if (p->has_bias) {
+        for (int64_t r = 0; r < rows; r++) memcpy(c + r * p->n, in[2], sizeof(float) * (size_t)p->n);
+        beta = 1;
+    }
+    return hrt_sgemm_packed(rows, in[0], p->k, packed, beta, c, p->n);
+}
+
 static aclError check_float_types(const hrt_kernel *k) {
     static const aclDataType ok[] = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE};
     aclError rc = hrt_expect_dtype_in(k, &k->in[0], "x1", ok, 4);
@@ -162,6 +185,9 @@ static aclError mm_finish(hrt_kernel *k, mm_plan *p, const int64_t *batch, int b
     k->plan = p;
     k->plan_free = free;
     k->run = mm_run;
+    k->pack = mm_pack;
+    k->pack_free = mm_pack_free;
+    k->run_packed = mm_run_packed;
     return ACL_SUCCESS;
 }
 

@@ -1,0 +1,107 @@
+"""Constant matrix-product operands packed once when a compiled model loads (kernels/gemm_small.c's
+panels, graph.c's aiogeGraphPackWeights): MatMul, Gemm (transB, bias) and the fused MatMul+bias+Relu
+against numpy in float64 over ragged shapes (M = 1, K and N off the 16-column panels and the 256-row
+K blocks), the packed bytes reported in ``model.plan``, and no packing after the load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aioge import _native
+from aioge.graph import Graph
+from tests.ops.opsutil import check, few
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not _native.has_host_hooks, reason="packed weights are the host runtime's"),
+]
+
+
+def _panels(k: int, n: int) -> int:
+    """Bytes of op(B)[K, N] packed: K x 16 floats per 16-column panel."""
+    return (n + 15) // 16 * 16 * k * 4
+
+
+def layer(m: int, k: int, n: int, *, tb: bool, bias: bool, relu: bool, seed: int) -> tuple[Graph, dict, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    g = Graph("layer")
+    x = g.input("x", (m, k), "float32")
+    w = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    wc = g.constant("w", w)
+    if tb:  # Gemm's transB (and its C as the bias)
+        y = g.add_node("Gemm", [x, wc, g.constant("b", b)] if bias else [x, wc], {"transB": 1})
+    else:
+        y = g.add_node("MatMul", [x, wc])
+        if bias:
+            y = g.add_node("Add", [y, g.constant("b", b)])
+    if relu:
+        y = g.add_node("Relu", [y])
+    g.output(y)
+    xv = rng.standard_normal((m, k)).astype(np.float32)
+    ref = xv.astype(np.float64) @ (w.T if tb else w).astype(np.float64) + (b if bias else 0.0)
+    return g, {"x": xv}, np.maximum(ref, 0) if relu else ref
+
+
+@few(30)
+@given(m=st.sampled_from([1, 2, 5, 6, 7, 8, 13, 16, 33, 64, 100, 130]), k=st.integers(1, 600),
+       n=st.integers(1, 300), tb=st.booleans(), bias=st.booleans(), relu=st.booleans(),
+       seed=st.integers(0, 2**16))  # fmt: skip
+async def test_packed_layer_vs_numpy(compiled, m, k, n, tb, bias, relu, seed):
+    g, feeds, ref = layer(m, k, n, tb=tb, bias=bias, relu=relu, seed=seed)
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == _panels(k, n)
+    assert model.plan.weight_bytes >= k * n * 4
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-3)
+
+
+SHAPES = [(1, 784, 512, False), (1, 17, 3, True), (8, 768, 768, True), (64, 784, 512, False), (512, 300, 70, False),
+          (3, 1, 1, False)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("m", "k", "n", "tb"), SHAPES)
+async def test_packed_shapes_vs_numpy(compiled, m, k, n, tb):
+    g, feeds, ref = layer(m, k, n, tb=tb, bias=True, relu=False, seed=m + k + n)
+    model = await compiled(g)
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-3)
+
+
+async def test_weights_are_packed_once_at_load(compiled):
+    rng = np.random.default_rng(0)
+    g = Graph("mlp")
+    h = g.input("x", (4, 40), "float32")
+    for i, (a, b) in enumerate([(40, 50), (50, 30), (30, 10)]):
+        h = g.add_node("MatMul", [h, g.constant(f"w{i}", rng.standard_normal((a, b)).astype(np.float32))])
+        h = g.add_node("Relu", [h])
+    g.output(h)
+    before = _native.lib.aiogeHostPackedWeightCount()
+    model = await compiled(g)
+    assert _native.lib.aiogeHostPackedWeightCount() - before == 3
+    assert model.plan.packed_weight_bytes == _panels(40, 50) + _panels(50, 30) + _panels(30, 10)
+    x = rng.standard_normal((4, 40)).astype(np.float32)
+    first = np.asarray(next(iter((await model.execute({"x": x})).values())))
+    for _ in range(3):
+        again = np.asarray(next(iter((await model.execute({"x": x})).values())))
+        np.testing.assert_array_equal(again, first)
+    assert _native.lib.aiogeHostPackedWeightCount() - before == 3  # executions pack nothing
+
+
+async def test_a_weight_that_is_also_an_output_is_not_changed(compiled):
+    # the packed copy is the kernel's: the weight itself (here also read as an output) stays as it was
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((20, 24)).astype(np.float32)
+    g = Graph("both")
+    x = g.input("x", (3, 20), "float32")
+    wc = g.constant("w", w)
+    g.output(g.add_node("MatMul", [x, wc]))
+    g.output(g.add_node("Identity", [wc]))
+    model = await compiled(g)
+    xv = rng.standard_normal((3, 20)).astype(np.float32)
+    out = list((await model.execute({"x": xv})).values())
+    check(np.asarray(out[0]), xv.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(np.asarray(out[1]), w)
