@@ -294,12 +294,20 @@ static void pb_gemv(void *vp, int64_t p0, int64_t p1) {
     }
 }
 
-/* C[M, N] (+)= A[M, K] . op(B) from B packed by hrt_sgemm_pack_b (beta 0 or 1, A not transposed).
- * Every M takes it: against OpenBLAS over the unpacked B (tiled on the pool) it measured equal
- * CPU time at M = 512-4096 and less below (the commit that added it has the figures). */
-aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, float beta, float *c,
-                          int64_t ldc) {
+/* Above this many rows and bytes of B the unpacked route (OpenBLAS over B in place, tiled on the
+ * pool) is taken: the packed kernel's row blocks each stream all of B, and a B far past L2 read
+ * again per 96 rows lost to OpenBLAS's blocking (512 x 768 x 3072: 1.25x the CPU time) while
+ * 512 x 784 x 512 (1.6 MB) gained (0.88x). */
+#define PB_BIG_M 96
+#define PB_BIG_B_BYTES (4 << 20)
+
+/* C[M, N] (+)= A[M, K] . op(B) from B packed by hrt_sgemm_pack_b (beta 0 or 1, A not transposed);
+ * b / tb / ldb: op(B) unpacked, for the big shapes above */
+aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc) {
     if (m <= 0) return ACL_SUCCESS;
+    if (m > PB_BIG_M && pb->bytes > PB_BIG_B_BYTES && hrt_blas_loaded())
+        return hrt_sgemm(false, tb, m, pb->n, pb->k, 1.0f, a, lda, b, ldb, beta, c, ldc);
     pb_ctx g = {m, lda, ldc, m, 1, pb->npan, beta == 1.0f, a, pb, c};
     const int64_t threads = hrt_num_threads();
     if (m == 1) {

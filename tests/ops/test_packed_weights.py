@@ -60,7 +60,7 @@ async def test_packed_layer_vs_numpy(compiled, m, k, n, tb, bias, relu, seed):
 
 
 SHAPES = [(1, 784, 512, False), (1, 17, 3, True), (8, 768, 768, True), (64, 784, 512, False), (512, 300, 70, False),
-          (3, 1, 1, False)]  # fmt: skip
+          (3, 1, 1, False), (200, 1100, 1000, True)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("m", "k", "n", "tb"), SHAPES)

@@ -522,7 +522,7 @@ static aclError fmm_run_packed(const hrt_kernel *k, void *const *in, void *const
         for (int64_t r = 0; r < rows; r++) memcpy(c + r * p->n, in[2], sizeof(float) * (size_t)p->n);
         beta = 1;
     }
-    aclError rc = hrt_sgemm_packed(rows, in[0], p->kk, packed, beta, c, p->n);
+    aclError rc = hrt_sgemm_packed(rows, in[0], p->kk, packed, p->tb, in[1], p->tb ? p->kk : p->n, beta, c, p->n);
     if (rc || p->act == E_NONE) return rc;
     act_exec ax = {p, c};
     hrt_parallel_for(rows, K_GRAIN / (p->n ? p->n : 1) + 1, act_rows, &ax);

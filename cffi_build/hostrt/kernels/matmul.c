@@ -129,7 +129,7 @@ static aclError mm_run_packed(const hrt_kernel *k, void *const *in, void *const 
         for (int64_t r = 0; r < rows; r++) memcpy(c + r * p->n, in[2], sizeof(float) * (size_t)p->n);
         beta = 1;
     }
-    return hrt_sgemm_packed(rows, in[0], p->k, packed, beta, c, p->n);
+    return hrt_sgemm_packed(rows, in[0], p->k, packed, p->tb, in[1], p->tb ? p->k : p->n, beta, c, p->n);
 }
 
 static aclError check_float_types(const hrt_kernel *k) {
