@@ -190,3 +190,31 @@ def test_model_repository_index_load_unload(tmp_path):
     finally:
         client.close()
         assert s.stop() == 0, "".join(s.stderr)[-3000:]
+
+
+def test_the_asyncio_client_reads_config_statistics_and_the_index(triton):
+    """tritonclient.http.aio (aiohttp) against the same routes."""
+    aio = pytest.importorskip("tritonclient.http.aio")
+    import asyncio
+
+    s, _ = triton
+
+    async def main() -> None:
+        client = aio.InferenceServerClient(f"127.0.0.1:{s.port}")
+        try:
+            assert "statistics" in (await client.get_server_metadata())["extensions"]
+            cfg = await client.get_model_config("mlp")
+            assert cfg["input"][0]["dims"] == [16] and cfg["max_batch_size"] == 8
+            before = (await client.get_inference_statistics("mlp"))["model_stats"][0]["inference_count"]
+            x = aio.InferInput("x", [2, 16], "FP32")
+            x.set_data_from_numpy(np.ones((2, 16), np.float32))
+            res = await client.infer("mlp", [x])
+            assert res.as_numpy("y").shape == (2, 8)
+            after = (await client.get_inference_statistics("mlp"))["model_stats"][0]
+            assert after["inference_count"] == before + 2
+            index = await client.get_model_repository_index()
+            assert {m["name"] for m in index} == {"counted", "fixed", "held", "mlp"}
+        finally:
+            await client.close()
+
+    asyncio.run(main())
