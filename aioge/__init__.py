@@ -31,6 +31,7 @@ from .errors import (
     BackendError,
     BadAllocError,
     BusyResourceError,
+    CaptureInvalidatedError,
     ClosedResourceError,
     ContextNullError,
     EventNotCompleteError,
@@ -53,6 +54,7 @@ from .errors import (
     ReportTimeoutError,
     RuntimeFeatureNotSupportError,
     RuntimeParamError,
+    StreamCaptureError,
     StreamContextError,
     StreamNoCallbackError,
     StreamSubscribeError,
@@ -84,6 +86,7 @@ from .graph.errors import (
     UnsupportedOpsetError,
 )
 from .profiler import Profiler, profile
+from .runtime.capture import CapturedGraph
 from .runtime.device import Device, device_count, open_device
 from .runtime.dynamic import DynamicCompiledGraph
 from .runtime.event import Event
@@ -110,6 +113,8 @@ __all__ = (
     "BackendError",
     "BadAllocError",
     "BusyResourceError",
+    "CaptureInvalidatedError",
+    "CapturedGraph",
     "ClosedResourceError",
     "CompiledGraph",
     "DynamicCompiledGraph",
@@ -159,6 +164,7 @@ __all__ = (
     "SessionError",
     "ShapeInferenceError",
     "Stream",
+    "StreamCaptureError",
     "StreamContextError",
     "StreamNoCallbackError",
     "StreamSubscribeError",

@@ -65,6 +65,8 @@ __all__ = (
     "AicoreExceptionError",
     "StreamSyncTimeoutError",
     "EventSyncTimeoutError",
+    "StreamCaptureError",
+    "CaptureInvalidatedError",
     "ClosedResourceError",
     "BusyResourceError",
     "WrongDeviceError",
@@ -265,6 +267,22 @@ class StreamSyncTimeoutError(AclInternalError, TimeoutError):
 
 class EventSyncTimeoutError(AclInternalError, TimeoutError):
     codes = (507047,)
+
+
+class StreamCaptureError(AclParamError):
+    """A call that a stream capture does not allow (CANN's capture codes): waiting for a
+    capturing stream, work that cannot be replayed, a dependency on work outside the capture,
+    an unsafe call in a strict capture mode, or awaiting a launch that was captured and has
+    not run (replay the graph)."""
+
+    codes = (107024, 107025, 107026, 107027, 107028, 107029, 107030, 107031, 107036, 107038, 107041)
+
+
+class CaptureInvalidatedError(AclInternalError):
+    """The stream capture was invalidated by an earlier call it does not allow; ending it
+    gives no graph."""
+
+    codes = (507903,)
 
 
 _BANDS: dict[str, type[AclError]] = {

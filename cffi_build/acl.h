@@ -101,6 +101,17 @@ typedef void (*aclrtCallback)(void *userData);
 #define ACL_ERROR_RT_SYSPARAMOPT_NOT_SET 107021
 #define ACL_ERROR_RT_DEVICE_TASK_ABORT 107022
 #define ACL_ERROR_RT_STREAM_ABORT 107023
+#define ACL_ERROR_RT_CAPTURE_DEPENDENCY 107024
+#define ACL_ERROR_RT_STREAM_UNJOINED 107025
+#define ACL_ERROR_RT_MODEL_CAPTURED 107026
+#define ACL_ERROR_RT_STREAM_CAPTURED 107027
+#define ACL_ERROR_RT_EVENT_CAPTURED 107028
+#define ACL_ERROR_RT_STREAM_NOT_CAPTURED 107029
+#define ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT 107030
+#define ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT 107031
+#define ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED 107036
+#define ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD 107038
+#define ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC 107041
 #define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
 #define ACL_ERROR_RT_MEMORY_FREE 207002
@@ -178,6 +189,7 @@ typedef void (*aclrtCallback)(void *userData);
 #define ACL_ERROR_RT_AICPU_INTERNAL_ERROR 507900
 #define ACL_ERROR_RT_SOCKET_CLOSE 507901
 #define ACL_ERROR_RT_AICPU_INFO_LOAD_RSP_ERR 507902
+#define ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED 507903
 
 /* ---- constants and flags ---- */
 #define ACL_MAX_DIM_CNT 128
@@ -442,3 +454,24 @@ size_t aclGetCompileoptSize(aclCompileOpt opt);
 aclError aclGetCompileopt(aclCompileOpt opt, char *value, size_t length);
 aclError aclopSetCompileFlag(aclOpCompileFlag flag);
 aclError aclopSetMaxOpQueueNum(uint64_t maxOpNum);
+
+/* ---- stream capture (acl_rt.h): a stream's launches recorded once, replayed as one task ---- */
+typedef void *aclmdlRI;
+
+typedef enum aclmdlRICaptureMode {
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL = 0,
+    ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL = 1,
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED = 2
+} aclmdlRICaptureMode;
+
+typedef enum aclmdlRICaptureStatus {
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE = 0,
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE = 1,
+    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED = 2
+} aclmdlRICaptureStatus;
+
+aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode);
+aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status, aclmdlRI *modelRI);
+aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI);
+aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream);
+aclError aclmdlRIDestroy(aclmdlRI modelRI);

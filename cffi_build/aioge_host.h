@@ -26,6 +26,7 @@ typedef struct aiogeHostCounters {
     int64_t op_cache_max_entries; /* the LRU bound (aclopSetMaxOpQueueNum, default 20000) */
     int64_t op_cache_bytes;      /* host memory the cached kernels hold */
     int64_t op_cache_max_bytes;  /* the LRU bound in bytes (AIOGE_OP_CACHE_BYTES, aiogeHostSetOpCacheBytes) */
+    int64_t captured_models;     /* live aclmdlRI handles (stream captures, ended or not) */
 } aiogeHostCounters;
 
 /* Version of the host runtime's C sources; Python refuses a mismatch. */

@@ -288,7 +288,7 @@ _COUNTER_FIELDS = (
     "device_allocations", "device_bytes", "host_allocations", "host_bytes", "deferred_frees",
     "op_cache_hits", "op_cache_misses", "op_cache_entries", "op_cache_evictions",
     "tasks_executed", "tasks_failed", "subscriptions", "graphs", "op_cache_max_entries",
-    "op_cache_bytes", "op_cache_max_bytes",
+    "op_cache_bytes", "op_cache_max_bytes", "captured_models",
 )  # fmt: skip
 
 

@@ -219,6 +219,50 @@ def destroy_stream(stream: Handle) -> None:
     lib.aclrtDestroyStream(stream)
 
 
+# ---- stream capture (aclmdlRI*) ---------------------------------------------------------
+class CaptureMode(enum.IntEnum):
+    """``aclmdlRICaptureMode``: which threads may make unsafe calls (synchronous copies,
+    device synchronize) while a capture runs."""
+
+    GLOBAL = lib.ACL_MODEL_RI_CAPTURE_MODE_GLOBAL
+    THREAD_LOCAL = lib.ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL
+    RELAXED = lib.ACL_MODEL_RI_CAPTURE_MODE_RELAXED
+
+
+class CaptureStatus(enum.IntEnum):
+    """``aclmdlRICaptureStatus``."""
+
+    NONE = lib.ACL_MODEL_RI_CAPTURE_STATUS_NONE
+    ACTIVE = lib.ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE
+    INVALIDATED = lib.ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED
+
+
+def capture_begin(stream: Handle, mode: CaptureMode) -> None:
+    check(lib.aclmdlRICaptureBegin(stream, int(mode)), "aclmdlRICaptureBegin")
+
+
+def capture_info(stream: Handle) -> tuple[CaptureStatus, Handle]:
+    status, model = ffi.new("aclmdlRICaptureStatus *"), ffi.new("aclmdlRI *")
+    check(lib.aclmdlRICaptureGetInfo(stream, status, model), "aclmdlRICaptureGetInfo")
+    return CaptureStatus(status[0]), model[0]
+
+
+def capture_end(stream: Handle) -> Handle:
+    """``aclmdlRICaptureEnd``: the captured model (an invalidated capture raises its error)."""
+    p = ffi.new("aclmdlRI *")
+    check(lib.aclmdlRICaptureEnd(stream, p), "aclmdlRICaptureEnd")
+    return p[0]
+
+
+def model_ri_execute_async(model: Handle, stream: Handle) -> None:
+    check(lib.aclmdlRIExecuteAsync(model, stream), "aclmdlRIExecuteAsync")
+
+
+def model_ri_destroy(model: Handle) -> None:
+    """``aclmdlRIDestroy``, unchecked (teardown: queued replays keep the model until they ran)."""
+    lib.aclmdlRIDestroy(model)
+
+
 def create_event(flags: EventFlag = EventFlag.SYNC | EventFlag.TIME_LINE) -> Handle:
     p = ffi.new("aclrtEvent *")
     check(lib.aclrtCreateEventWithFlag(p, int(flags)), "aclrtCreateEventWithFlag")

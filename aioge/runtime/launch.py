@@ -251,7 +251,7 @@ def launch(
     This is the hot path of every launch: keep it lean.
     """
     if formats is None and not stream.timing:
-        fast = _FAST and _trace.hub is None
+        fast = _FAST and _trace.hub is None and stream._enqueue.capture is None  # a capture records via commit
         tensors = True
         for x in inputs:
             if type(x) is not Tensor:
@@ -531,7 +531,7 @@ def op(
     """
     s = _pick_stream(inputs, outputs, stream)
     # before launch, so every backend refuses the same (only outputs given as tensors can overlap)
-    fast = _FAST and formats is None and _trace.hub is None and not s.timing
+    fast = _FAST and formats is None and _trace.hub is None and not s.timing and s._enqueue.capture is None
     outs = []
     given = 0
     for y in outputs:

@@ -19,6 +19,7 @@ from .._native import acl
 from ..errors import BusyResourceError, WrongDeviceError, error_class
 from . import _trace
 from ._resources import Resource, finalizing
+from .capture import CapturedGraph, StreamCapture, captured_error, dependency_error
 from .scheduler import Completion, Lane, deadline
 from .tensor import DeviceMemory, Tensor
 
@@ -101,11 +102,12 @@ class Enqueue:
     streams and while a profiler observes, for the device clock).
     """
 
-    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_lock", "_ptrs", "_start", "handle", "seq_mode", "stream")
+    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_lock", "_ptrs", "_start", "capture", "handle", "seq_mode",
+                 "stream")  # fmt: skip
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
-        self.handle = stream._handle
+        self.handle: Any = stream._handle
         self._dev = stream.device
         self._lane = stream._lane
         self._lock = stream._lock
@@ -115,6 +117,8 @@ class Enqueue:
         #: the device pointers of a prepared launch (launch.py), grown on demand
         self._ptrs: Any = None
         self.seq_mode = self._lane.seq_mode
+        #: the stream's capture in progress (:meth:`Stream.capture`): commits record into it
+        self.capture: CapturedGraph | None = None
 
     def __enter__(self) -> Enqueue:
         self._lock.acquire()
@@ -150,6 +154,8 @@ class Enqueue:
         """Make the stream wait (on the device) for a launch of another stream."""
         if comp is None or comp._done or comp.lane is self._lane:
             return
+        if self.capture is not None:
+            raise dependency_error(self.stream, comp)
         if comp.event is None:  # a sequence-number lane
             _wait_seq(self.handle, comp.lane._handle, comp.tseq)
         else:
@@ -185,7 +191,7 @@ class Enqueue:
 
     def mark_start(self) -> None:
         """Timing streams: record the start event of the launch about to be enqueued."""
-        if self.stream.timing and self._start is None:
+        if self.stream.timing and self._start is None and self.capture is None:
             ev = self.stream._new_event()
             try:
                 acl.record_event(ev, self.handle)
@@ -200,6 +206,9 @@ class Enqueue:
         """Record the launch's completion event; note it as the last reader of
         ``reads`` and the writer of ``writes``.  ``keep`` stays alive until it ran;
         ``deps`` are earlier launches whose errors this completion reports too."""
+        cap = self.capture
+        if cap is not None:  # recorded, not run: the graph's replays complete it
+            return cap._record(keep, what, reads, writes, name)
         lane = self._lane
         start, self._start = self._start, None
         if self.seq_mode and start is None and _trace.hub is None:
@@ -370,8 +379,42 @@ class Stream(Resource):
             tx.commit((smem, dmem), "copy", reads=(smem,), writes=(dmem,))
         return t
 
+    def copy_into(self, dst: Tensor, src: Any) -> Tensor:
+        """Copy ``src`` -- a host array or a :class:`Tensor` of the same shape and dtype -- into
+        the existing tensor ``dst``, in stream order; returns ``dst``.
+
+        What updates a captured graph's inputs between replays (:meth:`capture`).  A host
+        array is copied from as it is at the call (the copy stages it).  Inside a capture only
+        a tensor source is recorded (a host array cannot be replayed: copy it into a tensor
+        before, or use a replayable staging tensor).
+        """
+        if isinstance(src, Tensor):
+            if src.shape != dst.shape or src.dtype != dst.dtype:
+                raise ValueError(f"copy_into: source {src.shape} {src.dtype} into {dst.shape} {dst.dtype}")
+            with self._enqueue as tx:
+                smem, dmem = src._memory(), dst._memory()
+                tx.order((smem,), (dmem,))
+                tx.mark_start()
+                if dst.nbytes:
+                    acl.memcpy_async(dmem.ptr, smem.ptr, dst.nbytes, acl.MemcpyKind.DEVICE_TO_DEVICE, tx.handle)
+                tx.commit((smem, dmem), "copy_into", reads=(smem,), writes=(dmem,))
+            return dst
+        arr = _native.contiguous(np.asarray(src, dtype=dst.dtype))
+        if arr.shape != dst.shape:
+            raise ValueError(f"copy_into: a host array of shape {arr.shape} into a tensor of shape {dst.shape}")
+        with self._enqueue as tx:
+            dmem = dst._memory()
+            tx.order((), (dmem,))
+            tx.mark_start()
+            if arr.nbytes:
+                acl.memcpy_async(dmem.ptr, _native.host_ptr(arr), arr.nbytes, acl.MemcpyKind.HOST_TO_DEVICE, tx.handle)
+            tx.commit((dmem, arr), "copy_into", writes=(dmem,))
+        return dst
+
     def _enqueue_download(self, t: Tensor) -> _Download:
         with self._enqueue as tx:
+            if tx.capture is not None:
+                raise captured_error(self, "numpy()")
             mem = t._memory()
             tx.order((mem,))
             n = t.nbytes
@@ -393,17 +436,39 @@ class Stream(Resource):
         from .event import Event
 
         with self._enqueue as tx:
+            if tx.capture is not None:
+                raise captured_error(self, "record_event()")
             return Event._record(tx, timing)
 
     def wait_event(self, event: Event) -> None:
         """Make later work on this stream wait for ``event`` on the device (the host never blocks)."""
         with self._enqueue as tx:
+            if tx.capture is not None:
+                raise captured_error(self, "wait_event()")
             event._check_open()
             if event.device is not self.device:
                 raise WrongDeviceError("event of another device")
             acl.stream_wait_event(tx.handle, event._handle)
             if _trace.hub is not None:
                 _trace.hub.waited(self, event._comp)
+
+    # ---- capture ----
+    def capture(self, mode: str = "thread_local") -> StreamCapture:
+        """Record the launches made on this stream inside a ``with``/``async with`` block,
+        to replay them as one task (CANN's ``aclmdlRICapture*``; see :mod:`aioge.runtime.capture`).
+
+        Example:
+            >>> with s.capture() as graph:
+            ...     y = aioge.ops.relu(aioge.ops.matmul(x, w))   # recorded, not run
+            >>> await graph.replay()                             # runs both as one task
+            >>> await y.numpy()
+
+        Args:
+            mode: ``"thread_local"`` (default: this thread may not make unsafe calls --
+                synchronous copies, device synchronize -- while capturing), ``"global"``
+                (no thread may), or ``"relaxed"``.
+        """
+        return StreamCapture(self, mode)
 
     # ---- waiting ----
     async def synchronize(self, *, timeout: float | None = None) -> None:
@@ -420,6 +485,8 @@ class Stream(Resource):
         error (if any) is reported by the next ``synchronize()``.
         """
         with self._enqueue as tx:
+            if tx.capture is not None:
+                raise captured_error(self, "synchronize()")
             comp = tx.commit(None, "synchronize")
         if not comp.done:
             with deadline(timeout, f"synchronize() of {self._describe()}"):

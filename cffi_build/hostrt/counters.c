@@ -30,5 +30,6 @@ aclError aiogeHostGetCounters(aiogeHostCounters *c) {
     c->tasks_failed = hrt_task_counter(1);
     c->subscriptions = hrt_callback_subscriptions();
     c->graphs = hrt_handle_count(HRT_H_GRAPH);
+    c->captured_models = hrt_handle_count(HRT_H_MODEL_RI);
     return ACL_SUCCESS;
 }

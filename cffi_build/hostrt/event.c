@@ -19,6 +19,7 @@ typedef struct hrt_event {
     uint64_t rec_gen;          /* records issued */
     uint64_t done_gen;         /* records whose marker has run */
     int stream_id;             /* stream of the latest record */
+    uint64_t capture_id;       /* the stream capture that recorded it last (0: a plain record) */
     aclError code;             /* error of the work captured by the latest completed record */
     char msg[HRT_MSG_LEN];
     uint64_t time_ns;
@@ -114,6 +115,23 @@ static aclError run_marker(hrt_task *t) {
     return ACL_SUCCESS;
 }
 
+/* A record captured by a stream capture: each replay records the event anew, numbered when
+ * the replay is enqueued (so a synchronize after it waits for it) and marked when it runs. */
+static uint64_t arm_marker(hrt_task *t, hrt_stream *replay_stream) {
+    hrt_event *e = ((ev_task *)t)->e;
+    HRT_LOCK(&e->mu, HRT_RANK_EVENT);
+    uint64_t gen = ++e->rec_gen;
+    e->stream_id = replay_stream->id;
+    e->capture_id = 0; /* a replay's record is a plain one: waits on it wait */
+    HRT_UNLOCK(&e->mu);
+    return gen;
+}
+
+static aclError run_marker_armed(hrt_task *t, uint64_t gen) {
+    ((ev_task *)t)->gen = gen; /* replays of one capture run one at a time */
+    return run_marker(t);
+}
+
 static void release_ev_task(hrt_task *t) {
     ev_unref(((ev_task *)t)->e);
     free(t);
@@ -142,10 +160,19 @@ aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
     ev_task *m;
     rc = ev_task_begin(e, stream, "aclrtRecordEvent", run_marker, HRT_TASK_MARKER, &s, &m);
     if (rc) return rc;
+    uint64_t capture = hrt_stream_capture_id(s);
     HRT_LOCK(&e->mu, HRT_RANK_EVENT);
-    m->gen = ++e->rec_gen;
-    e->stream_id = s->id;
+    e->capture_id = capture;
+    if (!capture) {
+        m->gen = ++e->rec_gen;
+        e->stream_id = s->id;
+    }
     HRT_UNLOCK(&e->mu);
+    if (capture) { /* recorded by the capture: numbered by each replay */
+        m->t.replayable = true;
+        m->t.arm = arm_marker;
+        m->t.run_armed = run_marker_armed;
+    }
     return hrt_task_commit(s, &m->t, true); /* a marker on an idle stream: nothing to wait for */
 }
 
@@ -168,6 +195,7 @@ aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream) {
      * to "not recorded") happens when the stream reaches it. */
     rc = ev_task_begin(e, stream, "aclrtResetEvent", run_noop, HRT_TASK_MARKER, &s, &m);
     if (rc) return rc;
+    m->t.replayable = true;
     return hrt_task_commit(s, &m->t, false);
 }
 
@@ -302,12 +330,16 @@ aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
     ev_task *w;
     rc = ev_task_begin(e, stream, "aclrtStreamWaitEvent", run_wait, HRT_TASK_WAIT, &s, &w);
     if (rc) return rc;
+    uint64_t capture = hrt_stream_capture_id(s);
     HRT_LOCK(&e->mu, HRT_RANK_EVENT);
     w->gen = e->rec_gen;
+    bool done = ev_done_locked(e);
+    /* in a capture, a record of the same capture is before this wait in the stream's own order */
+    bool inside = capture && e->capture_id == capture;
     HRT_UNLOCK(&e->mu);
-    if (w->gen == 0) { /* never recorded: nothing to wait for */
+    if (w->gen == 0 || inside || (capture && done)) { /* nothing to wait for */
         hrt_task_cancel(s, &w->t);
         return ACL_SUCCESS;
     }
-    return hrt_task_commit(s, &w->t, false);
+    return hrt_task_commit(s, &w->t, false); /* capturing: a dependency outside the capture, refused */
 }

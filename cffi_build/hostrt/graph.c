@@ -486,6 +486,7 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
     if (times) memset(times, 0, sizeof(uint64_t) * 2 * (size_t)g->seg[segment].n);
     gt->t.run = host ? run_graph_host : times ? run_graph_timed : run_graph;
     gt->t.release = release_graph_task;
+    gt->t.replayable = !host && !times; /* host I/O and node times point into one call's buffers */
     if (ran) {
         char msg[HRT_MSG_LEN];
         *ran = 0;
@@ -499,9 +500,7 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
         hrt_stream_release(st);
         return rc;
     }
-    hrt_stream_submit(st, &gt->t, host && inline_ok(g));
-    hrt_stream_release(st);
-    return ACL_SUCCESS;
+    return hrt_task_commit(st, &gt->t, host && inline_ok(g)); /* refused while capturing unless replayable */
 }
 
 aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,

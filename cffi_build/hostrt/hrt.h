@@ -17,10 +17,11 @@
  *                           context (hrt_ctx.h); launch aliasing (hrt_op.h)
  *   pool.c stream.c         intra-op pool (hrt_kernel.h, hrt_op.h); streams,
  *                           tasks and the one enqueue helper (hrt_stream.h)
- *   blas.c memory.c event.c callback.c
+ *   blas.c memory.c event.c callback.c capture.c
  *                           GEMM (hrt_kernel.h, hrt_op.h); device memory and
  *                           async copies (hrt_mem.h); events; host callbacks
- *                           (hrt_callback.h)
+ *                           (hrt_callback.h); stream capture, aclmdlRI*
+ *                           (its state in hrt_stream.h)
  *   desc.c                  tensor descs and attrs (hrt_kernel.h, hrt_op.h)
  *   op.c                    op registry, kernel cache, aclopCompileAndExecute
  *                           (hrt_kernel.h, hrt_op.h)
@@ -33,6 +34,8 @@
  *
  * Lock hierarchy.  A thread holding a lock may only take locks further down
  * this list, never one above it (so no two threads can wait on each other):
+ *   0. run_mu        (capture.c)   one captured model's replays; held while a replay runs
+ *                                  its recorded tasks, which take what tasks take
  *   1. rt_mu         (runtime.c)   devices, contexts, stream lists
  *   2. cb_mu         (callback.c)  host-callback subscriptions and records
  *   3. hrt_stream.mu (stream.c)    one stream's queue and error state

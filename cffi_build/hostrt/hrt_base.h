@@ -22,6 +22,7 @@ typedef enum {
     HRT_H_ATTR,
     HRT_H_GRAPH,
     HRT_H_LAUNCH,   /* aiogeLaunch (launch.c) */
+    HRT_H_MODEL_RI, /* aclmdlRI, a captured stream (capture.c) */
     HRT_H_KINDS
 } hrt_kind;
 

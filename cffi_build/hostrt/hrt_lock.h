@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 enum {
+    HRT_RANK_REPLAY = 0,    /* a captured model's run_mu (capture.c), held while a replay runs its tasks */
     HRT_RANK_RUNTIME = 1,   /* rt_mu (runtime.c) */
     HRT_RANK_CALLBACK = 2,  /* cb_mu (callback.c) */
     HRT_RANK_STREAM = 3,    /* hrt_stream.mu (stream.c) */

@@ -19,7 +19,32 @@ struct hrt_task {
     uint64_t seq;
     aclError injected;
     uint8_t kind;
+    /* A stream capture may record the task and run it again at every replay (its run
+     * reads only what the task holds, all of it alive until the task is released).
+     * Tasks without it are refused while their stream captures. */
+    bool replayable;
+    /* Optional, for a replayable task whose every run needs a value taken when the replay
+     * is enqueued (an event record's generation): arm at the enqueue, run_armed instead of
+     * run. */
+    uint64_t (*arm)(hrt_task *t, hrt_stream *replay_stream);
+    aclError (*run_armed)(hrt_task *t, uint64_t armed);
 };
+
+/* A stream capture in progress (aclmdlRICaptureBegin .. End): the tasks put on the stream
+ * meanwhile, in order, instead of running them.  Owned by capture.c, filled by stream.c
+ * under the stream's lock. */
+typedef struct hrt_capture {
+    hrt_task **tasks;
+    int n, cap;
+    int mode;                   /* aclmdlRICaptureMode */
+    int status;                 /* ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE or _INVALIDATED */
+    aclError why;               /* what invalidated it */
+    char why_msg[HRT_MSG_LEN];
+    pthread_t thread;           /* the thread that began it */
+    uint64_t id;                /* unique for the process (set by hrt_stream_capture_begin) */
+    void *model;                /* the aclmdlRI it becomes (aclmdlRICaptureGetInfo gives it) */
+    void (*discard)(struct hrt_capture *c);  /* frees it all (its stream destroyed mid-capture) */
+} hrt_capture;
 
 struct hrt_stream {
     hrt_context *ctx;
@@ -64,6 +89,8 @@ struct hrt_stream {
     struct hrt_failure *failures, *failures_tail;
     atomic_uint_least64_t n_failures;  /* failures logged, cumulative (readable without mu) */
     uint64_t unlogged_seq;      /* a task run by hrt_stream_run_now: its failure is not logged */
+    /* the capture in progress, NULL if none (guarded by mu) */
+    hrt_capture *capture;
     /* host callbacks */
     bool subscribed;
     uint64_t cb_thread;
@@ -133,5 +160,26 @@ typedef struct hrt_failure {
 void hrt_stream_free_failures(hrt_stream *s);
 
 int64_t hrt_task_counter(int which);   /* 0 executed, 1 failed */
+
+/* ---- stream capture: what stream.c does with tasks while its stream captures ----
+ * Every way onto a stream (hrt_task_commit, _commit_sync, hrt_stream_submit, _enqueue,
+ * _run_now) hands a task to the capture instead while one is in progress: a replayable
+ * task is recorded; any other is released, invalidates the capture, and hrt_task_commit
+ * returns the error.  Synchronizing or querying a capturing stream fails and invalidates. */
+aclError hrt_stream_capture_begin(hrt_stream *s, hrt_capture *c, const char *api);
+/* Detach the capture into *out: ACL_ERROR_RT_STREAM_NOT_CAPTURED if none, and
+ * ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD (the capture goes on) when a GLOBAL or
+ * THREAD_LOCAL capture is ended by another thread than the one that began it. */
+aclError hrt_stream_capture_end(hrt_stream *s, hrt_capture **out, const char *api);
+/* aclmdlRICaptureStatus of the stream, and the model of its capture (NULL if none). */
+int hrt_stream_capture_status(hrt_stream *s, void **model);
+bool hrt_stream_capturing(hrt_stream *s);
+uint64_t hrt_stream_capture_id(hrt_stream *s);         /* the capture in progress; 0 if none */
+/* Invalidate the stream's capture (if any) with this error: later calls report it. */
+void hrt_stream_capture_invalidate(hrt_stream *s, aclError code, const char *msg);
+/* A call that is unsafe while a capture is in progress (a synchronous copy or memset, a
+ * device synchronize): ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT if a GLOBAL capture runs in any
+ * thread or a non-RELAXED one in this thread, else 0. */
+aclError hrt_capture_unsafe(const char *api);
 
 #endif

@@ -239,6 +239,7 @@ int64_t aiogeHostLaunchExecute(aiogeLaunch *launch, void *const ptrs[], const ac
     }
     task->t.run = run_launch;
     task->t.release = release_launch;
+    task->t.replayable = true;
     uint64_t seq = hrt_stream_submit(st, &task->t, l->bytes <= inline_limit());
     hrt_stream_release(st);
     return (int64_t)seq;

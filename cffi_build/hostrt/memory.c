@@ -338,7 +338,9 @@ static aclError check_copy(void *dst, size_t destMax, const void *src, size_t co
 aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind) {
     endpoint d, s;
     if (count == 0 && dst && src) return ACL_SUCCESS;
-    aclError rc = check_copy(dst, destMax, src, count, &kind, true, &d, &s, "aclrtMemcpy");
+    aclError rc = hrt_capture_unsafe("aclrtMemcpy");
+    if (rc) return rc;
+    rc = check_copy(dst, destMax, src, count, &kind, true, &d, &s, "aclrtMemcpy");
     if (rc) return rc;
     memmove(dst, src, count); /* runs now: no implicit stream sync, as in ACL */
     ep_drop(&d);
@@ -401,6 +403,7 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
     c->dst = dst;
     c->src = src;
     c->n = count;
+    c->t.replayable = !src_pageable && !dst_pageable; /* device and pinned memory stay put across replays */
     return dst_pageable ? hrt_task_commit_sync(st, &c->t) : hrt_task_commit(st, &c->t, false);
 }
 
@@ -408,8 +411,10 @@ aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
     if (!devPtr) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtMemset", "devPtr is NULL");
     if (count > maxCount) return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtMemset", "count %zu exceeds maxCount %zu", count, maxCount);
     if (count == 0) return ACL_SUCCESS;
+    aclError rc = hrt_capture_unsafe("aclrtMemset");
+    if (rc) return rc;
     endpoint e;
-    aclError rc = classify(devPtr, count, true, &e, "aclrtMemset", "devPtr");
+    rc = classify(devPtr, count, true, &e, "aclrtMemset", "devPtr");
     if (rc) return rc;
     memset(devPtr, value & 0xff, count);
     ep_drop(&e);
@@ -450,6 +455,7 @@ aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t c
         return hrt_error(ACL_ERROR_INVALID_PARAM, api, "[%p, +%zu) is not inside a device allocation", devPtr, count);
     }
     t->t.release = release_set;
+    t->t.replayable = true;
     t->p = devPtr;
     t->value = value & 0xff;
     t->n = count;

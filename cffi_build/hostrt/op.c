@@ -683,6 +683,7 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
     for (int i = 0; i < numInputs; i++)
         if (k->in[i].data) task->ptrs[i] = (void *)k->in[i].data;
     task->k = k;
+    task->t.replayable = true;
 
 done:
     if (views != views_small) free(views);

@@ -266,6 +266,11 @@ aclError aclrtDestroyStream(aclrtStream stream) {
         HRT_UNLOCK(&rt_mu);
         return hrt_error(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream", "a stream cannot destroy itself from its own task");
     }
+    if (hrt_stream_capturing(s)) {
+        HRT_UNLOCK(&rt_mu);
+        return hrt_error(ACL_ERROR_RT_STREAM_CAPTURED, "aclrtDestroyStream",
+                         "stream %d is capturing: end the capture first (aclmdlRICaptureEnd)", s->id);
+    }
     hrt_stream **pp = &s->ctx->streams;
     while (*pp && *pp != s) pp = &(*pp)->next_in_ctx;
     if (*pp) *pp = s->next_in_ctx;
@@ -307,6 +312,8 @@ static bool list_add_ctx(stream_list *l, hrt_context *c) {
 }
 
 aclError aclrtSynchronizeDevice(void) {
+    aclError unsafe = hrt_capture_unsafe("aclrtSynchronizeDevice");
+    if (unsafe) return unsafe;
     hrt_context *c = hrt_current_ctx();
     if (!c) return hrt_error(ACL_ERROR_RT_CONTEXT_NULL, "aclrtSynchronizeDevice", "no current context in this thread");
     stream_list l = {0};

@@ -17,6 +17,8 @@
 
 static atomic_int_least64_t n_tasks_executed, n_tasks_failed;
 static atomic_int next_stream_id;
+static atomic_int global_captures;          /* GLOBAL-mode captures in progress, any thread */
+static _Thread_local int strict_captures;   /* non-RELAXED captures this thread began */
 
 int64_t hrt_task_counter(int which) {
     return which == 0 ? atomic_load(&n_tasks_executed) : atomic_load(&n_tasks_failed);
@@ -221,6 +223,10 @@ void hrt_stream_join(hrt_stream *s) {
 
 void hrt_stream_free(hrt_stream *s) {
     hrt_stream_free_failures(s);
+    if (s->capture) { /* its device was reset mid-capture */
+        if (s->capture->mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) atomic_fetch_sub(&global_captures, 1);
+        if (s->capture->discard) s->capture->discard(s->capture);
+    }
     pthread_cond_destroy(&s->cv_work);
     pthread_cond_destroy(&s->cv_done);
     pthread_mutex_destroy(&s->mu);
@@ -253,10 +259,174 @@ aclError hrt_resolve_stream(aclrtStream stream, hrt_stream **out, const char *ap
 
 void hrt_stream_release(hrt_stream *s) { atomic_fetch_sub(&s->users, 1); }
 
+/* ------------------------------------------------------------ stream capture */
+
+static void release_task(hrt_task *t) {
+    if (t->release) t->release(t);
+    else free(t);
+}
+
+static void invalidate_locked(hrt_capture *c, aclError code, const char *msg) {
+    if (c->status == ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED) return;
+    c->status = ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED;
+    c->why = code;
+    copy_msg(c->why_msg, msg);
+}
+
+/* With s->mu held and s->capture set: record t in the capture (0), or refuse it -- with
+ * `refuse` if non-zero, else by its kind -- invalidating the capture; a refused task is
+ * left in *drop for the caller to release once it has unlocked. */
+static aclError capture_take_locked(hrt_stream *s, hrt_task *t, aclError refuse, hrt_task **drop) {
+    hrt_capture *c = s->capture;
+    aclError rc = 0;
+    if (c->status == ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED) {
+        rc = hrt_error(ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED, "stream capture",
+                       "the capture on stream %d was invalidated earlier: %s", s->id, c->why_msg);
+    } else if (refuse || !t->replayable) {
+        if (!refuse) refuse = t->kind == HRT_TASK_WAIT ? ACL_ERROR_RT_CAPTURE_DEPENDENCY
+                                                      : ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT;
+        const char *what = refuse == ACL_ERROR_RT_CAPTURE_DEPENDENCY
+                               ? "a wait for work outside the capture"
+                               : refuse == ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC
+                                     ? "a call that completes synchronously (pageable host memory)"
+                                     : "work that cannot be replayed (host callbacks, host-memory graph I/O, "
+                                       "timed runs, pageable copies)";
+        char msg[HRT_MSG_LEN];
+        snprintf(msg, sizeof msg, "stream %d is capturing and cannot record %s; the capture is invalidated",
+                 s->id, what);
+        rc = hrt_error(refuse, "stream capture", "%s", msg);
+        invalidate_locked(c, refuse, msg);
+    } else if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        hrt_task **tasks = realloc(c->tasks, sizeof *tasks * (size_t)cap);
+        if (!tasks) {
+            rc = hrt_error(ACL_ERROR_BAD_ALLOC, "stream capture", "out of host memory recording a task");
+            invalidate_locked(c, rc, "out of host memory recording a task");
+        } else {
+            c->tasks = tasks;
+            c->cap = cap;
+        }
+    }
+    if (rc) {
+        *drop = t;
+        return rc;
+    }
+    t->next = NULL;
+    t->stream = s;
+    c->tasks[c->n++] = t;
+    return 0;
+}
+
+/* If s captures: hand t to the capture (true, its result in *rc); else false. */
+static bool capture_intercept(hrt_stream *s, hrt_task *t, aclError refuse, aclError *rc) {
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    if (!s->capture) {
+        HRT_UNLOCK(&s->mu);
+        return false;
+    }
+    hrt_task *drop = NULL;
+    *rc = capture_take_locked(s, t, refuse, &drop);
+    HRT_UNLOCK(&s->mu);
+    if (drop) release_task(drop);
+    return true;
+}
+
+aclError hrt_stream_capture_begin(hrt_stream *s, hrt_capture *c, const char *api) {
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    if (s->capture) {
+        HRT_UNLOCK(&s->mu);
+        return hrt_error(ACL_ERROR_RT_STREAM_CAPTURED, api, "stream %d is already capturing", s->id);
+    }
+    static atomic_uint_least64_t next_id;
+    c->status = ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE;
+    c->thread = pthread_self();
+    c->id = atomic_fetch_add(&next_id, 1) + 1;
+    s->capture = c;
+    HRT_UNLOCK(&s->mu);
+    if (c->mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) atomic_fetch_add(&global_captures, 1);
+    if (c->mode != ACL_MODEL_RI_CAPTURE_MODE_RELAXED) strict_captures++;
+    return ACL_SUCCESS;
+}
+
+aclError hrt_stream_capture_end(hrt_stream *s, hrt_capture **out, const char *api) {
+    *out = NULL;
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    hrt_capture *c = s->capture;
+    if (!c) {
+        HRT_UNLOCK(&s->mu);
+        return hrt_error(ACL_ERROR_RT_STREAM_NOT_CAPTURED, api, "stream %d is not capturing", s->id);
+    }
+    if (c->mode != ACL_MODEL_RI_CAPTURE_MODE_RELAXED && !pthread_equal(c->thread, pthread_self())) {
+        HRT_UNLOCK(&s->mu);
+        return hrt_error(ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD, api,
+                         "the capture on stream %d was begun by another thread (only RELAXED captures end anywhere)",
+                         s->id);
+    }
+    s->capture = NULL;
+    HRT_UNLOCK(&s->mu);
+    if (c->mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) atomic_fetch_sub(&global_captures, 1);
+    if (c->mode != ACL_MODEL_RI_CAPTURE_MODE_RELAXED) strict_captures--;
+    *out = c;
+    return ACL_SUCCESS;
+}
+
+int hrt_stream_capture_status(hrt_stream *s, void **model) {
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    int status = s->capture ? s->capture->status : ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+    *model = s->capture ? s->capture->model : NULL;
+    HRT_UNLOCK(&s->mu);
+    return status;
+}
+
+uint64_t hrt_stream_capture_id(hrt_stream *s) {
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    uint64_t id = s->capture ? s->capture->id : 0;
+    HRT_UNLOCK(&s->mu);
+    return id;
+}
+
+bool hrt_stream_capturing(hrt_stream *s) {
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    bool on = s->capture != NULL;
+    HRT_UNLOCK(&s->mu);
+    return on;
+}
+
+void hrt_stream_capture_invalidate(hrt_stream *s, aclError code, const char *msg) {
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    if (s->capture) invalidate_locked(s->capture, code, msg);
+    HRT_UNLOCK(&s->mu);
+}
+
+aclError hrt_capture_unsafe(const char *api) {
+    if (atomic_load(&global_captures) > 0 || strict_captures > 0)
+        return hrt_error(ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT, api,
+                         "not allowed while a stream capture is in progress (a GLOBAL capture in any thread, or a "
+                         "THREAD_LOCAL or GLOBAL one begun by this thread; RELAXED captures allow it)");
+    return ACL_SUCCESS;
+}
+
+/* A capturing stream cannot be synchronized or queried: what it holds has not run. */
+static aclError refuse_capturing_locked(hrt_stream *s, const char *api) {
+    char msg[HRT_MSG_LEN];
+    snprintf(msg, sizeof msg, "stream %d is capturing: its work has not run and cannot be waited for or queried "
+                              "(%s); the capture is invalidated", s->id, api);
+    invalidate_locked(s->capture, ACL_ERROR_RT_STREAM_CAPTURED, msg);
+    return hrt_error(ACL_ERROR_RT_STREAM_CAPTURED, api, "%s", msg);
+}
+
 uint64_t hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     t->next = NULL;
     t->stream = s;
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    if (s->capture) { /* recorded, not run: it takes no number (it is done once what came before is) */
+        hrt_task *drop = NULL;
+        capture_take_locked(s, t, 0, &drop);
+        uint64_t before = s->submitted;
+        HRT_UNLOCK(&s->mu);
+        if (drop) release_task(drop);
+        return before;
+    }
     if (t->kind == HRT_TASK_WORK && s->inject_left > 0) {
         t->injected = s->inject_code;
         s->inject_left--;
@@ -288,12 +458,18 @@ aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_ta
 }
 
 aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline) {
-    hrt_stream_submit(s, t, may_inline);
+    aclError rc = ACL_SUCCESS;
+    if (!capture_intercept(s, t, 0, &rc)) hrt_stream_submit(s, t, may_inline);
     hrt_stream_release(s);
-    return ACL_SUCCESS;
+    return rc;
 }
 
 aclError hrt_task_commit_sync(hrt_stream *s, hrt_task *t) {
+    aclError rc;
+    if (capture_intercept(s, t, ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC, &rc)) {
+        hrt_stream_release(s);
+        return rc;
+    }
     hrt_stream_wait_seq(s, hrt_stream_enqueue(s, t));
     hrt_stream_release(s);
     return ACL_SUCCESS;
@@ -310,7 +486,7 @@ uint64_t hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
     t->next = NULL;
     t->stream = s;
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
-    if (s->head || s->worker_busy || s->inline_busy || s->stop) {
+    if (s->head || s->worker_busy || s->inline_busy || s->stop || s->capture) {
         HRT_UNLOCK(&s->mu);
         return hrt_stream_enqueue(s, t);
     }
@@ -339,7 +515,7 @@ bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_M
     t->next = NULL;
     t->stream = s;
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
-    if (s->head || s->worker_busy || s->inline_busy || s->stop || s->failed_stop) {
+    if (s->head || s->worker_busy || s->inline_busy || s->stop || s->failed_stop || s->capture) {
         HRT_UNLOCK(&s->mu);
         return false;
     }
@@ -390,6 +566,11 @@ static aclError stream_sync(hrt_stream *s, int32_t timeout_ms, const char *api) 
     if (pthread_equal(pthread_self(), s->thread))
         return hrt_error(ACL_ERROR_INVALID_PARAM, api, "a task cannot synchronize its own stream");
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    if (s->capture) {
+        rc = refuse_capturing_locked(s, api);
+        HRT_UNLOCK(&s->mu);
+        return rc;
+    }
     uint64_t target = s->submitted;
     if (atomic_load(&s->completed) < target) {
         struct timespec dl;
@@ -461,6 +642,11 @@ aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status) {
     aclError err;
     hrt_stream *s = stream_lock(stream, "aclrtStreamQuery", &err);
     if (!s) return err;
+    if (s->capture) {
+        err = refuse_capturing_locked(s, "aclrtStreamQuery");
+        stream_unlock(s);
+        return err;
+    }
     bool done = atomic_load(&s->completed) >= s->submitted;
     err = s->sticky_code;
     if (err) hrt_error_push(err, "aclrtStreamQuery", s->sticky_msg);

@@ -36,7 +36,7 @@ loop_errors = LoopErrors()
 logging.getLogger("asyncio").addHandler(loop_errors)
 
 LIVE = ("contexts", "streams", "events", "tensor_descs", "data_buffers", "attrs", "device_allocations",
-        "host_allocations", "subscriptions", "graphs")  # fmt: skip
+        "host_allocations", "subscriptions", "graphs", "captured_models")  # fmt: skip
 
 
 def live_handles() -> dict[str, int]:
