@@ -8,6 +8,9 @@
    vs the raw cffi launch loop                                             (target <= 2x)
 3. event-loop lag p99 (1 ms heartbeat) while a stream runs big GEMMs       (target <= 1 ms)
 4. K streams of independent single-threaded work on K cores vs one stream (target >= 0.9*K)
+5. 50 tiny launches replayed from a stream capture (one task) and awaited
+   vs the same 50 launched one by one and awaited                         (target <= 0.2x)
+   and vs the raw cffi loop of 50 launches + one aclrtSynchronizeStream
 
 On the host runtime ``aioge.op`` takes the prepared-launch path (one C call,
 ``aiogeHostLaunchExecute``, completed by stream sequence number), which also runs
@@ -233,6 +236,49 @@ async def streams_scaling(dev, k: int, work: int, repeats: int) -> dict[str, flo
         lib.aiogeHostSetNumThreads(os.cpu_count() or 1)
 
 
+async def capture_replay(s, n_ops: int, n: int, repeats: int) -> dict[str, float]:
+    x = s.upload(np.ones(16, np.float32))
+    out = s.empty(16)
+    await s.synchronize()
+    raw = RawAdd(s, x, out)
+    h = s._handle
+    with s.capture() as graph:
+        for _ in range(n_ops):
+            aioge.op("Add", [x, x], [out])
+
+    def raw_loop() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            for _ in range(n_ops):
+                raw.launch()
+            lib.aclrtSynchronizeStream(h)
+        return (time.perf_counter() - t0) / n
+
+    async def one_by_one() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            for _ in range(n_ops):
+                aioge.op("Add", [x, x], [out])
+            await out
+        return (time.perf_counter() - t0) / n
+
+    async def replayed() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await graph.launch()
+        return (time.perf_counter() - t0) / n
+
+    res: dict[str, list[float]] = {"raw": [], "one_by_one": [], "replay": []}
+    _native.bind_context(s.device._ctx)
+    for _ in range(repeats):
+        res["raw"].append(raw_loop())
+        res["one_by_one"].append(await one_by_one())
+        res["replay"].append(await replayed())
+    graph.close()
+    raw.close()
+    return {k: min(v) for k, v in res.items()}
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -254,6 +300,10 @@ async def main() -> None:
             r3 = await loop_lag(s, 1.0 if q else 3.0)
             print(f"3. loop lag while GEMMs run: p50 {r3['p50_ms']:.3f} ms, p99 {r3['p99_ms']:.3f} ms "
                   f"({r3['beats']} beats, {r3['gemms']} GEMMs 1024^2)  [target p99 <= 1 ms]")
+            r5 = await capture_replay(s, 50, 200 if q else 1000, 3 if q else 5)
+            print(f"5. 50 tiny launches + await: one by one {r5['one_by_one'] * 1e6:.1f} us, replayed from a "
+                  f"capture {r5['replay'] * 1e6:.1f} us ({r5['replay'] / r5['one_by_one']:.2f}x)  [target <= 0.2x]; "
+                  f"raw cffi loop + sync {r5['raw'] * 1e6:.1f} us ({r5['replay'] / r5['raw']:.2f}x)")
         r4 = await streams_scaling(dev, k, 30 if q else 100, 2 if q else 3)
         print(f"4. {k} streams of single-threaded work: 1 stream {r4['one_stream_s'] * 1e3:.1f} ms, "
               f"{k} streams {r4['k_streams_s'] * 1e3:.1f} ms for {k}x the work: "
