@@ -140,7 +140,8 @@ def test_acl_only_library_has_no_aioge_symbols(acl_only_lib):
 
 def test_ascend_suite_through_the_acl_only_library(acl_only_lib, tmp_path):
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-m", "ascend", "-p", "no:cacheprovider",
-           str(ROOT / "tests/runtime/test_ascend_paths.py"), str(ROOT / "tests/runtime/test_core.py")]  # fmt: skip
+           str(ROOT / "tests/runtime/test_ascend_paths.py"), str(ROOT / "tests/runtime/test_core.py"),
+           str(ROOT / "tests/runtime/test_capture.py")]  # fmt: skip
     # AIOGE_HOST_CANN_ONLY: the host-only kernels ("_Fused*") are hidden, as on a real Ascend
     env = {**_env(acl_only_lib), "AIOGE_TEST_DUMP_DIR": str(tmp_path), "AIOGE_HOST_CANN_ONLY": "1"}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)

@@ -10,6 +10,8 @@ import aioge
 from aioge import _native
 
 pytestmark = pytest.mark.anyio
+#: no hooks used: also run against a library with only the ACL symbols, as a real Ascend (test_abi_mode)
+ASCEND = pytest.mark.ascend
 
 
 def _mlp(x, w1, b1, w2):
@@ -46,6 +48,7 @@ async def test_replay_equals_eager_for_an_op_sequence(stream):
         graph.launch()
 
 
+@ASCEND
 async def test_many_replays_in_flight_and_concurrent_streams(dev):
     async with dev.open_stream() as s1, dev.open_stream() as s2:
         acc = s1.zeros((64,))
@@ -66,6 +69,7 @@ async def test_many_replays_in_flight_and_concurrent_streams(dev):
         np.testing.assert_array_equal(await acc.numpy(stream=s2), np.full(64, 41, np.float32))
 
 
+@ASCEND
 async def test_async_with_and_launch_returns_an_awaitable_completion(stream):
     x = stream.upload(np.arange(8, dtype=np.float32))
     async with stream.capture() as graph:
@@ -77,6 +81,7 @@ async def test_async_with_and_launch_returns_an_awaitable_completion(stream):
     graph.close()
 
 
+@ASCEND
 async def test_a_failing_launch_fails_its_replay_and_names_it(stream):
     data = stream.upload(np.arange(4, dtype=np.float32))
     idx = stream.upload(np.array([3, 2, 1, 0], np.int64))
@@ -96,6 +101,7 @@ async def test_a_failing_launch_fails_its_replay_and_names_it(stream):
     graph.close()
 
 
+@ASCEND
 async def test_waiting_inside_a_capture_is_refused_and_the_capture_goes_on(stream):
     x = stream.upload(np.ones(4, np.float32))
     await stream.synchronize()
@@ -142,6 +148,7 @@ def _gate(stream):
     return g[0]
 
 
+@ASCEND
 async def test_unreplayable_work_invalidates_the_capture(stream):
     t = stream.zeros((4,))
     await stream.synchronize()
@@ -153,6 +160,7 @@ async def test_unreplayable_work_invalidates_the_capture(stream):
     np.testing.assert_array_equal(await t.numpy(), np.ones(4, np.float32))
 
 
+@ASCEND
 async def test_an_exception_in_the_block_closes_the_graph(stream):
     x = stream.upload(np.ones(4, np.float32))
     with pytest.raises(ZeroDivisionError):
@@ -163,6 +171,7 @@ async def test_an_exception_in_the_block_closes_the_graph(stream):
     await stream.synchronize()  # not capturing any more
 
 
+@ASCEND
 async def test_capture_misuse(stream, dev):
     with pytest.raises(ValueError, match="capture mode"):
         stream.capture("sometimes")
