@@ -18,6 +18,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct hrt_model_ri {
     hrt_task **tasks;
@@ -28,7 +29,14 @@ typedef struct hrt_model_ri {
     atomic_int refs;          /* the handle + queued replays */
     pthread_mutex_t run_mu;   /* HRT_RANK_REPLAY: one replay at a time */
     atomic_uint_least64_t replays;
+    atomic_uint_least64_t cpu_ns;  /* CPU time the last replay took (0: none yet) */
 } hrt_model_ri;
+
+static uint64_t cpu_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void model_unref(hrt_model_ri *m) {
     if (atomic_fetch_sub(&m->refs, 1) != 1) return;
@@ -173,6 +181,7 @@ static aclError run_replay(hrt_task *t) {
     aclError failed = ACL_SUCCESS;
     char msg[HRT_MSG_LEN] = "";
     HRT_LOCK(&m->run_mu, HRT_RANK_REPLAY);
+    uint64_t t0 = cpu_now_ns();
     for (int i = 0, k = 0; i < m->n; i++) {
         hrt_task *x = m->tasks[i];
         x->stream = s;
@@ -200,6 +209,8 @@ static aclError run_replay(hrt_task *t) {
             failed = rc;
         }
     }
+    uint64_t spent = cpu_now_ns() - t0;
+    atomic_store(&m->cpu_ns, spent ? spent : 1);
     HRT_UNLOCK(&m->run_mu);
     if (failed) return hrt_task_fail(failed, "%s", msg);
     return ACL_SUCCESS;
@@ -244,7 +255,13 @@ aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream) {
     r->replay = atomic_fetch_add(&m->replays, 1) + 1;
     for (int i = 0, k = 0; i < m->n; i++)
         if (m->tasks[i]->arm) r->armed[k++] = m->tasks[i]->arm(m->tasks[i], s);
-    return hrt_task_commit(s, &r->t, false);
+    /* a replay whose last run took at most AIOGE_HOST_INLINE_US of CPU time runs on the caller's
+     * thread when the stream is idle, as a cheap sunk graph does: less time than waking the
+     * worker (AIOGE_HOST_INLINE_BYTES=0 turns running inline off) */
+    const hrt_env *env = hrt_env_get();
+    uint64_t cpu = atomic_load(&m->cpu_ns);
+    bool may_inline = env->inline_bytes && cpu && cpu <= (uint64_t)env->inline_us * 1000u;
+    return hrt_task_commit(s, &r->t, may_inline);
 }
 
 aclError aclmdlRIDestroy(aclmdlRI modelRI) {
