@@ -34,6 +34,11 @@ int32_t aiogeHostVersion(void);
 aclError aiogeHostGetCounters(aiogeHostCounters *counters);
 /* Weights packed so far (aiogeGraphPackWeights), process-wide. */
 int64_t aiogeHostPackedWeightCount(void);
+/* The matrix-product kernel family in use ("avx2", "generic"), chosen by what the CPU runs
+ * (AIOGE_HOST_ISA forces one); Set changes it (NULL or "auto": the best supported; a family this
+ * CPU cannot run is an error). */
+const char *aiogeHostKernelFamily(void);
+aclError aiogeHostSetKernelFamily(const char *name);
 
 /* Test hooks.  InjectFailure: the next `count` work tasks enqueued on the
  * stream fail with `code` (a runtime code such as 507015) instead of running.

@@ -37,6 +37,7 @@ __all__ = (
     "counters",
     "op_types",
     "blas_info",
+    "kernel_family",
     "contiguous",
     "host_ptr",
     "env_number",
@@ -270,6 +271,13 @@ def _load_blas() -> str:
     t.start()
     t.join()
     return blas_info()
+
+
+def kernel_family() -> str:
+    """The matrix-product kernel family the host runtime chose ("avx2", "generic"; "" on a real backend)."""
+    if not _has("aiogeHostKernelFamily"):
+        return ""
+    return str(ffi.string(lib.aiogeHostKernelFamily()).decode())
 
 
 def blas_info() -> str:

@@ -176,122 +176,82 @@ typedef struct {
     float *c;
 } pb_ctx;
 
-/* t[R][NR] (+)= A[R][K] (rows lda apart, read in place) . B[K][NR] (a packed panel slice), R <= MR a
- * constant once inlined: exactly R rows of multiply-adds (a ragged row panel wastes none) */
-static inline __attribute__((always_inline)) void uk_rows(const int R, int64_t K, const float *restrict a, int64_t lda,
-                                                          const float *restrict b, float *restrict t, int64_t ldt,
-                                                          bool acc) {
-    v8f c[MR][2];
-    for (int r = 0; r < R; r++) {
-        if (acc) {
-            c[r][0] = ld8(t + r * ldt);
-            c[r][1] = ld8(t + r * ldt + 8);
-        } else {
-            c[r][0] = c[r][1] = (v8f){0};
-        }
+#define PB_TARGET
+#define PB_FN(x) x##_generic
+#include "gemm_packed_tmpl.h"
+#undef PB_TARGET
+#undef PB_FN
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PB_HAVE_AVX2 1
+#define PB_TARGET __attribute__((target("avx2,fma")))
+#define PB_FN(x) x##_avx2
+#include "gemm_packed_tmpl.h"
+#undef PB_TARGET
+#undef PB_FN
+#endif
+
+/* Kernel families, best first; AIOGE_HOST_ISA=avx2|generic forces one (an unsupported or unknown
+ * name: the best the CPU has), aiogeHostSetKernelFamily changes it at run time (tests). */
+typedef struct {
+    const char *name;
+    hrt_range_fn items, gemv;
+} pb_family;
+
+static const pb_family pb_families[] = {
+#ifdef PB_HAVE_AVX2
+    {"avx2", pb_items_avx2, pb_gemv_avx2},
+#endif
+    {"generic", pb_items_generic, pb_gemv_generic},
+};
+#define PB_NFAM ((int)(sizeof pb_families / sizeof pb_families[0]))
+
+static bool pb_supported(const pb_family *f) {
+#ifdef PB_HAVE_AVX2
+    if (f->items == pb_items_avx2) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     }
-    for (int64_t k = 0; k < K; k++, b += NR) {
-        const v8f b0 = ld8(b), b1 = ld8(b + 8);
-        for (int r = 0; r < R; r++) {
-            const float s = a[r * lda + k];
-            const v8f x = {s, s, s, s, s, s, s, s};
-            c[r][0] += x * b0;
-            c[r][1] += x * b1;
-        }
-    }
-    for (int r = 0; r < R; r++) {
-        st8(t + r * ldt, c[r][0]);
-        st8(t + r * ldt + 8, c[r][1]);
-    }
+#endif
+    (void)f;
+    return true;
 }
 
-static void uk_any(int64_t mr, int64_t K, const float *a, int64_t lda, const float *b, float *t, int64_t ldt, bool acc) {
-    switch (mr) {
-    case 1: uk_rows(1, K, a, lda, b, t, ldt, acc); break;
-    case 2: uk_rows(2, K, a, lda, b, t, ldt, acc); break;
-    case 3: uk_rows(3, K, a, lda, b, t, ldt, acc); break;
-    case 4: uk_rows(4, K, a, lda, b, t, ldt, acc); break;
-    case 5: uk_rows(5, K, a, lda, b, t, ldt, acc); break;
-    default: uk_rows(6, K, a, lda, b, t, ldt, acc); break;
-    }
-}
-
-/* rows [r0, r1) x panels [p0, p1): K blocks outermost, so a panel's kc x NR slice (16 KB) stays in
- * L1 across the row panels and the rows' kc-wide slice of A in L2.  The rows are cut into panels of
- * at most MR as even as can be (8 rows: 4 + 4, not 6 + 2). */
-static void pb_block(const pb_ctx *g, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
-    const hrt_sgemm_pb *pb = g->pb;
-    float tile[MR * NR] __attribute__((aligned(32)));
-    const int64_t rows = r1 - r0, npanel = (rows + MR - 1) / MR, base = rows / npanel, extra = rows % npanel;
-    for (int64_t k0 = 0; k0 < pb->k; k0 += KC) {
-        const int64_t kc = pb->k - k0 < KC ? pb->k - k0 : KC;
-        const bool acc = k0 > 0 || g->acc0;
-        for (int64_t pp = p0; pp < p1; pp++) {
-            const int64_t j0 = pp * NR, nj = pb->n - j0 < NR ? pb->n - j0 : NR;
-            const float *b = pb->p + pp * pb->k * NR + k0 * NR;
-            int64_t i = r0;
-            for (int64_t q = 0; q < npanel; q++) {
-                const int64_t mr = base + (q < extra);
-                const float *a = g->a + i * g->lda + k0;
-                float *c = g->c + i * g->ldc + j0;
-                if (nj == NR) {
-                    uk_any(mr, kc, a, g->lda, b, c, g->ldc, acc);
-                } else {
-                    if (acc)
-                        for (int64_t r = 0; r < mr; r++) memcpy(tile + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nj);
-                    uk_any(mr, kc, a, g->lda, b, tile, NR, acc);
-                    for (int64_t r = 0; r < mr; r++) memcpy(c + r * g->ldc, tile + r * NR, sizeof(float) * (size_t)nj);
-                }
-                i += mr;
+/* the family named `name` if the CPU runs it; NULL/""/"auto" or no match: the best supported */
+static const pb_family *pb_choose(const char *name, bool *found) {
+    *found = false;
+    if (name && *name && strcmp(name, "auto") != 0)
+        for (int i = 0; i < PB_NFAM; i++)
+            if (strcmp(pb_families[i].name, name) == 0 && pb_supported(&pb_families[i])) {
+                *found = true;
+                return &pb_families[i];
             }
-        }
-    }
+    for (int i = 0; i < PB_NFAM; i++)
+        if (pb_supported(&pb_families[i])) return &pb_families[i];
+    return &pb_families[PB_NFAM - 1];
 }
 
-static void pb_items(void *vp, int64_t i0, int64_t i1) {
-    const pb_ctx *g = vp;
-    for (int64_t it = i0; it < i1; it++) {
-        int64_t mb = it / g->ngroups, gi = it % g->ngroups;
-        int64_t r0 = mb * g->mc, r1 = r0 + g->mc < g->m ? r0 + g->mc : g->m;
-        int64_t p0 = gi * g->per_item, p1 = p0 + g->per_item < g->pb->npan ? p0 + g->per_item : g->pb->npan;
-        pb_block(g, r0, r1, p0, p1);
+static _Atomic(const pb_family *) pb_fam;
+
+static const pb_family *pb_family_now(void) {
+    const pb_family *f = atomic_load_explicit(&pb_fam, memory_order_acquire);
+    if (!f) {
+        bool found;
+        f = pb_choose(getenv("AIOGE_HOST_ISA"), &found);
+        atomic_store_explicit(&pb_fam, f, memory_order_release);
     }
+    return f;
 }
 
-/* M == 1: one streaming pass over the packed panels, 8 accumulators a panel (4 K steps x 2 vectors) */
-static void pb_gemv(void *vp, int64_t p0, int64_t p1) {
-    const pb_ctx *g = vp;
-    const hrt_sgemm_pb *pb = g->pb;
-    const int64_t K = pb->k;
-    for (int64_t pp = p0; pp < p1; pp++) {
-        const float *b = pb->p + pp * K * NR, *a = g->a;
-        v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0};
-        int64_t k = 0;
-        for (; k + 4 <= K; k += 4, b += 4 * NR) {
-            v8f x0 = {a[k], a[k], a[k], a[k], a[k], a[k], a[k], a[k]};
-            v8f x1 = {a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1]};
-            v8f x2 = {a[k + 2], a[k + 2], a[k + 2], a[k + 2], a[k + 2], a[k + 2], a[k + 2], a[k + 2]};
-            v8f x3 = {a[k + 3], a[k + 3], a[k + 3], a[k + 3], a[k + 3], a[k + 3], a[k + 3], a[k + 3]};
-            s0 += x0 * ld8(b), s1 += x0 * ld8(b + 8);
-            s2 += x1 * ld8(b + NR), s3 += x1 * ld8(b + NR + 8);
-            s4 += x2 * ld8(b + 2 * NR), s5 += x2 * ld8(b + 2 * NR + 8);
-            s6 += x3 * ld8(b + 3 * NR), s7 += x3 * ld8(b + 3 * NR + 8);
-        }
-        for (; k < K; k++, b += NR) {
-            v8f x = {a[k], a[k], a[k], a[k], a[k], a[k], a[k], a[k]};
-            s0 += x * ld8(b), s1 += x * ld8(b + 8);
-        }
-        s0 = (s0 + s2) + (s4 + s6);
-        s1 = (s1 + s3) + (s5 + s7);
-        const int64_t j0 = pp * NR, nj = pb->n - j0 < NR ? pb->n - j0 : NR;
-        float *c = g->c + j0, out[NR];
-        st8(out, s0);
-        st8(out + 8, s1);
-        if (g->acc0)
-            for (int64_t j = 0; j < nj; j++) c[j] += out[j];
-        else
-            memcpy(c, out, sizeof(float) * (size_t)nj);
-    }
+const char *aiogeHostKernelFamily(void) { return pb_family_now()->name; }
+
+aclError aiogeHostSetKernelFamily(const char *name) {
+    bool found;
+    const pb_family *f = pb_choose(name, &found);
+    if (name && *name && strcmp(name, "auto") != 0 && !found)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, "aiogeHostSetKernelFamily",
+                         "kernel family '%s' is unknown or this CPU cannot run it", name);
+    atomic_store_explicit(&pb_fam, f, memory_order_release);
+    return ACL_SUCCESS;
 }
 
 /* Above this many rows and bytes of B the unpacked route (OpenBLAS over B in place, tiled on the
@@ -306,14 +266,21 @@ static void pb_gemv(void *vp, int64_t p0, int64_t p1) {
 aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
                           int64_t ldb, float beta, float *c, int64_t ldc) {
     if (m <= 0) return ACL_SUCCESS;
-    if (m > PB_BIG_M && pb->bytes > PB_BIG_B_BYTES && hrt_blas_loaded())
+    const pb_family *f = pb_family_now();
+    bool unpacked = m > PB_BIG_M && pb->bytes > PB_BIG_B_BYTES;
+#if !defined(__AVX2__)
+    /* a portable build's own vector code (SSE pairs) measured 13-50x the AVX2 family's CPU time:
+     * where that is the family, OpenBLAS (which picks its kernels at run time) does the product */
+    unpacked |= f->items == pb_items_generic;
+#endif
+    if (unpacked && hrt_blas_loaded())
         return hrt_sgemm(false, tb, m, pb->n, pb->k, 1.0f, a, lda, b, ldb, beta, c, ldc);
     pb_ctx g = {m, lda, ldc, m, 1, pb->npan, beta == 1.0f, a, pb, c};
     const int64_t threads = hrt_num_threads();
     if (m == 1) {
         /* ~64K multiply-adds a chunk */
         int64_t grain = (1 << 16) / (pb->k * NR) + 1;
-        hrt_parallel_for(pb->npan, grain, pb_gemv, &g);
+        hrt_parallel_for(pb->npan, grain, f->gemv, &g);
         return ACL_SUCCESS;
     }
     /* row blocks of up to 96 rows (their kc-wide slice of A: 96 KB, L2), column groups of up to 8
@@ -326,7 +293,7 @@ aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgem
     /* grain: ~1M multiply-adds a chunk */
     double per = (double)g.mc * (double)(g.per_item * NR) * (double)pb->k;
     int64_t grain = (int64_t)((1 << 20) / per) + 1;
-    hrt_parallel_for(mblocks * g.ngroups, grain, pb_items, &g);
+    hrt_parallel_for(mblocks * g.ngroups, grain, f->items, &g);
     return ACL_SUCCESS;
 }
 

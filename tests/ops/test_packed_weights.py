@@ -105,3 +105,38 @@ async def test_a_weight_that_is_also_an_output_is_not_changed(compiled):
     out = list((await model.execute({"x": xv})).values())
     check(np.asarray(out[0]), xv.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(np.asarray(out[1]), w)
+
+
+def _families() -> list[str]:
+    """The kernel families this CPU runs (AIOGE_HOST_ISA names them)."""
+    lib, ffi = _native.lib, _native.ffi
+    out = []
+    for name in ("avx2", "generic"):
+        if lib.aiogeHostSetKernelFamily(name.encode()) == 0:
+            out.append(name)
+    assert lib.aiogeHostSetKernelFamily(ffi.NULL) == 0
+    return out
+
+
+@pytest.mark.parametrize("family", ["avx2", "generic"])
+@pytest.mark.parametrize(("m", "k", "n", "tb"), [(1, 300, 70, False), (8, 129, 33, True), (64, 784, 512, False)])
+async def test_every_kernel_family_vs_numpy(compiled, family, m, k, n, tb):
+    if family not in _families():
+        pytest.skip(f"this CPU cannot run the {family} kernels")
+    lib, ffi = _native.lib, _native.ffi
+    g, feeds, ref = layer(m, k, n, tb=tb, bias=True, relu=True, seed=m * k + n)
+    model = await compiled(g)
+    assert lib.aiogeHostSetKernelFamily(family.encode()) == 0
+    try:
+        assert ffi.string(lib.aiogeHostKernelFamily()).decode() == family
+        out = await model.execute(feeds)
+    finally:
+        lib.aiogeHostSetKernelFamily(ffi.NULL)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-3)
+
+
+def test_an_unknown_kernel_family_is_refused():
+    lib, ffi = _native.lib, _native.ffi
+    before = ffi.string(lib.aiogeHostKernelFamily())
+    assert lib.aiogeHostSetKernelFamily(b"avx512-but-not-here-either") != 0
+    assert ffi.string(lib.aiogeHostKernelFamily()) == before

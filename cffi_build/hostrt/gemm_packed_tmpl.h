@@ -1,0 +1,122 @@
+/* The packed-B kernels of gemm_small.c, one family per inclusion: PB_FN(name) names the family's
+ * functions and PB_TARGET is its target attribute (empty: the build's own flags).  gemm_small.c
+ * includes it once portable and, on x86-64, once with target("avx2,fma"), and picks a family at run
+ * time (AIOGE_HOST_ISA).  No include guard: that is the point. */
+/* t[R][NR] (+)= A[R][K] (rows lda apart, read in place) . B[K][NR] (a packed panel slice), R <= MR a
+ * constant once inlined: exactly R rows of multiply-adds (a ragged row panel wastes none) */
+static inline __attribute__((always_inline)) PB_TARGET void PB_FN(uk_rows)(const int R, int64_t K, const float *restrict a, int64_t lda,
+                                                          const float *restrict b, float *restrict t, int64_t ldt,
+                                                          bool acc) {
+    v8f c[MR][2];
+    for (int r = 0; r < R; r++) {
+        if (acc) {
+            c[r][0] = ld8(t + r * ldt);
+            c[r][1] = ld8(t + r * ldt + 8);
+        } else {
+            c[r][0] = c[r][1] = (v8f){0};
+        }
+    }
+    for (int64_t k = 0; k < K; k++, b += NR) {
+        const v8f b0 = ld8(b), b1 = ld8(b + 8);
+        for (int r = 0; r < R; r++) {
+            const float s = a[r * lda + k];
+            const v8f x = {s, s, s, s, s, s, s, s};
+            c[r][0] += x * b0;
+            c[r][1] += x * b1;
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        st8(t + r * ldt, c[r][0]);
+        st8(t + r * ldt + 8, c[r][1]);
+    }
+}
+
+static PB_TARGET void PB_FN(uk_any)(int64_t mr, int64_t K, const float *a, int64_t lda, const float *b, float *t, int64_t ldt, bool acc) {
+    switch (mr) {
+    case 1: PB_FN(uk_rows)(1, K, a, lda, b, t, ldt, acc); break;
+    case 2: PB_FN(uk_rows)(2, K, a, lda, b, t, ldt, acc); break;
+    case 3: PB_FN(uk_rows)(3, K, a, lda, b, t, ldt, acc); break;
+    case 4: PB_FN(uk_rows)(4, K, a, lda, b, t, ldt, acc); break;
+    case 5: PB_FN(uk_rows)(5, K, a, lda, b, t, ldt, acc); break;
+    default: PB_FN(uk_rows)(6, K, a, lda, b, t, ldt, acc); break;
+    }
+}
+
+/* rows [r0, r1) x panels [p0, p1): K blocks outermost, so a panel's kc x NR slice (16 KB) stays in
+ * L1 across the row panels and the rows' kc-wide slice of A in L2.  The rows are cut into panels of
+ * at most MR as even as can be (8 rows: 4 + 4, not 6 + 2). */
+static PB_TARGET void PB_FN(pb_block)(const pb_ctx *g, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
+    const hrt_sgemm_pb *pb = g->pb;
+    float tile[MR * NR] __attribute__((aligned(32)));
+    const int64_t rows = r1 - r0, npanel = (rows + MR - 1) / MR, base = rows / npanel, extra = rows % npanel;
+    for (int64_t k0 = 0; k0 < pb->k; k0 += KC) {
+        const int64_t kc = pb->k - k0 < KC ? pb->k - k0 : KC;
+        const bool acc = k0 > 0 || g->acc0;
+        for (int64_t pp = p0; pp < p1; pp++) {
+            const int64_t j0 = pp * NR, nj = pb->n - j0 < NR ? pb->n - j0 : NR;
+            const float *b = pb->p + pp * pb->k * NR + k0 * NR;
+            int64_t i = r0;
+            for (int64_t q = 0; q < npanel; q++) {
+                const int64_t mr = base + (q < extra);
+                const float *a = g->a + i * g->lda + k0;
+                float *c = g->c + i * g->ldc + j0;
+                if (nj == NR) {
+                    PB_FN(uk_any)(mr, kc, a, g->lda, b, c, g->ldc, acc);
+                } else {
+                    if (acc)
+                        for (int64_t r = 0; r < mr; r++) memcpy(tile + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nj);
+                    PB_FN(uk_any)(mr, kc, a, g->lda, b, tile, NR, acc);
+                    for (int64_t r = 0; r < mr; r++) memcpy(c + r * g->ldc, tile + r * NR, sizeof(float) * (size_t)nj);
+                }
+                i += mr;
+            }
+        }
+    }
+}
+
+static PB_TARGET void PB_FN(pb_items)(void *vp, int64_t i0, int64_t i1) {
+    const pb_ctx *g = vp;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t mb = it / g->ngroups, gi = it % g->ngroups;
+        int64_t r0 = mb * g->mc, r1 = r0 + g->mc < g->m ? r0 + g->mc : g->m;
+        int64_t p0 = gi * g->per_item, p1 = p0 + g->per_item < g->pb->npan ? p0 + g->per_item : g->pb->npan;
+        PB_FN(pb_block)(g, r0, r1, p0, p1);
+    }
+}
+
+/* M == 1: one streaming pass over the packed panels, 8 accumulators a panel (4 K steps x 2 vectors) */
+static PB_TARGET void PB_FN(pb_gemv)(void *vp, int64_t p0, int64_t p1) {
+    const pb_ctx *g = vp;
+    const hrt_sgemm_pb *pb = g->pb;
+    const int64_t K = pb->k;
+    for (int64_t pp = p0; pp < p1; pp++) {
+        const float *b = pb->p + pp * K * NR, *a = g->a;
+        v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0};
+        int64_t k = 0;
+        for (; k + 4 <= K; k += 4, b += 4 * NR) {
+            v8f x0 = {a[k], a[k], a[k], a[k], a[k], a[k], a[k], a[k]};
+            v8f x1 = {a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1]};
+            v8f x2 = {a[k + 2], a[k + 2], a[k + 2], a[k + 2], a[k + 2], a[k + 2], a[k + 2], a[k + 2]};
+            v8f x3 = {a[k + 3], a[k + 3], a[k + 3], a[k + 3], a[k + 3], a[k + 3], a[k + 3], a[k + 3]};
+            s0 += x0 * ld8(b), s1 += x0 * ld8(b + 8);
+            s2 += x1 * ld8(b + NR), s3 += x1 * ld8(b + NR + 8);
+            s4 += x2 * ld8(b + 2 * NR), s5 += x2 * ld8(b + 2 * NR + 8);
+            s6 += x3 * ld8(b + 3 * NR), s7 += x3 * ld8(b + 3 * NR + 8);
+        }
+        for (; k < K; k++, b += NR) {
+            v8f x = {a[k], a[k], a[k], a[k], a[k], a[k], a[k], a[k]};
+            s0 += x * ld8(b), s1 += x * ld8(b + 8);
+        }
+        s0 = (s0 + s2) + (s4 + s6);
+        s1 = (s1 + s3) + (s5 + s7);
+        const int64_t j0 = pp * NR, nj = pb->n - j0 < NR ? pb->n - j0 : NR;
+        float *c = g->c + j0, out[NR];
+        st8(out, s0);
+        st8(out + 8, s1);
+        if (g->acc0)
+            for (int64_t j = 0; j < nj; j++) c[j] += out[j];
+        else
+            memcpy(c, out, sizeof(float) * (size_t)nj);
+    }
+}
+
