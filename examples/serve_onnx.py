@@ -64,7 +64,7 @@ def require(with_onnx: bool) -> None:
 
 def start_server(model: Path) -> tuple[subprocess.Popen[str], str]:
     cmd = [sys.executable, "-m", "aioge", "serve", str(model), "--port", "0", "--max-batch-size", "16",
-           "--max-queue-delay-us", "500"]  # fmt: skip
+           "--max-queue-delay-us", "500", "--grpc-port", "0"]  # fmt: skip  (HTTP only here: no gRPC port to collide)
     print("$ python", " ".join(cmd[1:]))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

@@ -7,7 +7,9 @@ neither Starlette nor uvicorn (only :func:`run` does).
 Start-up loads every model (all buckets compiled) before the socket
 accepts connections, then prints ``aioge serve: listening on
 http://HOST:PORT`` on stdout (``--port 0`` picks a free port, printed
-there).  SIGTERM or SIGINT: readiness turns 503, connections stop being
+there), with ``grpc HOST:PORT`` in parentheses when the gRPC service runs
+(``--grpc-port``, default 8001, 0: off; off with a one-line note when grpcio or
+tritonclient[grpc] is missing).  SIGTERM or SIGINT: readiness turns 503, connections stop being
 accepted, queued requests are sent at once, every accepted request is
 answered, then the models and the device close and the command exits 0.
 Exit codes: 0 after a clean shutdown, 1 a runtime failure (a model that
@@ -42,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "a NAME.json beside NAME.onnx overrides its options")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--grpc-port", type=int, default=8001,
+                   help="port of the gRPC service (Triton's GRPCInferenceService; default 8001, 0: off)")  # fmt: skip
     p.add_argument("--max-batch-size", type=int, default=None,
                    help="rows per batch (default 32, or the largest --batch-sizes; 0: no batching)")  # fmt: skip
     p.add_argument("--batch-sizes", type=_sizes, default=None, metavar="N,N,...",
@@ -147,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
                       "--max-queue-delay-us >= 0")  # fmt: skip
     if not 0 <= args.port <= 65535:
         return _usage(f"--port {args.port} is not a port number")
+    if not 0 <= args.grpc_port <= 65535:
+        return _usage(f"--grpc-port {args.grpc_port} is not a port number")
     try:
         import uvicorn  # noqa: F401
 
@@ -154,6 +160,13 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"aioge serve: {e}; install the serve extra: pip install 'aioge[serve]'", file=sys.stderr)
         return 1
+    if args.grpc_port:
+        try:
+            from . import grpc_service  # noqa: F401  (grpcio, tritonclient[grpc])
+        except ImportError as e:
+            print(f"aioge serve: gRPC is off ({e}; the serve extra has it: pip install 'aioge[serve]'), "
+                  "serving HTTP only", file=sys.stderr)  # fmt: skip
+            args.grpc_port = 0
     try:
         args.loop = loop_name(args.loop)
     except ImportError:
@@ -202,6 +215,8 @@ def _serve(server: Any, args: argparse.Namespace) -> int:
         print(f"aioge serve: cannot listen on {args.host}:{args.port}: {e}", file=sys.stderr)
         return 1
     host, port = sock.getsockname()[:2]
+    grpc: Any = None  # the gRPC service, bound in main()
+    grpc_where = ""
 
     class _Server(uvicorn.Server):
         loop: asyncio.AbstractEventLoop | None = None
@@ -211,31 +226,50 @@ def _serve(server: Any, args: argparse.Namespace) -> int:
             await super().startup(sockets)
             if self.started:
                 where = f"[{host}]" if family == socket.AF_INET6 else host
-                print(f"aioge serve: listening on http://{where}:{port} (models: {', '.join(server.models)}; "
-                      f"loop: {args.loop})", flush=True)  # fmt: skip
+                print(f"aioge serve: listening on http://{where}:{port} ({grpc_where}models: "
+                      f"{', '.join(server.models)}; loop: {args.loop})", flush=True)  # fmt: skip
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             if self.loop is not None:  # readiness 503 and flush the queues, on the loop's thread
                 self.loop.call_soon_threadsafe(server.begin_shutdown)
+                if grpc is not None:  # streams end once what they read is answered
+                    self.loop.call_soon_threadsafe(grpc.begin_shutdown)
             super().handle_exit(sig, frame)
 
     stop: list[int] = []
 
     async def main() -> int:
+        nonlocal grpc, grpc_where
         from .errors import ModelLoadError
 
+        if args.grpc_port:  # bound before the models load: a port in use fails at once
+            from .grpc_service import GrpcService
+
+            grpc = GrpcService(server)
+            try:
+                gport = grpc.bind(args.host, args.grpc_port)
+            except OSError as e:
+                print(f"aioge serve: {e}", file=sys.stderr)
+                return 1
+            grpc_where = f"grpc {'[' + host + ']' if family == socket.AF_INET6 else host}:{gport}; "
         try:
             await server.__aenter__()
         except (ModelLoadError, ValueError, OSError) as e:
             print(f"aioge serve: {e}", file=sys.stderr)
+            if grpc is not None:
+                await grpc.stop(0)
             return 1
         try:
             if stop:  # a signal came while the models were loading
                 return 0
+            if grpc is not None:
+                await grpc.start()
             config = uvicorn_config(build_app(server, own_lifespan=False), log_level=args.log_level,
                                     graceful_timeout=args.graceful_timeout)  # fmt: skip
             await _Server(config).serve(sockets=[sock])
         finally:
+            if grpc is not None:  # HTTP has drained; the gRPC calls still running finish
+                await grpc.stop(args.graceful_timeout)
             await server.__aexit__(None, None, None)
         return 0
 

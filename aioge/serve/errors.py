@@ -1,10 +1,11 @@
 """Exceptions of the serving layer.
 
 Each maps to one status of the Open Inference Protocol's HTTP binding
-(:func:`http_status`): a request a client got wrong is a 400, an unknown
-model a 404, a full queue a 503 with ``Retry-After``, a passed deadline a
-504.  A batch that fails on the device fails every request in it with the
-device's own :class:`aioge.AclError` (a 500).
+(:func:`http_status`; the gRPC binding's codes: :func:`grpc_status_name`):
+a request a client got wrong is a 400, an unknown model a 404, a full
+queue a 503 with ``Retry-After``, a passed deadline a 504.  A batch that
+fails on the device fails every request in it with the device's own
+:class:`aioge.AclError` (a 500).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = (
     "DeadlineExceededError",
     "PayloadTooLargeError",
     "http_status",
+    "grpc_status_name",
 )
 
 
@@ -72,3 +74,18 @@ def http_status(exc: BaseException) -> int:
     if isinstance(exc, DeadlineExceededError):
         return 504
     return 500
+
+
+def grpc_status_name(exc: BaseException) -> str:
+    """The name of the ``grpc.StatusCode`` the protocol's gRPC binding gives ``exc``."""
+    if isinstance(exc, ModelNotFoundError):
+        return "NOT_FOUND"
+    if isinstance(exc, PayloadTooLargeError):
+        return "RESOURCE_EXHAUSTED"
+    if isinstance(exc, InvalidInputError):
+        return "INVALID_ARGUMENT"
+    if isinstance(exc, (QueueFullError, ClosedResourceError)):
+        return "UNAVAILABLE"
+    if isinstance(exc, DeadlineExceededError):
+        return "DEADLINE_EXCEEDED"
+    return "INTERNAL"

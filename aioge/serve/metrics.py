@@ -14,6 +14,7 @@ Metrics (every one labelled by ``model``):
   (``ok``, ``invalid``, ``queue_full``, ``deadline``, ``cancelled``,
   ``error``, ``closed``);
 * ``aioge_serve_http_requests_total{model, code}`` -- HTTP infer responses by status code;
+* ``aioge_serve_grpc_requests_total{model, code}`` -- gRPC infer responses by status code name;
 * ``aioge_serve_queue_depth`` -- requests queued now;
 * ``aioge_serve_inflight_batches`` -- batches executing now;
 * ``aioge_serve_batch_size`` -- rows per executed batch (histogram), and
@@ -69,12 +70,13 @@ class _Histogram:
 class _Model:
     """One model's values."""
 
-    __slots__ = ("batch_size", "compute", "http", "inflight", "padding", "queue", "queue_seconds", "request_seconds",
-                 "requests")  # fmt: skip
+    __slots__ = ("batch_size", "compute", "grpc", "http", "inflight", "padding", "queue", "queue_seconds",
+                 "request_seconds", "requests")  # fmt: skip
 
     def __init__(self) -> None:
         self.requests: dict[str, int] = {}
         self.http: dict[str, int] = {}
+        self.grpc: dict[str, int] = {}
         self.queue = 0
         self.inflight = 0
         self.padding = 0
@@ -127,6 +129,11 @@ class ServeMetrics:
         k = str(code)
         h[k] = h.get(k, 0) + 1
 
+    def grpc(self, model: str, code: str) -> None:
+        """A gRPC infer answered with status ``code`` (a ``grpc.StatusCode`` name: OK, INVALID_ARGUMENT ...)."""
+        g = self._m(model).grpc
+        g[code] = g.get(code, 0) + 1
+
     # ---- prometheus_client ----
     def describe(self) -> Iterator[Any]:
         """The families without samples: the registry refuses a second collector of the same names."""
@@ -139,6 +146,8 @@ class ServeMetrics:
         ns = self.namespace
         requests = CounterMetricFamily(f"{ns}_requests", "Inference requests by outcome", labels=["model", "status"])
         http = CounterMetricFamily(f"{ns}_http_requests", "HTTP inference responses by status code",
+                                   labels=["model", "code"])  # fmt: skip
+        grpc = CounterMetricFamily(f"{ns}_grpc_requests", "gRPC inference responses by status code",
                                    labels=["model", "code"])  # fmt: skip
         queue = GaugeMetricFamily(f"{ns}_queue_depth", "Requests queued, waiting for a batch", labels=["model"])
         inflight = GaugeMetricFamily(f"{ns}_inflight_batches", "Batches executing", labels=["model"])
@@ -159,13 +168,15 @@ class ServeMetrics:
                 requests.add_metric([name, status], n)
             for code, n in list(m.http.items()):
                 http.add_metric([name, code], n)
+            for code, n in list(m.grpc.items()):
+                grpc.add_metric([name, code], n)
             queue.add_metric([name], m.queue)
             inflight.add_metric([name], m.inflight)
             padding.add_metric([name], m.padding)
             for attr, fam in hists.items():
                 h: _Histogram = getattr(m, attr)
                 fam.add_metric([name], h.buckets(), h.sum)
-        yield from (requests, http, queue, inflight, padding, *hists.values())
+        yield from (requests, http, grpc, queue, inflight, padding, *hists.values())
 
     def expose(self) -> bytes:
         """The registry in Prometheus' text format."""

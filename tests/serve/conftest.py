@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,10 +19,34 @@ from tests.serve import serve_models as M
 from tests.support.paths import ROOT
 
 
-class ServerProcess:
-    """``python -m aioge.serve ARGS --port 0`` in a subprocess; ``url`` once it listens."""
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 just now (for ``--grpc-port``, whose 0 means off)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
-    def __init__(self, *args: str, timeout: float = 120.0) -> None:
+
+class ServerProcess:
+    """``python -m aioge.serve ARGS --port 0`` in a subprocess; ``url`` once it listens.
+
+    gRPC is off (``--grpc-port 0``) unless ``grpc=True`` (a free port, ``grpc_port``, retried once if
+    taken meanwhile) or ARGS give ``--grpc-port``."""
+
+    def __init__(self, *args: str, timeout: float = 120.0, grpc: bool = False) -> None:
+        self.grpc_port: int | None = None
+        if "--grpc-port" not in args:
+            if grpc:
+                self.grpc_port = free_port()
+            args = (*args, "--grpc-port", str(self.grpc_port or 0))
+        try:
+            self._start(args, timeout)
+        except RuntimeError as e:
+            if not (grpc and "gRPC" in str(e)):
+                raise
+            self.grpc_port = free_port()  # taken between free_port() and the server's bind: once more
+            self._start((*args[:-1], str(self.grpc_port)), timeout)
+
+    def _start(self, args: tuple[str, ...], timeout: float) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.pop("PYTHONASYNCIODEBUG", None)  # the server runs like a user's, not in debug mode
         cmd = [sys.executable, "-m", "aioge.serve", *args, "--host", "127.0.0.1", "--port", "0"]
