@@ -243,11 +243,7 @@ class _Now:
                 return None
             if rc:
                 err = (rc, _native.recent_error(), f"{model.graph.name}: execution from host memory")
-                lane = s._lane
-                with lane.lock:
-                    lane.failed += 1
-                    if lane.unreported is None:
-                        lane.unreported = err  # the stream's next synchronize() reports it too, as for any launch
+                s._lane.record_failure(err)  # the stream's next synchronize() reports it too
                 raise error_class(rc)(*err)
             return res
         finally:

@@ -37,7 +37,6 @@ _compile_and_execute = acl.compile_and_execute_rc
 #: prepared launches exist (the host runtime): see the module docstring
 _FAST = SEQ_MODE and acl.launch_execute_rc is not None
 _execute = acl.launch_execute_rc
-_bind = _native.bind_context
 _NULL = acl.NULL
 _ATTR_KINDS = ("Bool", "Int", "Float", "String", "DataType", "ListBool", "ListInt", "ListFloat", "ListString")
 
@@ -251,7 +250,7 @@ def launch(
     This is the hot path of every launch: keep it lean.
     """
     if formats is None and not stream.timing:
-        fast = _FAST and _trace.hub is None and stream._enqueue.capture is None  # a capture records via commit
+        fast = _FAST and _trace.hub is None
         tensors = True
         for x in inputs:
             if type(x) is not Tensor:
@@ -386,17 +385,15 @@ def _launch_prepared(
 ) -> Completion:
     """launch() on the host runtime: a prepared launch, one C call (see the module docstring).
 
-    Device tensors and absent (None) inputs, ND formats, no timing, no observer.  The ordering
-    rules are :meth:`Enqueue.order`'s, inlined: this is what every tiny launch pays.
+    Device tensors and absent (None) inputs, ND formats, no timing, no observer: the enqueue
+    primitive's prepared-launch form (:meth:`Enqueue.order_ptrs`, :meth:`Enqueue.commit_seq`)
+    around one C call that returns the launch's sequence number.
     """
     tx = stream._enqueue
-    lock = tx._lock
-    lock.acquire()  # the stream's lock also guards the device's caches, as in every launch path
-    try:
+    with tx.lock:  # the stream's lock also guards the device's caches, as in every launch path
         if stream._closed:
             stream._check_open()
-        dev, lane = tx._dev, tx._lane
-        cache = dev._cache
+        cache = tx.cache
         if attrs:
             attr_h = cache.attr(attrs)
         else:
@@ -423,63 +420,13 @@ def _launch_prepared(
             k = tuple(key)
         prep = cache.prepared.get(k)
         if prep is None:
-            _bind(dev._ctx)
+            _native.bind_context(stream.device._ctx)
             prep = cache.prepare(k, op_type, inputs, outputs)
-        n = n_in + len(outputs)
-        ptrs = tx._ptrs
-        if ptrs is None or len(ptrs) < n:
-            ptrs = tx._ptrs = acl.pointer_scratch(max(n, 8))
-        reads: list[DeviceMemory] = []
-        i = 0
-        for x in inputs:
-            if x is None:
-                ptrs[i] = _NULL
-                i += 1
-                continue
-            m = x._mem
-            if m is None or m.ptr is None:
-                m = x._memory()  # raises ClosedResourceError
-            if m.device is not dev:
-                raise stream._wrong_device(m)
-            w = m.writer
-            if w is not None and not w._done and w.lane is not lane:
-                _bind(dev._ctx)  # the prepared launch itself needs no current context; waits do
-                tx.wait(w)
-            ptrs[i] = m.ptr
-            reads.append(m)
-            i += 1
-        writes: list[DeviceMemory] = []
-        for y in outputs:
-            m = y._memory()
-            if m.device is not dev:
-                raise stream._wrong_device(m)
-            w = m.writer
-            if w is not None and not w._done and w.lane is not lane:
-                _bind(dev._ctx)
-                tx.wait(w)
-            r = m.readers
-            if r and (len(r) > 1 or lane not in r):  # write-after-read of other streams
-                _bind(dev._ctx)
-                for other, c in list(r.items()):
-                    if other is not lane:
-                        tx.wait(c)
-            ptrs[i] = m.ptr
-            writes.append(m)
-            i += 1
+        ptrs, reads, writes = tx.order_ptrs(inputs, outputs)
         seq = _execute(prep, ptrs, attr_h, tx.handle)
         if seq < 0:
             acl.raise_for(-seq, op_type)
-        comp = lane.submit_seq((reads, writes), op_type, what, seq)
-        for m in reads:
-            m.readers[lane] = comp
-        for m in writes:
-            m.writer = comp
-            m.stream = stream
-            if m.readers:
-                m.readers.clear()
-    finally:
-        lock.release()
-    return comp
+        return tx.commit_seq((reads, writes), op_type, seq, reads, writes, what)
 
 
 def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: Stream | None) -> Stream:
@@ -531,7 +478,7 @@ def op(
     """
     s = _pick_stream(inputs, outputs, stream)
     # before launch, so every backend refuses the same (only outputs given as tensors can overlap)
-    fast = _FAST and formats is None and _trace.hub is None and not s.timing and s._enqueue.capture is None
+    fast = _FAST and formats is None and _trace.hub is None and not s.timing
     outs = []
     given = 0
     for y in outputs:

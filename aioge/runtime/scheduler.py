@@ -281,6 +281,14 @@ class Lane:
             self.poll()
         return comp
 
+    def record_failure(self, err: tuple[int, str, str]) -> None:
+        """A launch that ran at once on the caller's thread (and so has no completion) failed:
+        count it, and keep it for the stream's next ``synchronize()`` as any launch's error."""
+        with self.lock:
+            self.failed += 1
+            if self.unreported is None:
+                self.unreported = err
+
     def spin_until(self, comp: Completion) -> bool:
         """Briefly poll for a launch near the head of the queue; True if it completed."""
         if AWAIT_SPIN_S <= 0:

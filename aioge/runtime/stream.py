@@ -72,6 +72,7 @@ class _Download:
 
 
 _record_event = acl.record_event_rc
+_NULL = acl.NULL
 _submitted = acl.stream_submitted
 _wait_seq = acl.stream_wait_seq
 
@@ -94,7 +95,12 @@ class Enqueue:
 
     One reusable object per stream (no allocation per launch): the lock
     makes its state exclusive.  Every launch path uses it: ``Stream`` copies,
-    ``aioge.op``, compiled graphs (sunk segments and per-op).
+    ``aioge.op``, compiled graphs (sunk segments and per-op), captured graphs'
+    replays.  The prepared-launch form (``order_ptrs`` + ``commit_seq``) is the
+    host runtime's fast path for ``aioge.op``: the same ordering rules and notes,
+    with the device pointers gathered in the same pass and the completion keyed
+    by the sequence number the launch call returned.  While the stream captures
+    (``capture``), both commits record the launch into the capture instead.
 
     On the host runtime (``Lane.seq_mode``) a commit records no event: the
     completion holds the number of the stream's latest task, and waits of
@@ -102,8 +108,8 @@ class Enqueue:
     streams and while a profiler observes, for the device clock).
     """
 
-    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_lock", "_ptrs", "_start", "capture", "handle", "seq_mode",
-                 "stream")  # fmt: skip
+    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_lock", "_ptrs", "_start", "cache", "capture", "handle",
+                 "seq_mode", "stream")  # fmt: skip
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
@@ -117,6 +123,8 @@ class Enqueue:
         #: the device pointers of a prepared launch (launch.py), grown on demand
         self._ptrs: Any = None
         self.seq_mode = self._lane.seq_mode
+        #: the device's launch cache (descs, attrs, prepared launches), guarded by this lock
+        self.cache = stream.device._cache
         #: the stream's capture in progress (:meth:`Stream.capture`): commits record into it
         self.capture: CapturedGraph | None = None
 
@@ -131,6 +139,12 @@ class Enqueue:
             self._lock.release()
             raise
         return self
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The stream's lock, for the prepared-launch form (``with tx.lock:``, then the stream's
+        open check): it needs no bound context (a wait binds it)."""
+        return self._lock
 
     def __exit__(self, *exc: object) -> None:
         start = self._start
@@ -156,6 +170,7 @@ class Enqueue:
             return
         if self.capture is not None:
             raise dependency_error(self.stream, comp)
+        _native.bind_context(self._dev._ctx)  # (the prepared-launch form has not bound it)
         if comp.event is None:  # a sequence-number lane
             _wait_seq(self.handle, comp.lane._handle, comp.tseq)
         else:
@@ -188,6 +203,73 @@ class Enqueue:
                 for other, comp in list(r.items()):
                     if other is not lane:
                         self.wait(comp)
+
+    def order_ptrs(self, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor]) -> tuple[Any, list[DeviceMemory],
+                                                                                              list[DeviceMemory]]:
+        """The prepared-launch form of :meth:`order`: the launch's device pointers (inputs then
+        outputs; NULL for an absent input) in a reusable array, with the launch ordered as
+        ``order(reads, writes)`` orders it, in one pass.  Returns ``(ptrs, reads, writes)``."""
+        n = len(inputs) + len(outputs)
+        ptrs = self._ptrs
+        if ptrs is None or len(ptrs) < n:
+            ptrs = self._ptrs = acl.pointer_scratch(max(n, 8))
+        dev, lane = self._dev, self._lane
+        reads: list[DeviceMemory] = []
+        i = 0
+        for x in inputs:
+            if x is None:
+                ptrs[i] = _NULL
+                i += 1
+                continue
+            m = x._mem
+            if m is None or m.ptr is None:
+                m = x._memory()  # raises ClosedResourceError
+            if m.device is not dev:
+                raise self.stream._wrong_device(m)
+            w = m.writer
+            if w is not None and not w._done and w.lane is not lane:
+                self.wait(w)
+            ptrs[i] = m.ptr
+            reads.append(m)
+            i += 1
+        writes: list[DeviceMemory] = []
+        for y in outputs:
+            m = y._memory()
+            if m.device is not dev:
+                raise self.stream._wrong_device(m)
+            w = m.writer
+            if w is not None and not w._done and w.lane is not lane:
+                self.wait(w)
+            r = m.readers
+            if r and (len(r) > 1 or lane not in r):  # write-after-read of other streams
+                for other, c in list(r.items()):
+                    if other is not lane:
+                        self.wait(c)
+            ptrs[i] = m.ptr
+            writes.append(m)
+            i += 1
+        return ptrs, reads, writes
+
+    def commit_seq(self, keep: Any, what: str, seq: int, reads: Sequence[DeviceMemory],
+                   writes: Sequence[DeviceMemory], name: str | None = None) -> Completion:  # fmt: skip
+        """The prepared-launch form of :meth:`commit`: the runtime's call returned the launch's
+        sequence number ``seq`` (no event to record, no observer), and the readers and writers
+        are noted as ``commit`` notes them."""
+        cap = self.capture
+        if cap is not None:  # recorded by the runtime, not run
+            return cap._record(keep, what, reads, writes, name)
+        lane = self._lane
+        comp = lane.submit_seq(keep, what, name, seq)
+        for m in reads:
+            m.readers[lane] = comp
+        if writes:
+            s = self.stream
+            for m in writes:
+                m.writer = comp
+                m.stream = s
+                if m.readers:
+                    m.readers.clear()
+        return comp
 
     def mark_start(self) -> None:
         """Timing streams: record the start event of the launch about to be enqueued."""
