@@ -288,3 +288,13 @@ aclError hrt_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alp
         return fallback_dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return ACL_SUCCESS;
 }
+
+/* The packed product (gemm_small.c), or OpenBLAS on the unpacked op(B) for the shapes where that
+ * measured faster: the routing lives here, so gemm_small.c never calls back into this file. */
+aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
+                          int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (m <= 0) return ACL_SUCCESS;
+    if (hrt_sgemm_packed_prefers_blas(m, pb) && hrt_blas_loaded())
+        return hrt_sgemm(false, tb, m, hrt_sgemm_pb_n(pb), hrt_sgemm_pb_k(pb), 1.0f, a, lda, b, ldb, beta, c, ldc);
+    return hrt_sgemm_packed_run(m, a, lda, pb, beta, c, ldc);
+}

@@ -141,6 +141,8 @@ static _Atomic int64_t pb_packs; /* packings done (a test checks a model packs o
 int64_t hrt_sgemm_pb_count(void) { return pb_packs; }
 
 size_t hrt_sgemm_pb_bytes(const hrt_sgemm_pb *pb) { return pb ? pb->bytes : 0; }
+int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb) { return pb->n; }
+int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb) { return pb->k; }
 
 void hrt_sgemm_pb_free(hrt_sgemm_pb *pb) {
     if (!pb) return;
@@ -263,18 +265,20 @@ aclError aiogeHostSetKernelFamily(const char *name) {
 
 /* C[M, N] (+)= A[M, K] . op(B) from B packed by hrt_sgemm_pack_b (beta 0 or 1, A not transposed);
  * b / tb / ldb: op(B) unpacked, for the big shapes above */
-aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
-                          int64_t ldb, float beta, float *c, int64_t ldc) {
-    if (m <= 0) return ACL_SUCCESS;
-    const pb_family *f = pb_family_now();
+bool hrt_sgemm_packed_prefers_blas(int64_t m, const hrt_sgemm_pb *pb) {
     bool unpacked = m > PB_BIG_M && pb->bytes > PB_BIG_B_BYTES;
 #if !defined(__AVX2__)
     /* a portable build's own vector code (SSE pairs) measured 13-50x the AVX2 family's CPU time:
      * where that is the family, OpenBLAS (which picks its kernels at run time) does the product */
-    unpacked |= f->items == pb_items_generic;
+    unpacked |= pb_family_now()->items == pb_items_generic;
 #endif
-    if (unpacked && hrt_blas_loaded())
-        return hrt_sgemm(false, tb, m, pb->n, pb->k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    return unpacked;
+}
+
+aclError hrt_sgemm_packed_run(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, float beta, float *c,
+                              int64_t ldc) {
+    if (m <= 0) return ACL_SUCCESS;
+    const pb_family *f = pb_family_now();
     pb_ctx g = {m, lda, ldc, m, 1, pb->npan, beta == 1.0f, a, pb, c};
     const int64_t threads = hrt_num_threads();
     if (m == 1) {

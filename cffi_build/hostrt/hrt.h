@@ -17,6 +17,8 @@
  *                           context (hrt_ctx.h); launch aliasing (hrt_op.h)
  *   pool.c stream.c         intra-op pool (hrt_kernel.h, hrt_op.h); streams,
  *                           tasks and the one enqueue helper (hrt_stream.h)
+ *   gemm_small.c            the packed and small-M float32 GEMM kernels, chosen
+ *                           by the CPU's ISA at run time (hrt_kernel.h)
  *   blas.c memory.c event.c callback.c capture.c
  *                           GEMM (hrt_kernel.h, hrt_op.h); device memory and
  *                           async copies (hrt_mem.h); events; host callbacks

@@ -191,10 +191,17 @@ hrt_sgemm_pb *hrt_sgemm_pack_b(bool tb, int64_t n, int64_t k, const float *b, in
 void hrt_sgemm_pb_free(hrt_sgemm_pb *pb);
 size_t hrt_sgemm_pb_bytes(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
+int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb);
+int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);
 /* C[M, N] (+)= A[M, K] . op(B) (beta 0 or 1; A row-major, lda); tb / b / ldb: op(B) unpacked, which
- * some big shapes read instead */
+ * some big shapes read instead (blas.c: it routes them to OpenBLAS) */
 aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
                           int64_t ldb, float beta, float *c, int64_t ldc);
+/* gemm_small.c: whether OpenBLAS on the unpacked op(B) measured faster for this product, and the
+ * packed product itself */
+bool hrt_sgemm_packed_prefers_blas(int64_t m, const hrt_sgemm_pb *pb);
+aclError hrt_sgemm_packed_run(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, float beta, float *c,
+                              int64_t ldc);
 
 /* -------------------------------------------------------------- half */
 static inline float hrt_f16_to_f32(uint16_t h) {
