@@ -492,3 +492,24 @@ def test_sigterm_drains_grpc(tmp_path):
     assert all(isinstance(g, np.ndarray) for g in got), got
     assert sorted(float(g[0, 0]) for g in got) == [0.0, 1.0, 2.0]
     assert code == 0, "".join(s.stderr)[-3000:]
+
+
+def test_without_grpc_installed_it_serves_http_only(tmp_path, monkeypatch):
+    """grpcio missing (a ``grpc`` package that fails to import first on the path): one line on stderr,
+    then HTTP as usual."""
+    shadow = tmp_path / "shadow" / "grpc"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError(\"No module named 'grpc'\")\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "shadow"))
+    M.save(M.mlp(), tmp_path / "mlp.onnx")
+    s = ServerProcess(str(tmp_path / "mlp.onnx"), "--batch-sizes", "1", "--grpc-port", "8001")
+    try:
+        assert "grpc" not in s.banner
+        r = httpx.post(f"{s.url}/v2/models/mlp/infer", json={"inputs": [
+            {"name": "x", "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 16}]})  # fmt: skip
+        assert r.status_code == 200
+    finally:
+        code = s.stop()
+    notes = [line for line in s.stderr if "gRPC" in line]
+    assert len(notes) == 1 and "gRPC is off" in notes[0] and "aioge[serve]" in notes[0], s.stderr
+    assert code == 0
