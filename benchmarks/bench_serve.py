@@ -1,7 +1,7 @@
 """Serving benchmark: dynamic batching in process and over HTTP, against onnxruntime, one run.
 
     python benchmarks/bench_serve.py [--quick] [--clients 64] [--models mlp,cnn]
-                                     [--phases inproc,http,overhead] [--rounds N]
+                                     [--phases inproc,http,overhead,grpc] [--rounds N]
 
 Loopback only, bounded in count and time (every phase stops after its
 requests or its time cap, whichever comes first).  N concurrent clients
@@ -22,6 +22,12 @@ send batch-1 requests; for each model (the weight-bound MLP 1024->4096->
    uvicorn_config``; ``--loop``, default uvloop as ``aioge serve``'s); cost per
    request (1/throughput) overall and as the median of 8 short back-to-back rounds, and each server process's CPU time
    per request (every thread, from /proc), which drifts less with the load.
+4. gRPC vs HTTP: the same identity model through the aioge server's gRPC
+   service (``ModelInfer``, raw tensor bytes, a ``grpc.aio`` channel per
+   client) and over HTTP (JSON), against a bare ``grpc.aio`` echo of
+   ``ModelInfer`` (its inputs returned as outputs) and the Starlette echo, on
+   the same loop in the baseline process; 1 client (the per-request overhead
+   on one connection) and 16: cost per request, p50, server CPU per request.
 
 Throughput (req/s), p50/p99 latency and the batch-size distribution for
 every row; ratios are measured in the same run, the phases of each
@@ -243,6 +249,8 @@ class Proc:
             self.p.kill()
             raise SystemExit(f"server did not start: {line!r}")
         self.port = int(m.group(1))
+        g = re.search(r"grpc 127\.0\.0\.1:(\d+)", line)
+        self.grpc_port = int(g.group(1)) if g else None
 
     def stop(self) -> None:
         self.p.send_signal(signal.SIGTERM)
@@ -335,6 +343,71 @@ async def overhead(aioge: Proc, ort: Proc, clients: int, per_client: int, cap: f
     return totals, per_round
 
 
+class Grpc:
+    """A ``grpc.aio`` channel sending one prepared ``ModelInferRequest`` (raw tensor bytes)."""
+
+    def __init__(self, port: int, model: str, x: np.ndarray) -> None:
+        import grpc
+        from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+        self.channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+        self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
+        self.request = service_pb2.ModelInferRequest(model_name=model)
+        self.request.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+        self.request.raw_input_contents.append(x.tobytes())
+
+    async def __call__(self) -> Any:
+        return await self.stub.ModelInfer(self.request)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def grpc_vs_http(aioge: Proc, base: Proc, clients: int, per_client: int, cap: float,
+                       rounds: int) -> tuple[dict[str, Run], list[dict[str, float]]]:  # fmt: skip
+    """The identity model over gRPC and over HTTP, and both echoes, alternating; per round the cost ratios."""
+    x = np.arange(16, dtype=np.float32).reshape(1, 16)
+    body, _ = v2_body(x, False)
+    assert aioge.grpc_port is not None and base.grpc_port is not None
+    targets: dict[str, tuple[Proc, Callable[[], Any], str]] = {
+        "grpc": (aioge, lambda: Grpc(aioge.grpc_port or 0, "identity", x), f"aioge gRPC (raw), {clients} client(s)"),
+        "grpc_echo": (base, lambda: Grpc(base.grpc_port or 0, "identity", x), f"grpc.aio echo, {clients} client(s)"),
+        "http": (aioge, lambda: Http(aioge.port, "/v2/models/identity/infer", body),
+                 f"aioge HTTP (JSON), {clients} client(s)"),
+        "http_echo": (base, lambda: Http(base.port, "/echo", body), f"Starlette echo, {clients} client(s)"),
+    }  # fmt: skip
+    totals = {k: Run(label) for k, (_, _, label) in targets.items()}
+    conns = {k: [make() for _ in range(clients)] for k, (_, make, _) in targets.items()}
+    first = await conns["grpc"][0]()
+    assert np.frombuffer(first.raw_output_contents[0], np.float32).tolist() == x.ravel().tolist(), first
+    for k in conns:
+        await drive("warm", clients, 5, cap, lambda i, k=k: conns[k][i]())
+    per_round = []
+    for _ in range(rounds):
+        got = {}
+        for k in conns:
+            pid = targets[k][0].p.pid
+            c0 = process_cpu(pid)
+            r = got[k] = await drive(k, clients, per_client, cap, lambda i, k=k: conns[k][i]())
+            r.cpu = process_cpu(pid) - c0
+            totals[k].add(r)
+        per_round.append({"grpc/echo": got["grpc_echo"].rps / got["grpc"].rps,
+                          "http/echo": got["http_echo"].rps / got["http"].rps,
+                          "grpc/http": got["http"].rps / got["grpc"].rps})  # fmt: skip
+    for cs in conns.values():
+        for c in cs:
+            await c.close()
+    return totals, per_round
+
+
 def median(xs: list[float]) -> float:
     s = sorted(xs)
     return (s[(len(s) - 1) // 2] + s[len(s) // 2]) / 2
@@ -417,10 +490,38 @@ def ort_server(repo: str) -> None:
                             Route("/echo-json", echo_json, methods=["POST"])])  # fmt: skip
 
     class Server(uvicorn.Server):
+        grpc: Any = None
+
         async def startup(self, sockets=None) -> None:  # type: ignore[no-untyped-def]
             await super().startup(sockets)
             port = self.servers[0].sockets[0].getsockname()[1]
-            print(f"listening on http://127.0.0.1:{port}", flush=True)
+            gport = await self.start_grpc()
+            print(f"listening on http://127.0.0.1:{port} (grpc 127.0.0.1:{gport}; echo)", flush=True)
+
+        async def start_grpc(self) -> int:
+            """A bare grpc.aio ``ModelInfer`` that returns its inputs as outputs (the gRPC baseline)."""
+            import grpc
+            from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+            class Echo(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
+                async def ModelInfer(self, request: Any, context: Any) -> Any:
+                    resp = service_pb2.ModelInferResponse(model_name=request.model_name, model_version="1",
+                                                          id=request.id)  # fmt: skip
+                    for t in request.inputs:
+                        resp.outputs.add(name="y", datatype=t.datatype, shape=t.shape)
+                    resp.raw_output_contents.extend(request.raw_input_contents)
+                    return resp
+
+            self.grpc = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(Echo(), self.grpc)
+            gport = self.grpc.add_insecure_port("127.0.0.1:0")
+            await self.grpc.start()
+            return int(gport)
+
+        async def shutdown(self, sockets=None) -> None:  # type: ignore[no-untyped-def]
+            if self.grpc is not None:
+                await self.grpc.stop(1)
+            await super().shutdown(sockets)
 
     from aioge.serve.cli import uvicorn_config
 
@@ -445,7 +546,7 @@ async def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer requests, one round")
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--models", default="mlp,cnn")
-    ap.add_argument("--phases", default="inproc,http,overhead", help="which comparisons to run (default: all)")
+    ap.add_argument("--phases", default="inproc,http,overhead,grpc", help="which comparisons to run (default: all)")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (default 2, quick 1)")
     ap.add_argument("--loop", default="auto", choices=["auto", "uvloop", "asyncio"],
                     help="event loop of the servers and the load generator (default auto: uvloop when installed)")
@@ -477,7 +578,7 @@ async def main() -> None:
         (Path(repo) / "identity.json").write_text(json.dumps({"max_queue_delay_us": 0, "batch_sizes": list(BUCKETS)}))
         aioge_srv = Proc([sys.executable, "-m", "aioge.serve", repo, "--port", "0", "--max-batch-size", "64",
                           "--batch-sizes", ",".join(map(str, BUCKETS)), "--max-queue-delay-us", "500",
-                          "--loop", loop])  # fmt: skip
+                          "--loop", loop, "--grpc-port", str(free_port())])  # fmt: skip
         ort_srv = Proc([sys.executable, __file__, "--ort-server", repo, "--loop", loop])
         try:
             for name in names if "http" in phases else ():
@@ -517,6 +618,23 @@ async def main() -> None:
                                     None))  # fmt: skip
                 print()
                 summary.append((f"overhead {n} client(s) vs echo (cost ratio)", e.rps / a.rps, None, None))
+            for n in (1, 16) if "grpc" in phases else ():
+                n_rounds = 2 if args.quick else 6
+                rows, rounds_r = await grpc_vs_http(aioge_srv, ort_srv, n, 400 if n == 1 else 40, cap, n_rounds)
+                print(f"[gRPC vs HTTP, identity model, {n} client(s){', one connection' if n == 1 else ''}]")
+                for r in rows.values():
+                    print(r.line())
+                g, ge, h, he = rows["grpc"], rows["grpc_echo"], rows["http"], rows["http_echo"]
+                med = {k: median([r[k] for r in rounds_r]) for k in rounds_r[0]}
+                print(f"  => cost per request, median round: aioge gRPC / gRPC echo {med['grpc/echo']:.2f}x, "
+                      f"aioge HTTP / HTTP echo {med['http/echo']:.2f}x [<= 1.5x]; aioge gRPC / aioge HTTP "
+                      f"{med['grpc/http']:.2f}x")  # fmt: skip
+                print(f"  => p50: gRPC {g.pct(0.5):.3f} ms (echo {ge.pct(0.5):.3f}), HTTP {h.pct(0.5):.3f} ms "
+                      f"(echo {he.pct(0.5):.3f}); server CPU per request: gRPC {g.cpu_per_request * 1e6:.0f} us "
+                      f"(echo {ge.cpu_per_request * 1e6:.0f}), HTTP {h.cpu_per_request * 1e6:.0f} us "
+                      f"(echo {he.cpu_per_request * 1e6:.0f})\n")  # fmt: skip
+                summary.append((f"gRPC {n} client(s) vs gRPC echo, median round (cost)", med["grpc/echo"], None, None))
+                summary.append((f"gRPC {n} client(s): throughput vs HTTP", g.rps / h.rps, None, None))
         finally:
             aioge_srv.stop()
             ort_srv.stop()
