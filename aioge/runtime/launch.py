@@ -16,7 +16,7 @@ own, as for ``aclopCompileAndExecute``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from .tensor import DeviceMemory, Tensor, TensorSpec
 if TYPE_CHECKING:
     from .stream import Stream
 
-__all__ = ("Attr", "Const", "HostInput", "LaunchCache", "OpCacheInfo", "launch", "op", "op_cache_info")
+__all__ = ("Attr", "Const", "HostInput", "LaunchCache", "launch", "op")
 
 _ND = int(acl.Format.ND)
 _compile_and_execute = acl.compile_and_execute_rc
@@ -515,47 +515,3 @@ def _spec(y: Any) -> TensorSpec:
     if isinstance(y, tuple) and len(y) == 2 and not isinstance(y[0], (int, np.integer)):
         return TensorSpec(y[0], y[1])
     raise TypeError(f"outputs must be Tensor or TensorSpec, got {y!r}")
-
-
-class OpCacheInfo(NamedTuple):
-    """Statistics of the compiled-op cache, shaped like ``functools``' ``CacheInfo``.
-
-    Attributes:
-        hits: launches that reused a compiled kernel (cumulative).
-        misses: launches that had to compile one (cumulative; a launch the
-            runtime refuses counts as a miss too).
-        maxsize: the LRU bound (``aclopSetMaxOpQueueNum``, ACL's default 20000).
-        currsize: compiled kernels cached now.
-        evictions: kernels dropped to respect the bound (cumulative).
-    """
-
-    hits: int
-    misses: int
-    maxsize: int
-    currsize: int
-    evictions: int
-
-
-def op_cache_info() -> OpCacheInfo | None:
-    """Hits, misses and size of the runtime's compiled-op cache.
-
-    The cache is process-wide, as in ACL: every device and stream shares it,
-    keyed by (op type, descs, const and host-placed values, attrs).
-
-    Returns:
-        An :class:`OpCacheInfo`, or ``None`` on a backend that does not expose
-        these statistics (a real ``libascendcl.so`` has no call for them), so
-        monitoring code runs unchanged on both backends.
-
-    Example:
-        >>> info = aioge.op_cache_info()
-        >>> if info is not None:
-        ...     print(f"{info.hits / max(info.hits + info.misses, 1):.0%} of launches hit")
-    """
-    if not _native.has_host_hooks:
-        return None
-    c = _native.counters()
-    return OpCacheInfo(
-        c["op_cache_hits"], c["op_cache_misses"], c["op_cache_max_entries"], c["op_cache_entries"],
-        c["op_cache_evictions"],
-    )  # fmt: skip
