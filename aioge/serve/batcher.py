@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -72,9 +73,10 @@ class BatchObserver(Protocol):
 
 
 class _Request:
-    __slots__ = ("deadline", "done", "error", "feeds", "result", "rows", "state", "t_enqueue", "t_start")
+    __slots__ = ("deadline", "done", "error", "feeds", "result", "rows", "state", "t_enqueue", "t_perf", "t_start")
 
-    def __init__(self, feeds: dict[str, np.ndarray], rows: int, now: float, deadline: float | None) -> None:
+    def __init__(self, feeds: dict[str, np.ndarray], rows: int, now: float, deadline: float | None,
+                 t_perf: float = 0.0) -> None:  # fmt: skip
         self.feeds = feeds
         self.rows = rows
         self.state = _QUEUED
@@ -82,6 +84,7 @@ class _Request:
         self.error: BaseException | None = None
         self.done: Any = None  # the waiter's flag (see _Sync), made when it is queued
         self.t_enqueue = now
+        self.t_perf = t_perf  # time.perf_counter() on arrival (durations: uvloop's clock counts milliseconds)
         self.t_start: float | None = None
         self.deadline = deadline
 
@@ -336,9 +339,10 @@ class Batcher:
         executed; one already running has its rows dropped.
         """
         now = self._now()
+        p0 = time.perf_counter()  # durations: the loop's clock is uvloop's millisecond one
         self._stats["requests"] += 1
         if self._closing or self._tg is None:
-            self._finish(None, "closed", now)
+            self._finish(None, "closed", p0)
             if self._closing:
                 raise ClosedResourceError(f"{self.name}: shutting down, no new requests are accepted")
             raise ClosedResourceError(f"{self.name}: the batcher is not running (not entered yet)")
@@ -346,19 +350,19 @@ class Batcher:
             checked, rows = self._check(feeds)
         except InvalidInputError:
             self._stats["invalid"] += 1
-            self._finish(None, "invalid", now)
+            self._finish(None, "invalid", p0)
             raise
         t = self.timeout if timeout is None else timeout
         if (t is None and not self._queued and not self._running
                 and (self.max_queue_delay == 0 or rows >= self._full_rows())):  # fmt: skip
-            return await self._run_alone(_Request(checked, rows, now, None), now)
+            return await self._run_alone(_Request(checked, rows, now, None, p0), now)
         if self._queued >= self.max_queue_size:
             self._stats["queue_full"] += 1
-            self._finish(None, "queue_full", now)
+            self._finish(None, "queue_full", p0)
             raise QueueFullError(f"{self.name}: {self._queued} requests are queued (max_queue_size "
                                  f"{self.max_queue_size})", retry_after=self._retry_after())  # fmt: skip
         deadline = None if t is None else now + max(float(t), 0.0)
-        req = _Request(checked, rows, now, deadline)
+        req = _Request(checked, rows, now, deadline, p0)
         req.done = self._sync.flag()
         self._queue.append(req)
         self._queued += 1
@@ -374,7 +378,7 @@ class Batcher:
             if req.state != _DONE:
                 self._drop(req)
                 self._stats["cancelled"] += 1
-                self._finish(req, "cancelled", now)
+                self._finish(req, "cancelled", p0)
             raise
         if req.state != _DONE:  # the deadline passed
             self._drop(req)
@@ -408,7 +412,7 @@ class Batcher:
                 self._running -= 1
                 self._slot_freed()
             self._stats["cancelled"] += 1
-            self._finish(req, "cancelled", now)
+            self._finish(req, "cancelled", req.t_perf)
             raise
         return self._settle(req, now)
 
@@ -417,10 +421,10 @@ class Batcher:
         if req.error is not None:
             status = "deadline" if isinstance(req.error, DeadlineExceededError) else "error"
             self._stats["deadline" if status == "deadline" else "errors"] += 1
-            self._finish(req, status, now)
+            self._finish(req, status, req.t_perf)
             raise req.error
         self._stats["ok"] += 1
-        self._finish(req, "ok", now)
+        self._finish(req, "ok", req.t_perf)
         assert req.result is not None
         return req.result
 
@@ -429,7 +433,8 @@ class Batcher:
         return f"{self.name}: the request's deadline passed while it was {where}"
 
     def _finish(self, req: _Request | None, status: str, t0: float) -> None:
-        now = self._now()
+        """Count a request answered (``t0``: its ``time.perf_counter()`` on arrival)."""
+        now = time.perf_counter()
         q = None if req is None or req.t_start is None else req.t_start - req.t_enqueue
         self.statistics.request(status == "ok", 0 if req is None else req.rows, now - t0, q)
         if self._observer is not None:
@@ -600,7 +605,7 @@ class Batcher:
         """Assemble, execute, split; ``reserved``: its slot in ``_running`` is taken already."""
         if not batch:
             return
-        t0 = self._now()
+        t0 = time.perf_counter()  # durations: the loop's clock is uvloop's millisecond one
         rows = batch[0].rows if len(batch) == 1 else sum(r.rows for r in batch)
         bucket = rows
         if not reserved:
@@ -611,11 +616,11 @@ class Batcher:
             self._observer.inflight(self.name, self._running)
         try:
             feeds, bucket = self._assemble(batch, rows)
-            t1 = self._now()
+            t1 = time.perf_counter()
             outs = await self.model.execute(feeds)
-            t2 = self._now()
+            t2 = time.perf_counter()
             self._split(batch, outs, rows)
-            self.statistics.batch(len(batch), rows, t1 - t0, t2 - t1, self._now() - t2)
+            self.statistics.batch(len(batch), rows, t1 - t0, t2 - t1, time.perf_counter() - t2)
         except BaseException as e:  # a device error (or cancellation) fails every request of the batch
             err = e if isinstance(e, Exception) else ClosedResourceError(f"{self.name}: the batch was cancelled")
             for r in batch:
@@ -629,7 +634,8 @@ class Batcher:
         finally:
             self._running -= 1
             self._slot_freed()
-            self._last_end = end = self._now()
+            self._last_end = self._now()
+            end = time.perf_counter()
             self._batch_sizes[rows] += 1
             stats = self._stats
             stats["batches"] += 1
