@@ -1,6 +1,6 @@
 """Operator-library benchmark: every figure is a ratio against a baseline measured in the same run.
 
-    python benchmarks/bench_ops.py [--quick]
+    python benchmarks/bench_ops.py [--quick] [--conv]
 
 1. GEMM 1024x1024 f32, GFLOP/s                      vs numpy matmul (OpenBLAS)        target >= 0.95x
 2. add of 16M f32, GB/s (2 reads + 1 write)         vs numpy: into a preallocated output (np.add out=)
@@ -101,13 +101,19 @@ def ort_conv_session(
     return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, conv_only: bool = False) -> None:
     rounds = 3 if quick else 5
     rng = np.random.default_rng(0)
     async with aioge.open_device(0) as dev, dev.open_stream() as s:
         print(f"aioge {aioge.__version__} on {platform.machine()}, {os.cpu_count()} CPUs, "
-              f"{_native.lib.aiogeHostGetNumThreads()} intra-op threads; {_native.blas_info()}")  # fmt: skip
+              f"{_native.lib.aiogeHostGetNumThreads()} intra-op threads; {_native.blas_info()}; "
+              f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         print("figure                                          aioge vs baseline")
+        if conv_only:
+            for case in CONV_CASES:
+                await conv_case(s, rng, *case, quick=quick, rounds=rounds)
+            print(f"load {os.getloadavg()[0]:.2f}")
+            return
 
         # 1. GEMM
         n = 1024
@@ -298,4 +304,6 @@ def raw_launch_cost(s: Any, t16: Any, reps: int, rounds: int) -> float:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
-    asyncio.run(main(ap.parse_args().quick))
+    ap.add_argument("--conv", action="store_true", help="only the single convolutions")
+    args = ap.parse_args()
+    asyncio.run(main(args.quick, args.conv))

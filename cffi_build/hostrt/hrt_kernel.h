@@ -193,6 +193,7 @@ size_t hrt_sgemm_pb_bytes(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
 int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);
+void hrt_packed_weight_counted(void); /* another kernel's weight packed: counted with them */
 /* C[M, N] (+)= A[M, K] . op(B) (beta 0 or 1; A row-major, lda); tb / b / ldb: op(B) unpacked, which
  * some big shapes read instead (blas.c: it routes them to OpenBLAS) */
 aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,

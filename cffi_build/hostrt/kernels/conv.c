@@ -19,7 +19,11 @@
  * Filters: the desc format says the layout -- NCHW = [Cout, Cin/g, kh, kw],
  * NHWC = [Cout, kh, kw, Cin/g], HWCN = [kh, kw, Cin/g, Cout]; ND means NCHW
  * for NCHW data and HWCN (TensorFlow) for NHWC data.  The filter is
- * repacked per run into the layout the kernel wants (it is small).
+ * repacked per run into the layout the kernel wants (it is small), except
+ * a constant float32 OIHW filter in a compiled model whose kernel reads a
+ * transformed copy: Winograd's U is computed once when the model loads
+ * (cv_pack), and with it Winograd also runs where the per-run transform
+ * made it lose (any spatial size, from 32 input channels).
  * float16/bfloat16 widen to float32 and round once; float64 uses dgemm.
  * strides/dilations are 4 values in data_format order, pads are
  * [top, bottom, left, right]; groups (or ORT's "group"). */
@@ -136,6 +140,51 @@ static aclError cv_run(const hrt_kernel *k, void *const *in, void *const *out) {
     if (!rc && half) k_from_f32(y, p->dt, out[0], yn);
     free(s);
     return rc;
+}
+
+/* A constant float32 NCHW filter (OIHW) packed once when a model loads (graph.c,
+ * aiogeGraphPackWeights) into the layout its kernel reads: Winograd's transformed U.  Other
+ * convolutions read the OIHW filter in place already (conv_direct.c, conv_dw.c). */
+typedef struct {
+    float *u; /* Winograd: U = G w G^T, [16][Cout panels][Cin][MR] */
+} cv_packed;
+
+static k_conv_geom cv_geom(const cv_plan *p) {
+    k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
+                     p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};
+    return g;
+}
+
+static void *cv_pack(const hrt_kernel *k, int input, const void *data, size_t *bytes) {
+    const cv_plan *p = k->plan;
+    if (input != p->w_in || p->dt != ACL_FLOAT || p->transpose || p->nhwc || p->depthwise || p->wlayout != WL_OIHW)
+        return NULL;
+    k_conv_geom g = cv_geom(p);
+    bool ok = hrt_conv2d_winograd_packed_ok(&g);
+    if (!ok || g.N == 0 || g.Ho == 0 || g.Wo == 0 || g.Cout == 0) return NULL;
+    cv_packed *pk = calloc(1, sizeof *pk);
+    if (!pk) return NULL;
+    pk->u = hrt_conv2d_winograd_pack(&g, data, bytes, false);
+    if (!pk->u) {
+        free(pk);
+        return NULL;
+    }
+    hrt_packed_weight_counted();
+    return pk;
+}
+
+static void cv_pack_free(void *vp) {
+    cv_packed *pk = vp;
+    if (!pk) return;
+    free(pk->u);
+    free(pk);
+}
+
+static aclError cv_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
+    const cv_plan *p = k->plan;
+    const cv_packed *pk = packed;
+    k_conv_geom g = cv_geom(p);
+    return hrt_conv2d_winograd_packed_f32(k, &g, in[p->x_in], pk->u, p->has_bias ? in[p->b_in] : NULL, &p->act, out[0]);
 }
 
 /* attrs shared by Conv2D and the transposes */
@@ -288,6 +337,9 @@ static aclError conv2d_compile(hrt_kernel *k, const aclopAttr *attrs) {
     k->plan = p;
     k->plan_free = free;
     k->run = cv_run;
+    k->pack = cv_pack;
+    k->pack_free = cv_pack_free;
+    k->run_packed = cv_run_packed;
     return ACL_SUCCESS;
 fail:
     free(p);

@@ -168,6 +168,12 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *g, const 
 bool hrt_conv2d_winograd_ok(const k_conv_geom *g);
 aclError hrt_conv2d_winograd_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
                                  const float *bias, const k_act *act, float *y);
+/* the same in two steps: U = G w G^T transformed and packed (once, when a model loads; NULL: no
+ * memory), then convolutions reading it */
+bool hrt_conv2d_winograd_packed_ok(const k_conv_geom *g); /* eligible with U packed at load */
+float *hrt_conv2d_winograd_pack(const k_conv_geom *g, const float *w, size_t *bytes, bool parallel);
+aclError hrt_conv2d_winograd_packed_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x,
+                                        const float *upack, const float *bias, const k_act *act, float *y);
 
 /* NCHW float32 depthwise conv (groups == C_in, any multiplier) by a direct
  * register-blocked kernel (conv_dw.c); w is OIHW. */

@@ -1,0 +1,166 @@
+"""Constant convolution filters packed once when a compiled model loads (graph.c's
+aiogeGraphPackWeights, conv.c's pack hooks): 3x3 stride-1 convolutions with 32+ input channels keep
+Winograd's transformed filter U from the load on, so executions transform nothing.  Every conv variant
+against a float64 numpy reference (stride, dilation, padding, groups, depthwise, 1x1, channel counts
+off the 6-row and 16-lane blocks, bias, fused Relu / Clip), what ``model.plan`` reports packed, and
+no packing after the load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aioge import _native
+from aioge.graph import Graph
+from tests.ops.opsutil import check
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not _native.has_host_hooks, reason="packed filters are the host runtime's"),
+]
+
+
+def conv_ref(
+    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride: int, pad: int, dil: int, groups: int
+) -> np.ndarray:
+    """float64 NCHW convolution, OIHW filter."""
+    x = x.astype(np.float64)
+    w = w.astype(np.float64)
+    n, _, h, wd = x.shape
+    co, cig, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ho = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1
+    wo = (wd + 2 * pad - dil * (kw - 1) - 1) // stride + 1
+    y = np.zeros((n, co, ho, wo))
+    cog = co // groups
+    for g in range(groups):
+        xg = xp[:, g * cig : (g + 1) * cig]
+        wg = w[g * cog : (g + 1) * cog]
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xg[:, :, ky * dil: ky * dil + stride * (ho - 1) + 1: stride,
+                           kx * dil: kx * dil + stride * (wo - 1) + 1: stride]  # fmt: skip
+                y[:, g * cog : (g + 1) * cog] += np.einsum("nchw,oc->nohw", patch, wg[:, :, ky, kx])
+    if b is not None:
+        y += b.astype(np.float64)[None, :, None, None]
+    return y
+
+
+def conv_graph(n: int, c: int, h: int, w: int, co: int, *, k: int = 3, stride: int = 1, pad: int = 1,
+               dil: int = 1, groups: int = 1, bias: bool = True, act: str = "",
+               seed: int = 0) -> tuple[Graph, dict, np.ndarray]:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    wv = (rng.standard_normal((co, c // groups, k, k)) / np.sqrt(c // groups * k * k)).astype(np.float32)
+    bv = rng.standard_normal(co).astype(np.float32)
+    g = Graph("conv")
+    x = g.input("x", (n, c, h, w), "float32")
+    ins = [x, g.constant("w", wv)] + ([g.constant("b", bv)] if bias else [])
+    attrs = {
+        "kernel_shape": [k, k],
+        "pads": [pad] * 4,
+        "strides": [stride] * 2,
+        "dilations": [dil] * 2,
+        "group": groups,
+    }
+    y = g.add_node("Conv", ins, attrs)
+    if act == "relu":
+        y = g.add_node("Relu", [y])
+    elif act == "clip":
+        y = g.add_node("Clip", [y, g.constant("lo", np.float32(0.0)), g.constant("hi", np.float32(1.0))])
+    g.output(y)
+    xv = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    ref = conv_ref(xv, wv, bv if bias else None, stride, pad, dil, groups)
+    if act == "relu":
+        ref = np.maximum(ref, 0)
+    elif act == "clip":
+        ref = np.clip(ref, 0, 1)
+    return g, {"x": xv}, ref
+
+
+def _u_bytes(c: int, co: int) -> int:
+    """Winograd F(2x2, 3x3)'s U: 16 positions x Cout rounded up to 6-row panels x Cin floats."""
+    return 16 * ((co + 5) // 6 * 6) * c * 4
+
+
+# (N, C, H, W, Cout, bias, act): Winograd with U packed at load -- spatial sizes odd and tiny (a single
+# 2x2 tile, fewer tiles than a 16-lane group), channel counts off the 6-row panels and the lanes
+WINOGRAD = [
+    (1, 32, 7, 7, 16, True, "relu"),
+    (2, 33, 13, 11, 17, False, ""),
+    (1, 64, 14, 14, 50, True, "clip"),
+    (1, 40, 5, 9, 33, True, ""),
+    (1, 48, 2, 2, 22, True, "relu"),
+    (3, 35, 1, 3, 19, False, "relu"),
+    (1, 128, 28, 28, 64, True, "relu"),
+]
+
+
+@pytest.mark.parametrize(("n", "c", "h", "w", "co", "bias", "act"), WINOGRAD)
+async def test_winograd_filter_packed_at_load_vs_numpy(compiled, n, c, h, w, co, bias, act):
+    g, feeds, ref = conv_graph(n, c, h, w, co, bias=bias, act=act, seed=c * h + co)
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == _u_bytes(c, co)
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-4)
+
+
+# convolutions whose kernels read the OIHW filter in place: nothing packed, results unchanged
+OTHERS = [
+    dict(n=1, c=16, h=28, w=28, co=16),  # 3x3 below 32 input channels: the direct kernel
+    dict(n=1, c=8, h=9, w=11, co=13, act="relu"),
+    dict(n=1, c=32, h=15, w=15, co=24, stride=2),
+    dict(n=2, c=32, h=12, w=10, co=20, dil=2, pad=2, act="clip"),
+    dict(n=1, c=64, h=14, w=14, co=64, groups=4),
+    dict(n=1, c=36, h=10, w=10, co=36, groups=36, act="relu"),  # depthwise
+    dict(n=1, c=40, h=13, w=13, co=40, groups=40, stride=2, bias=False),
+    dict(n=1, c=34, h=9, w=9, co=18, k=1, pad=0),
+    dict(n=1, c=33, h=11, w=11, co=21, k=5, pad=2, act="relu"),
+]
+
+
+@pytest.mark.parametrize("spec", OTHERS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+async def test_other_convolutions_vs_numpy(compiled, spec):
+    spec = dict(spec)
+    n, c, h, w, co = (spec.pop(k) for k in ("n", "c", "h", "w", "co"))
+    g, feeds, ref = conv_graph(n, c, h, w, co, seed=c + co, **spec)
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == 0
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-4)
+
+
+async def test_filters_are_packed_once_at_load(compiled):
+    rng = np.random.default_rng(3)
+    g = Graph("chain")
+    h = g.input("x", (1, 32, 10, 10), "float32")
+    for i in range(3):
+        w = (rng.standard_normal((32, 32, 3, 3)) * 0.05).astype(np.float32)
+        b = g.constant(f"b{i}", rng.standard_normal(32).astype(np.float32))
+        h = g.add_node("Conv", [h, g.constant(f"w{i}", w), b], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})
+        h = g.add_node("Relu", [h])
+    g.output(h)
+    before = _native.lib.aiogeHostPackedWeightCount()
+    model = await compiled(g)
+    assert _native.lib.aiogeHostPackedWeightCount() - before == 3
+    assert model.plan.packed_weight_bytes == 3 * _u_bytes(32, 32)
+    x = rng.standard_normal((1, 32, 10, 10)).astype(np.float32)
+    first = np.asarray(next(iter((await model.execute({"x": x})).values())))
+    for _ in range(3):
+        again = np.asarray(next(iter((await model.execute({"x": x})).values())))
+        np.testing.assert_array_equal(again, first)
+    assert _native.lib.aiogeHostPackedWeightCount() - before == 3  # executions pack nothing
+
+
+async def test_a_filter_fed_at_run_time_is_not_packed(compiled):
+    rng = np.random.default_rng(4)
+    g = Graph("fed")
+    x = g.input("x", (1, 32, 8, 8), "float32")
+    w = g.input("w", (16, 32, 3, 3), "float32")
+    g.output(g.add_node("Conv", [x, w], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}))
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == 0
+    for seed in range(2):  # a new filter each run is read as it is
+        xv = np.random.default_rng(seed).standard_normal((1, 32, 8, 8)).astype(np.float32)
+        wv = (rng.standard_normal((16, 32, 3, 3)) * 0.1).astype(np.float32)
+        out = await model.execute({"x": xv, "w": wv})
+        check(np.asarray(next(iter(out.values()))), conv_ref(xv, wv, None, 1, 1, 1, 1), rtol=1e-4, atol=1e-4)
