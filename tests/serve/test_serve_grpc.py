@@ -513,3 +513,71 @@ def test_without_grpc_installed_it_serves_http_only(tmp_path, monkeypatch):
     notes = [line for line in s.stderr if "gRPC" in line]
     assert len(notes) == 1 and "gRPC is off" in notes[0] and "aioge[serve]" in notes[0], s.stderr
     assert code == 0
+
+
+def test_http_and_grpc_requests_share_a_batch(served):
+    """4 requests over gRPC and 4 over HTTP to ``held`` (which waits 10 s for 8 rows) leave as one batch."""
+    s, client = served
+    import tritonclient.http as th
+
+    before = int(client.get_inference_statistics("held", as_json=True)["model_stats"][0].get("execution_count", 0))
+    results: queue.Queue = queue.Queue()
+
+    def over_grpc(i: int) -> None:
+        c = tg.InferenceServerClient(f"127.0.0.1:{s.grpc_port}")
+        try:
+            results.put((i, c.infer("held", [_input(np.full((1, 4), i, np.float32))], client_timeout=60).as_numpy("y")))
+        except BaseException as e:
+            results.put((i, e))
+        finally:
+            c.close()
+
+    def over_http(i: int) -> None:
+        c = th.InferenceServerClient(f"127.0.0.1:{s.port}", network_timeout=60)
+        try:
+            x = th.InferInput("x", [1, 4], "FP32")
+            x.set_data_from_numpy(np.full((1, 4), i, np.float32), binary_data=True)
+            results.put((i, c.infer("held", [x]).as_numpy("y")))
+        except BaseException as e:
+            results.put((i, e))
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=over_grpc if i < 4 else over_http, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    got = dict(results.get_nowait() for _ in range(8))
+    for i in range(8):
+        assert isinstance(got[i], np.ndarray) and got[i].tolist() == [[float(i)] * 4], got[i]
+    after = int(client.get_inference_statistics("held", as_json=True)["model_stats"][0]["execution_count"])
+    assert after == before + 1
+
+
+def test_sigterm_ends_an_open_stream(tmp_path):
+    """SIGTERM with a stream open and two of its requests waiting for a batch: both are answered on the
+    stream, the stream ends, and the server exits 0 (without waiting for the client to close it)."""
+    M.save(M.identity(4), tmp_path / "held.onnx")
+    (tmp_path / "held.json").write_text(json.dumps({"max_queue_delay_us": 30e6, "batch_sizes": [8]}))
+    s = ServerProcess(str(tmp_path), grpc=True)
+    client = tg.InferenceServerClient(f"127.0.0.1:{s.grpc_port}")
+    got: queue.Queue = queue.Queue()
+    try:
+        client.start_stream(callback=lambda result, error: got.put((result, error)))
+        for i in range(2):
+            client.async_stream_infer("held", [_input(np.full((1, 4), i, np.float32))], request_id=str(i))
+        from tests.serve.conftest import wait_for
+
+        wait_for(lambda: metric(httpx.get(f"{s.url}/metrics").text, "aioge_serve_queue_depth", model="held") == 2,
+                 what="two queued requests")  # fmt: skip
+        s.terminate()
+        answers = [got.get(timeout=60) for _ in range(2)]
+        code = s.wait(60)
+    finally:
+        client.stop_stream()
+        client.close()
+        s.stop()
+    assert all(e is None for _, e in answers), answers
+    assert sorted(r.get_response().id for r, _ in answers) == ["0", "1"]
+    assert code == 0, "".join(s.stderr)[-3000:]
