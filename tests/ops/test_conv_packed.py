@@ -113,6 +113,8 @@ OTHERS = [
     dict(n=1, c=64, h=14, w=14, co=64, groups=4),
     dict(n=1, c=36, h=10, w=10, co=36, groups=36, act="relu"),  # depthwise
     dict(n=1, c=40, h=13, w=13, co=40, groups=40, stride=2, bias=False),
+    dict(n=2, c=24, h=7, w=7, co=48, groups=24, act="clip"),  # depthwise, multiplier 2, small planes
+    dict(n=1, c=20, h=5, w=3, co=20, groups=20, act="relu"),
     dict(n=1, c=34, h=9, w=9, co=18, k=1, pad=0),
     dict(n=1, c=33, h=11, w=11, co=21, k=5, pad=2, act="relu"),
 ]
