@@ -3,7 +3,9 @@
 * :class:`Batcher` -- many coroutines ``await batcher.infer(feeds)``; one
   ``model.execute`` per batch (usable without HTTP, no extra dependency).
 * :func:`load_model` / :class:`BucketedModel` -- a model compiled for a few
-  batch sizes (buckets), from ONNX, a Graph builder, a Graph or a CompiledGraph.
+  batch sizes (buckets), from ONNX, a Graph builder, a Graph or a CompiledGraph;
+  :class:`DynamicModel` -- an ONNX model with symbolic dims besides the batch
+  (a sequence length): one dynamic-shape compile, a plan per concrete shape.
 * :func:`app` -- a Starlette ASGI application speaking the v2 protocol
   (JSON and Triton's binary tensor extension), several models, ``/metrics``;
   ``python -m aioge serve MODEL.onnx`` runs it under uvicorn (the ``serve`` extra).
@@ -31,7 +33,7 @@ from .errors import (
     QueueFullError,
     ServeError,
 )
-from .runner import BucketedModel, Runner, TensorInfo, default_batch_sizes, load_model
+from .runner import BucketedModel, DynamicModel, Runner, TensorInfo, default_batch_sizes, load_model
 from .server import InferenceServer, ModelSpec, discover_models
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ __all__ = (
     "BatchObserver",
     "BucketedModel",
     "DeadlineExceededError",
+    "DynamicModel",
     "InferenceServer",
     "InvalidInputError",
     "ModelLoadError",

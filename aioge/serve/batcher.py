@@ -25,6 +25,11 @@ from the queue and never executed.  Cancelling ``infer`` does the same
 ``max_queue_size`` queued requests, ``infer`` raises :class:`QueueFullError`
 at once.  A request of the wrong names, dtypes or shapes is refused with
 :class:`InvalidInputError` before it is queued, so it cannot poison a batch.
+
+Sequence models (a :class:`~aioge.serve.runner.DynamicModel`: symbolic dims
+besides the batch, ``-1`` in its specs) take any positive size at a symbolic
+dim; a batch only holds requests of the same non-batch shapes (the oldest
+request's; others of other shapes stay queued, in order, for a later batch).
 """
 
 from __future__ import annotations
@@ -73,11 +78,13 @@ class BatchObserver(Protocol):
 
 
 class _Request:
-    __slots__ = ("deadline", "done", "error", "feeds", "result", "rows", "state", "t_enqueue", "t_perf", "t_start")
+    __slots__ = ("deadline", "done", "error", "feeds", "key", "result", "rows", "state", "t_enqueue", "t_perf",
+                 "t_start")  # fmt: skip
 
     def __init__(self, feeds: dict[str, np.ndarray], rows: int, now: float, deadline: float | None,
-                 t_perf: float = 0.0) -> None:  # fmt: skip
+                 t_perf: float = 0.0, key: Any = None) -> None:  # fmt: skip
         self.feeds = feeds
+        self.key = key  # the non-batch shapes of a dynamic model's request (requests batch with equal keys)
         self.rows = rows
         self.state = _QUEUED
         self.result: dict[str, np.ndarray] | None = None
@@ -250,7 +257,10 @@ class Batcher:
                                      "deadline", "cancelled", "errors", "peak_inflight"), 0)  # fmt: skip
         #: Triton's statistics of this model (``GET /v2/models/{name}/stats``)
         self.statistics = ModelStatistics()
-        self._row_shapes = {n: t.row_shape for n, t in model.inputs.items()}
+        self._row_shapes = {n: t.shape[1:] if cap else t.shape for n, t in model.inputs.items()}
+        #: symbolic dims besides the batch (-1): requests batch only with others of the same shapes
+        self._dynamic = any(d == -1 for row in self._row_shapes.values() for d in row)
+        self._check_shapes = getattr(model, "check_shapes", None) if self._dynamic else None
         self._dtypes = {n: t.dtype for n, t in model.inputs.items()}
 
     def __repr__(self) -> str:
@@ -348,6 +358,7 @@ class Batcher:
             raise ClosedResourceError(f"{self.name}: the batcher is not running (not entered yet)")
         try:
             checked, rows = self._check(feeds)
+            key = tuple(a.shape[1:] for a in checked.values()) if self._dynamic and self.max_batch_size else None
         except InvalidInputError:
             self._stats["invalid"] += 1
             self._finish(None, "invalid", p0)
@@ -355,14 +366,14 @@ class Batcher:
         t = self.timeout if timeout is None else timeout
         if (t is None and not self._queued and not self._running
                 and (self.max_queue_delay == 0 or rows >= self._full_rows())):  # fmt: skip
-            return await self._run_alone(_Request(checked, rows, now, None, p0), now)
+            return await self._run_alone(_Request(checked, rows, now, None, p0, key), now)
         if self._queued >= self.max_queue_size:
             self._stats["queue_full"] += 1
             self._finish(None, "queue_full", p0)
             raise QueueFullError(f"{self.name}: {self._queued} requests are queued (max_queue_size "
                                  f"{self.max_queue_size})", retry_after=self._retry_after())  # fmt: skip
         deadline = None if t is None else now + max(float(t), 0.0)
-        req = _Request(checked, rows, now, deadline, p0)
+        req = _Request(checked, rows, now, deadline, p0, key)
         req.done = self._sync.flag()
         self._queue.append(req)
         self._queued += 1
@@ -461,7 +472,10 @@ class Batcher:
                 raise InvalidInputError(f"{self.name}: input {n!r} has dtype {a.dtype}, the model takes "
                                         f"{self._dtypes[n]}")  # fmt: skip
             shape = a.shape
-            if (len(shape) != len(row) + 1 or shape[1:] != row) if batching else shape != row:
+            given = shape[1:] if batching else shape
+            if ((len(shape) != len(row) + 1 or given != row) if batching else shape != row) and not (
+                    self._dynamic and len(given) == len(row)
+                    and all(g == w if w != -1 else g >= 1 for g, w in zip(given, row, strict=True))):  # fmt: skip
                 want = ("n", *row) if batching else row
                 raise InvalidInputError(f"{self.name}: input {n!r} has shape {list(shape)}, the model takes "
                                         f"{list(want)}")  # fmt: skip
@@ -471,6 +485,11 @@ class Batcher:
                     raise InvalidInputError(f"{self.name}: inputs have different numbers of rows ({rows} and {r})")
                 rows = r
             out[n] = a
+        if self._check_shapes is not None:  # a dim name binds one size across the inputs
+            try:
+                self._check_shapes({n: a.shape for n, a in out.items()})
+            except ValueError as e:
+                raise InvalidInputError(f"{self.name}: {e}") from None
         if not batching:
             return out, 1
         assert rows is not None
@@ -577,14 +596,20 @@ class Batcher:
         rows = 0
         now = self._now()
         cap = self._full_rows()
+        key: Any = None
+        other: list[_Request] = []  # queued requests of other shapes than the batch's (a dynamic model)
         while q:
             r = q[0]
             if r.state != _QUEUED:
                 q.popleft()
                 self._dead -= 1
                 continue
+            if batch and r.key != key:
+                other.append(q.popleft())
+                continue
             if batch and rows + r.rows > cap:
                 break
+            key = r.key
             q.popleft()
             self._queued -= 1
             self._queued_rows -= r.rows
@@ -597,6 +622,8 @@ class Batcher:
             r.t_start = now
             batch.append(r)
             rows += r.rows
+        if other:  # back at the front, in their order
+            q.extendleft(reversed(other))
         if self._observer is not None:
             self._observer.queue_depth(self.name, self._queued)
         return batch

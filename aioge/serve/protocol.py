@@ -313,14 +313,21 @@ def _check_shape(shape: Any, spec: TensorInfo, max_batch_size: int) -> list[int]
     if len(shape) != len(want):
         raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
     if max_batch_size > 0:
-        if tuple(shape[1:]) != want[1:]:
+        if not _fits(shape[1:], want[1:]):
             raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
         if not 1 <= shape[0] <= max_batch_size:
             raise _bad(f"input {spec.name!r} has {shape[0]} rows; the model takes 1 to {max_batch_size} "
                        "per request")  # fmt: skip
-    elif tuple(shape) != want:
+    elif not _fits(shape, want):
         raise _bad(f"input {spec.name!r} has shape {shape}, the model takes {list(want)}")
     return shape
+
+
+def _fits(shape: list[int], want: tuple[int, ...]) -> bool:
+    """Whether a shape fits the model's dims: fixed ones equal, a symbolic one (-1) any positive size."""
+    if tuple(shape) == want:
+        return True
+    return len(shape) == len(want) and all(s == w if w != -1 else s >= 1 for s, w in zip(shape, want, strict=True))
 
 
 def _has_bool(data: list[Any]) -> bool:

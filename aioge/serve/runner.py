@@ -14,6 +14,12 @@ fixed-shape :class:`aioge.Graph` or an already compiled model (one bucket: its
 own leading dimension), or any of those without a batch dimension at all
 (``max_batch_size == 0``: every request runs alone, with the model's full
 shapes).
+
+An ONNX model with symbolic dims besides the batch (a sequence length, say)
+loads as a :class:`DynamicModel`: compiled once into a
+:class:`~aioge.runtime.dynamic.DynamicCompiledGraph`, whose bounded plan cache
+holds one plan per concrete shape (bucket x sequence length ...).  Its specs
+have ``-1`` for every symbolic dim.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import numpy as np
 
 from .. import dtypes
 from ..graph import Graph
+from ..runtime.dynamic import MAX_PLANS, DynamicCompiledGraph
 from ..runtime.executable import CompiledGraph
 from .errors import ModelLoadError
 
@@ -36,7 +43,8 @@ if TYPE_CHECKING:
     from ..runtime.device import Device
     from ..runtime.stream import Stream
 
-__all__ = ("TensorInfo", "Runner", "BucketedModel", "load_model", "default_batch_sizes", "ModelSource")
+__all__ = ("TensorInfo", "Runner", "BucketedModel", "DynamicModel", "load_model", "default_batch_sizes",
+           "ModelSource")
 
 #: what :func:`load_model` accepts: a path, bytes or ``onnx.ModelProto`` of an ONNX model,
 #: a :class:`Graph`, a builder ``batch_size -> Graph`` or a :class:`CompiledGraph`
@@ -45,7 +53,8 @@ ModelSource = Any
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """One input or output: ``shape`` has ``-1`` for the batch dimension of a batching model."""
+    """One input or output: ``shape`` has ``-1`` for the batch dimension of a batching model
+    (and for every symbolic dim of a :class:`DynamicModel`)."""
 
     name: str
     dtype: np.dtype[Any]
@@ -139,7 +148,7 @@ class BucketedModel:
         self._graph_for = graph_for
         self._options = dict(compile_options or {})
         self._models: dict[int, CompiledGraph] = {}
-        self._owned: list[CompiledGraph] = []
+        self._owned: list[CompiledGraph | DynamicCompiledGraph] = []
         self._locks: dict[int, anyio.Lock] = {}
         self._stream: Stream | None = None
         self.inputs: dict[str, TensorInfo] = {}
@@ -248,6 +257,93 @@ class BucketedModel:
                 self._stream = None
 
 
+class DynamicModel(BucketedModel):
+    """A model with symbolic dims besides the batch; implements :class:`Runner`.
+
+    The graph compiles once into a :class:`~aioge.runtime.dynamic.DynamicCompiledGraph`
+    whose plans (one per concrete shape: the bucket and every other symbolic
+    dim) are compiled on first use and kept in its bounded LRU
+    (``max_plans``, default: twice the buckets, at least the runtime's
+    default).  Batches are padded up to a bucket as for
+    :class:`BucketedModel`; every request of a batch has the same non-batch
+    shapes (the batcher groups them).  Specs have ``-1`` for every symbolic dim.
+    """
+
+    def __init__(self, device: Device, graph_for: Callable[[int], Graph], *, name: str,
+                 batch_sizes: Sequence[int], batching: bool = True, lazy: bool = False, max_inflight: int = 2,
+                 compile_options: Mapping[str, Any] | None = None, max_plans: int | None = None) -> None:  # fmt: skip
+        super().__init__(device, graph_for, name=name, batch_sizes=batch_sizes, batching=batching, lazy=lazy,
+                         max_inflight=max_inflight, compile_options=compile_options)  # fmt: skip
+        self.max_plans = max_plans or max(MAX_PLANS, 2 * len(self.batch_sizes))
+        self._dynamic: DynamicCompiledGraph | None = None
+
+    def __repr__(self) -> str:
+        stats = self._dynamic.stats if self._dynamic is not None else None
+        return f"<aioge.serve.DynamicModel {self.name!r} batch_sizes={list(self.batch_sizes)} plans={stats}>"
+
+    @property
+    def plans(self) -> dict[str, int]:
+        """The plan cache's ``stats`` (see :attr:`aioge.DynamicCompiledGraph.stats`)."""
+        return self._dynamic.stats if self._dynamic is not None else {}
+
+    async def prepare(self) -> None:
+        """Compile the dynamic graph (plans compile on first use of each shape) and derive the specs."""
+        if self._dynamic is not None:
+            return
+        assert self._graph_for is not None
+        graph = await anyio.to_thread.run_sync(self._graph_for, 0)  # ONNX import parses the weights
+        compiled = await self.device.compile(graph, max_inflight=max(self.max_inflight, 1), **self._options)
+        if not isinstance(compiled, DynamicCompiledGraph):  # pragma: no cover - a symbolic input makes it dynamic
+            self._owned.append(compiled)
+            raise ModelLoadError(f"{self.name}: expected a graph with symbolic dims")
+        self._owned.append(compiled)  # closed by aclose like the buckets
+        compiled.max_plans = self.max_plans
+        self.inputs, self.outputs = _dynamic_specs(self.name, compiled, self.max_batch_size > 0)
+        self._dynamic = compiled
+
+    def check_shapes(self, shapes: Mapping[str, Sequence[int]]) -> None:
+        """Raise ValueError (naming the input) for shapes the model's dims refuse (a dim name binds one size)."""
+        assert self._dynamic is not None
+        self._dynamic.graph.bind_dims(shapes)
+
+    async def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._dynamic is None:
+            await self.prepare()
+        assert self._dynamic is not None
+        if self._stream is None or self._stream.closed:
+            self._stream = self.device.open_stream()
+        out: dict[str, np.ndarray] = await self._dynamic.execute(feeds, stream=self._stream)
+        return out
+
+    async def aclose(self) -> None:
+        self._dynamic = None
+        await super().aclose()
+
+
+def _dynamic_specs(name: str, m: DynamicCompiledGraph,
+                   batching: bool) -> tuple[dict[str, TensorInfo], dict[str, TensorInfo]]:  # fmt: skip
+    """Specs of a dynamic model: ``-1`` for every symbolic dim; the batch dim must lead every input and output."""
+    lead: set[Any] = set()
+    ins: dict[str, TensorInfo] = {}
+    for n, (dims, dt) in m.inputs.items():
+        ins[n] = TensorInfo(n, dtypes.normalize(dt), tuple(d if isinstance(d, int) else -1 for d in dims))
+        if batching:
+            lead.add(dims[0])
+    if batching and (len(lead) != 1 or isinstance(next(iter(lead)), int)):
+        raise ModelLoadError(f"{name}: the inputs' leading dims {sorted(map(str, lead))} are not one symbolic "
+                             "batch dim: serve it with max_batch_size=0")  # fmt: skip
+    batch_dim = next(iter(lead)) if batching else None
+    outs: dict[str, TensorInfo] = {}
+    for n, (odims, odt) in m.outputs.items():
+        if odims is None or odt is None:
+            raise ModelLoadError(f"{name}: the shape of output {n!r} cannot be inferred without concrete shapes")
+        if batching and (not odims or odims[0] != batch_dim):
+            raise ModelLoadError(f"{name}: output {n!r} has dims {list(odims)}, whose leading dim is not the "
+                                 f"batch dim {batch_dim!r}: serve it with max_batch_size=0")  # fmt: skip
+        outs[n] = TensorInfo(n, dtypes.normalize(odt), tuple(d if isinstance(d, int) else -1 for d in odims))
+    return ins, outs
+
+
 def _specs(name: str, kinds: Mapping[str, tuple[tuple[int, ...], Any]], batch: int | None,
            what: str) -> dict[str, TensorInfo]:  # fmt: skip
     out = {}
@@ -353,6 +449,7 @@ def _onnx_runner(device: Device, source: Any, name: str | None, max_batch_size: 
     inits = {t.name for t in proto.graph.initializer}
     rows: dict[str, list[int]] = {}
     symbolic_lead = True
+    dynamic = False
     for vi in proto.graph.input:
         if vi.name in inits:
             continue
@@ -363,10 +460,16 @@ def _onnx_runner(device: Device, source: Any, name: str | None, max_batch_size: 
         lead_static = dims[0].HasField("dim_value") and dims[0].dim_value > 0
         symbolic_lead = symbolic_lead and not lead_static
         rest = [d.dim_value if d.HasField("dim_value") else -1 for d in dims[1:]]
-        if any(d <= 0 for d in rest):
-            raise ModelLoadError(f"{name}: input {vi.name!r} has symbolic dimensions besides the batch dimension")
+        dynamic = dynamic or any(d <= 0 for d in rest)
         rows[vi.name] = rest
     batching = symbolic_lead and bool(rows) and max_batch_size != 0
+    mb = 32 if max_batch_size is None else max_batch_size
+    sizes = (tuple(batch_sizes) if batch_sizes else default_batch_sizes(mb)) if batching else (1,)
+    if batching and max(sizes) > mb:
+        raise ValueError(f"{name}: batch sizes {list(sizes)} exceed max_batch_size {mb}")
+    if dynamic:  # symbolic dims besides the batch: one dynamic compile, a plan per concrete shape
+        return DynamicModel(device, lambda _b: load_onnx(proto, base_dir=base_dir), name=name, batch_sizes=sizes,
+                            batching=batching, **common)  # fmt: skip
 
     def graph_for(b: int) -> Graph:
         shapes = {n: (b, *r) for n, r in rows.items()} if batching else None
@@ -374,8 +477,4 @@ def _onnx_runner(device: Device, source: Any, name: str | None, max_batch_size: 
 
     if not batching:
         return BucketedModel(device, graph_for, name=name, batch_sizes=[1], batching=False, **common)
-    mb = 32 if max_batch_size is None else max_batch_size
-    sizes = tuple(batch_sizes) if batch_sizes else default_batch_sizes(mb)
-    if max(sizes) > mb:
-        raise ValueError(f"{name}: batch sizes {list(sizes)} exceed max_batch_size {mb}")
     return BucketedModel(device, graph_for, name=name, batch_sizes=sizes, **common)

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ("mlp", "cnn", "identity", "two_inputs", "fixed", "save")
+__all__ = ("mlp", "cnn", "identity", "two_inputs", "fixed", "sequence", "save")
 
 _OPSET = [helper.make_opsetid("", 17)]
 
@@ -93,6 +93,16 @@ def fixed(shape=(2, 3)) -> onnx.ModelProto:
                             helper.make_node("Add", ["r", "one"], ["y"], name="add")],
                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))], [one])  # fmt: skip
+
+
+def sequence(width: int = 8, out: int = 4, seed: int = 0) -> onnx.ModelProto:
+    """A sequence model: x[N, S, width] -> MatMul with a constant width x out, Relu -> y[N, S, out] (S symbolic)."""
+    w = np.random.default_rng(seed).standard_normal((width, out)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]  # fmt: skip
+    return _model("sequence", nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S", width])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "S", out])],
+                  [numpy_helper.from_array(w, "w")])  # fmt: skip
 
 
 def save(model: onnx.ModelProto, path) -> str:

@@ -347,3 +347,40 @@ async def test_the_metrics_observer_sees_every_batch_and_request(model):
     assert get("aioge_serve_queue_depth", {"model": "linear"}) == 0
     assert get("aioge_serve_request_seconds_count", {"model": "linear"}) == 20
     assert b"aioge_serve_compute_seconds_bucket" in metrics.expose()
+
+
+async def test_a_sequence_model_batches_only_requests_of_one_length(dev):
+    """x[N, S, 8] with S symbolic: queued requests of lengths 3 and 5 leave as one batch per length;
+    a wrong fixed dim is refused before it is queued."""
+    from tests.serve import serve_models as M
+
+    proto = M.sequence()
+    w = next(t for t in proto.graph.initializer if t.name == "w")
+    wt = np.frombuffer(w.raw_data, np.float32).reshape(8, 4)
+    runner = await load_model(dev, proto, batch_sizes=(1, 2, 4))
+    try:
+        assert runner.inputs["x"].shape == (-1, -1, 8) and runner.outputs["y"].shape == (-1, -1, 4)
+        g = Gated(runner)
+        xs = [RNG.standard_normal((1, s, 8)).astype(np.float32) for s in (7, 3, 5, 3, 5)]
+        outs: dict[int, np.ndarray] = {}
+        async with Batcher(g, max_queue_delay=0, max_inflight=1) as b:
+            with pytest.raises(InvalidInputError, match="shape"):
+                await b.infer({"x": np.zeros((1, 3, 7), np.float32)})
+
+            async def one(i: int) -> None:
+                outs[i] = (await b.infer({"x": xs[i]}))["y"]
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(one, 0)
+                await until(lambda: b.inflight == 1)
+                for i in range(1, 5):
+                    tg.start_soon(one, i)
+                await until(lambda: b.queue_depth == 4)
+                g.open()
+        assert g.batches[0].shape == (1, 7, 8)  # (trio starts tasks in no particular order)
+        assert sorted(a.shape for a in g.batches[1:]) == [(2, 3, 8), (2, 5, 8)]
+        for i, x in enumerate(xs):
+            np.testing.assert_allclose(outs[i], np.maximum(x @ wt, 0), rtol=1e-5, atol=1e-5)
+        assert runner.plans["plans"] == 3
+    finally:
+        await runner.aclose()
