@@ -135,7 +135,7 @@ static void cd_nchw_chunk(void *vp, int64_t b, int64_t e) {
                         for (int64_t r = 0; r < mr; r++) memcpy(cy + r * HoWo, tile + r * NR, sizeof(float) * (size_t)nq);
                     }
                     if (last && c->act)
-                        for (int64_t r = 0; r < mr; r++) k_act_apply_f32(c->act, cy + r * HoWo, nq);
+                        for (int64_t r = 0; r < mr; r++) k_act_tile(c->act, cy + r * HoWo, nq);
                 }
             }
         }
@@ -195,7 +195,7 @@ static void cd_nhwc_chunk(void *vp, int64_t b, int64_t e) {
                 for (int64_t p = 0; p < nq; p++)
                     for (int64_t j = 0; j < nc; j++) t[p * NR + j] += bv[j];
             }
-            if (c->act) k_act_apply_f32(c->act, t, nq * NR);
+            if (c->act) k_act_tile(c->act, t, nq * NR);
             for (int64_t p = 0; p < nq; p++) {
                 float *yv = c->y + (n * HoWo + q0 + p) * g->Cout + grp * g->cout_g + c0;
                 memcpy(yv, t + p * NR, sizeof(float) * (size_t)nc);

@@ -182,7 +182,7 @@ static void wg_items(void *vp, int64_t it0, int64_t it1) {
                 st16(out[1], V16_OP(V16_OP(d0, -, s0[3]), +, b));
                 st16(out[2], V16_OP(V16_OP(s1[0], +, a1), +, b));
                 st16(out[3], V16_OP(V16_OP(d1, -, s1[3]), +, b));
-                if (c->act) k_act_apply_f32(c->act, &out[0][0], 4 * WG_LANES);
+                if (c->act) k_act_tile(c->act, &out[0][0], 4 * WG_LANES);
                 float *yc = c->y + (n * g->Cout + co) * g->Ho * g->Wo;
                 for (int s = 0; s < ns[gi]; s++) {
                     const wg_seg sg = seg[gi][s];

@@ -132,6 +132,9 @@ aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *ac
         return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, API, "%s: unknown activation '%s'", k->op_name, name);
     act->a = act->code == E_CLIP ? lo : alpha;
     act->b = hi;
+    act->inl = act->code == E_RELU ? K_ACT_INL_RELU : act->code == E_CLIP ? K_ACT_INL_CLIP : 0;
+    act->lo = (float)lo;
+    act->hi = (float)hi;
     return ACL_SUCCESS;
 }
 

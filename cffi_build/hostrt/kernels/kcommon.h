@@ -149,12 +149,28 @@ typedef struct {
 typedef struct {
     int code;    /* K_ACT_NONE: nothing to do */
     double a, b; /* LeakyRelu: alpha; Clip: min, max */
+    int inl;     /* set by k_act_from_attrs: K_ACT_INL_RELU / _CLIP (lo, hi), which k_act_tile inlines */
+    float lo, hi;
 } k_act;
 #define K_ACT_NONE 64
+#define K_ACT_INL_RELU 1
+#define K_ACT_INL_CLIP 2
 /* Read activation/alpha/min/max from attrs (absent: none). */
 aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *act);
 void k_act_apply_f32(const k_act *act, float *x, int64_t n);
 void k_act_apply_f64(const k_act *act, double *x, int64_t n);
+/* k_act_apply_f32 for a kernel's output tile (16-64 floats, once per tile): Relu and Clip inline,
+ * the rest through the call.  act from k_act_from_attrs. */
+static inline void k_act_tile(const k_act *act, float *x, int64_t n) {
+    if (act->inl == K_ACT_INL_RELU) {
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : (x[i] != x[i] ? x[i] : 0);
+    } else if (act->inl == K_ACT_INL_CLIP) {
+        const float lo = act->lo, hi = act->hi;
+        for (int64_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
+    } else {
+        k_act_apply_f32(act, x, n);
+    }
+}
 /* Same, split over the intra-op pool. */
 void k_act_apply_parallel(const k_act *act, void *x, int64_t n, bool dbl);
 
