@@ -7,6 +7,7 @@ out (:mod:`aioge.graph.executable`) and loads it (:mod:`aioge.runtime.executable
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from .. import _native
@@ -14,13 +15,17 @@ from ..graph.executable import ALIGN, Layout
 from ..graph.lower.host import expand_host_ops
 from ..graph.target import Target, target_for
 from . import _trace
-from .executable import MAX_INFLIGHT, CompiledGraph
+from .executable import MAX_INFLIGHT, CompiledGraph, SharedWeights
 
 if TYPE_CHECKING:
     from ..graph import Graph
     from .device import Device
 
-__all__ = ("compile_graph", "default_max_streams")
+__all__ = ("SHARED_WEIGHTS", "compile_graph", "default_max_streams")
+
+#: graphs whose compile takes its weights from a model's :class:`SharedWeights` (a dynamic-shape
+#: model registers each specialisation it compiles): their plans share one device copy of each
+SHARED_WEIGHTS: weakref.WeakKeyDictionary[Graph, SharedWeights] = weakref.WeakKeyDictionary()
 
 
 def default_max_streams() -> int:
@@ -74,7 +79,7 @@ def compile_graph(
     used |= set(g.outputs)
     weights = [n for n in g.constants if n in used]
     build = Layout(g, p, lowered, weights)
-    model = CompiledGraph(device, g, p, build, mode, lowered, max_inflight)
+    model = CompiledGraph(device, g, p, build, mode, lowered, max_inflight, SHARED_WEIGHTS.get(graph))
     try:
         with steps.step("load"):
             model._load()

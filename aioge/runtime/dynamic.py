@@ -37,7 +37,9 @@ from ..errors import BusyResourceError
 from ..graph import GraphError
 from ..graph.ir import Dim
 from ._resources import Resource
-from .executable import CompiledGraph, check_feed_names, feeds_dict
+from .compile import SHARED_WEIGHTS
+from .executable import CompiledGraph, SharedWeights, check_feed_names, feeds_dict
+from .memory import trim_host_heap
 from .scheduler import Completion, ThreadJob
 from .tensor import Tensor
 
@@ -88,6 +90,8 @@ class DynamicCompiledGraph(Resource):
         self._specs: dict[_Key, Graph] = {}  # specialisations being compiled (shared by id in Device.compile)
         self._waiting: dict[_Key, int] = {}
         self._counts = {"hits": 0, "misses": 0, "compiles": 0, "evictions": 0}
+        #: the device copies of the graph's constants, shared by every plan (uploaded once)
+        self._weights = SharedWeights(graph.constants)
         cast(Any, device._models).add(self)  # closed with the device, like every compiled graph
         self._opened()
 
@@ -173,6 +177,7 @@ class DynamicCompiledGraph(Resource):
         spec = self._specs.get(key)
         if spec is None:
             spec = self._specs[key] = self.graph.specialize(dict(zip(self.inputs, key, strict=True)))
+            SHARED_WEIGHTS[spec] = self._weights
             self._counts["compiles"] += 1
         self._waiting[key] = self._waiting.get(key, 0) + 1
         try:
@@ -304,6 +309,10 @@ class DynamicCompiledGraph(Resource):
         self._plans.clear()
         self._retired.clear()
         self._users.clear()
+        self._weights.close()  # each copy goes once the last plan or execution using it let go
+        if not self.device.closed:
+            self.device._pool.trim()  # blocks cached for shapes this model ran: back to the runtime
+        trim_host_heap()  # and what the runtime freed, back to the system
         cast(Any, self.device._models).discard(self)
 
     def _gc_release(self) -> None:

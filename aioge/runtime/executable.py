@@ -45,6 +45,7 @@ from ..graph.lower.host import host_attrs
 from . import _trace
 from ._resources import Resource
 from .launch import Const, launch
+from .memory import trim_host_heap
 from .scheduler import Completion, deadline, wait_all
 from .tensor import DeviceMemory, Tensor
 
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from .device import Device
     from .stream import Stream
 
-__all__ = ("MAX_INFLIGHT", "CompiledGraph")
+__all__ = ("MAX_INFLIGHT", "CompiledGraph", "SharedWeights")
 
 #: executions of one model in flight at once before ``execute()`` waits (``model.max_inflight``)
 MAX_INFLIGHT = 8
@@ -250,6 +251,48 @@ class _Now:
             self.lock.release()
 
 
+class SharedWeights:
+    """The device copies of one model's constant arrays, shared by all of its plans.
+
+    A dynamic-shape model compiles a plan per input shape; each plan's weights that are one of the
+    model's own constant arrays (the same array object, as specialisation and the passes keep an
+    untouched constant) come from here: uploaded once, freed when the model closes and no plan
+    or execution holds them any more.  Arrays the passes made for one plan (a folded constant)
+    stay that plan's own.
+    """
+
+    def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        self._lock = threading.Lock()
+        self._arrays = {id(a): a for a in arrays.values()}  # only these are shared
+        self._tensors: dict[int, Tensor] = {}
+        self.closed = False
+
+    def get(self, stream: Stream, a: np.ndarray) -> Tensor | None:
+        """The model's device copy of ``a`` (uploaded on first use); None: not one of its constants."""
+        k = id(a)
+        with self._lock:
+            if self.closed or self._arrays.get(k) is not a:
+                return None
+            t = self._tensors.get(k)
+            if t is None:
+                # under the lock: concurrent compiles of two shapes upload it once
+                t = self._tensors[k] = _owned(stream.upload(a))
+            return t
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the device copies made so far."""
+        with self._lock:
+            return sum(t.nbytes for t in self._tensors.values())
+
+    def close(self) -> None:
+        """Drop the copies (each goes back to the runtime once no plan or execution holds it)."""
+        with self._lock:
+            self.closed = True
+            self._tensors.clear()
+            self._arrays.clear()
+
+
 #: pack constant matrix-product operands once at load (off: the kernels pack per call; benchmarks A/B it)
 _PACK_WEIGHTS = True
 
@@ -275,8 +318,10 @@ class CompiledGraph(Resource):
     """
 
     def __init__(self, device: Device, graph: Graph, plan: Plan, build: Layout, mode: str,
-                 lowered: Mapping[str, LoweredNode], max_inflight: int = MAX_INFLIGHT) -> None:  # fmt: skip
+                 lowered: Mapping[str, LoweredNode], max_inflight: int = MAX_INFLIGHT,
+                 shared: SharedWeights | None = None) -> None:  # fmt: skip
         self.device = device
+        self._shared = shared
         self.graph = graph
         self.plan = plan
         self.mode = mode
@@ -332,7 +377,9 @@ class CompiledGraph(Resource):
         b = self._build
         s0 = dev.default_stream
         for name in b.weights:
-            self._weights.append(s0.upload(self.graph.constants[name]))
+            a = self.graph.constants[name]
+            w = self._shared.get(s0, a) if self._shared is not None else None
+            self._weights.append(w if w is not None else _owned(s0.upload(a)))
         if self.mode == "per_op":
             return
         in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
@@ -347,7 +394,7 @@ class CompiledGraph(Resource):
             self._io_at = (slots[: len(self.inputs)], slots[len(self.inputs) :])
             self._arena_bytes = max(end, 1)
             if _execute_now is not None and _inline_bytes():
-                self._now = _Now(self, DeviceMemory(dev, self._arena_bytes, s0))
+                self._now = _Now(self, _owned_memory(DeviceMemory(dev, self._arena_bytes, s0)))
         cache = dev._cache
         for op in b.ops:
             consts: list[Any] = []  # a const desc holds a copy of its value (a weight: megabytes): dropped at once
@@ -584,7 +631,7 @@ class CompiledGraph(Resource):
         f = self._flight
         mem = f.take_arena()
         if mem is None or mem.ptr is None:
-            mem = DeviceMemory(self.device, self._arena_bytes, self.device.default_stream)
+            mem = _owned_memory(DeviceMemory(self.device, self._arena_bytes, self.device.default_stream))
             with f.lock:
                 f.made += 1
         ticket.mem = mem
@@ -762,6 +809,8 @@ class CompiledGraph(Resource):
             s.close()
         self._release()
         self.device._models.discard(self)
+        if self._shared is None:  # a model of its own (a dynamic model's plans: when it closes)
+            trim_host_heap()
 
     def _release(self) -> None:
         """Drop the graph, weights and idle arenas; running executions hold what they use."""
@@ -796,6 +845,18 @@ class CompiledGraph(Resource):
 
 
 _execute_now = acl.graph_execute_host_now_rc
+
+
+def _owned_memory(mem: DeviceMemory) -> DeviceMemory:
+    """Memory a plan owns (an arena, a weight): back to the runtime when freed, not to the device's
+    pool -- a dynamic-shape model's plans come and go, each with sizes of its own."""
+    mem.device._pool.release_block(mem.ptr)
+    return mem
+
+
+def _owned(t: Tensor) -> Tensor:
+    _owned_memory(t._memory())
+    return t
 
 
 def _inline_bytes() -> int:

@@ -7,6 +7,12 @@ size class and handed to the next allocation of that class, instead of an
 two runtime calls here.  Each block carries its ``aclDataBuffer`` (sized to
 the block's capacity; descriptors give the bytes an op actually uses).
 
+Memory that a compiled plan owns (its arenas, its weights) is *not* kept: the plan marks it
+(:meth:`BlockPool.release_block`) and it goes back to the runtime when it is freed, so a
+plan closed or evicted (a dynamic-shape model makes one per input shape) leaves no blocks of
+sizes nobody asks for again behind.  :meth:`trim` frees cached blocks, oldest first, down to
+a number of bytes (a model's close trims the device's pool).
+
 Blocks come back from finalizers (``__del__``), which a garbage collection
 can run on any thread at any allocation -- also inside a pool's own critical
 section -- so giving back never waits for the pool's lock: the block is
@@ -16,6 +22,9 @@ queued (``deque.append`` is atomic) and settled by whoever holds the lock next.
 from __future__ import annotations
 
 import collections
+import ctypes
+import ctypes.util
+import functools
 import threading
 from typing import Any, Generic, TypeVar
 
@@ -23,7 +32,7 @@ from .. import _native
 from .._native import acl
 from ..errors import InvalidParamError, error_class
 
-__all__ = ("BlockPool", "PinnedPool", "size_class")
+__all__ = ("BlockPool", "PinnedPool", "size_class", "trim_host_heap")
 
 B = TypeVar("B")  # what a pool hands out: a device block (ptr, aclDataBuffer) or a host pointer
 
@@ -47,6 +56,11 @@ class _SizeClassPool(Generic[B]):
         self._free: dict[int, list[B]] = {}
         self._lock = threading.Lock()
         self._returned: collections.deque[tuple[B, int]] = collections.deque()
+        self._seq = 0  # items pooled so far: the order trim() frees them in (oldest first)
+        self._order: collections.OrderedDict[int, int] = collections.OrderedDict()  # seq -> capacity
+        self._seqs: dict[int, list[int]] = {}  # capacity -> the seqs of its free items, oldest first
+        #: keys (:meth:`_key`) of items destroyed instead of pooled when given back
+        self._transient: set[Any] = set()
         self.cached = 0
         self.hits = 0
         self.misses = 0
@@ -57,19 +71,55 @@ class _SizeClassPool(Generic[B]):
     def _destroy(self, item: B) -> None:
         raise NotImplementedError
 
+    def _key(self, item: B) -> Any:
+        """What marks an item transient (its pointer)."""
+        return item
+
     def _settle(self) -> list[B]:
-        """Pool the items given back; return those over the limit, to destroy outside the
-        lock.  Caller holds the lock."""
+        """Pool the items given back; return those over the limit (and transient ones), to
+        destroy outside the lock.  Caller holds the lock."""
         over = []
         ret = self._returned
+        transient = self._transient
         while ret:
             item, cap = ret.popleft()
-            if self.cached + cap <= self.limit:
+            if transient and self._key(item) in transient:
+                transient.discard(self._key(item))
+                over.append(item)
+            elif self.cached + cap <= self.limit:
                 self._free.setdefault(cap, []).append(item)
+                self._seq += 1
+                self._seqs.setdefault(cap, []).append(self._seq)
+                self._order[self._seq] = cap
                 self.cached += cap
             else:
                 over.append(item)
         return over
+
+    def _pop(self, cap: int, oldest: bool) -> B:
+        """Remove a free item of ``cap`` (the newest, or the oldest); caller holds the lock."""
+        items, seqs = self._free[cap], self._seqs[cap]
+        item, seq = (items.pop(0), seqs.pop(0)) if oldest else (items.pop(), seqs.pop())
+        if not items:
+            del self._free[cap], self._seqs[cap]
+        del self._order[seq]
+        self.cached -= cap
+        return item
+
+    def trim(self, keep: int = 0) -> int:
+        """Free cached items, the longest cached first, until at most ``keep`` bytes stay
+        cached; the bytes freed."""
+        with self._lock:
+            over = self._settle()
+            gone = []
+            freed = 0
+            while self.cached > keep and self._order:
+                cap = next(iter(self._order.values()))
+                gone.append(self._pop(cap, oldest=True))
+                freed += cap
+        for it in (*over, *gone):
+            self._destroy(it)
+        return freed
 
     def _take(self, nbytes: int) -> tuple[B, int]:
         """An item of at least ``nbytes`` and its capacity: a cached one, else a new one."""
@@ -78,10 +128,8 @@ class _SizeClassPool(Generic[B]):
             raise InvalidParamError(100000, f"{nbytes} bytes overflow size_t", "aclrtMalloc")
         with self._lock:
             over = self._settle() if self._returned else []
-            items = self._free.get(cap)
-            item = items.pop() if items else None
+            item = self._pop(cap, oldest=False) if cap in self._free else None
             if item is not None:
-                self.cached -= cap
                 self.hits += 1
             else:
                 self.misses += 1
@@ -107,6 +155,8 @@ class _SizeClassPool(Generic[B]):
         with self._lock:
             items = [it for bl in self._free.values() for it in bl]
             self._free.clear()
+            self._seqs.clear()
+            self._order.clear()
             self.cached = 0
             while self._returned:  # popleft: a finalizer may append meanwhile
                 items.append(self._returned.popleft()[0])
@@ -129,6 +179,14 @@ class BlockPool(_SizeClassPool[tuple[Any, Any]]):
     def give(self, ptr: Any, buf: Any, cap: int) -> None:
         """Return a block the device is done with (lock-free: see the module docstring)."""
         self._give((ptr, buf), cap)
+
+    def _key(self, item: tuple[Any, Any]) -> Any:
+        return item[0]
+
+    def release_block(self, ptr: Any) -> None:
+        """Free the block at ``ptr`` (handed out by this pool) when it comes back, instead of
+        pooling it: memory a compiled plan owns (see the module docstring)."""
+        self._transient.add(ptr)
 
     def _allocate(self, cap: int) -> tuple[Any, Any]:
         _native.bind_context(self._ctx)
@@ -174,3 +232,29 @@ class PinnedPool(_SizeClassPool[Any]):
 
     def _destroy(self, item: Any) -> None:
         acl.free_host(item)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None (another C library)."""
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def trim_host_heap() -> bool:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``).
+
+    Freed memory otherwise stays in the process (the allocator keeps it for later mallocs),
+    which on the host runtime, where device memory is host memory, keeps a closed model's
+    megabytes counted in its RSS.  False where the C library has no ``malloc_trim``.
+    """
+    fn = _malloc_trim()
+    if fn is None:
+        return False
+    fn(0)
+    return True
