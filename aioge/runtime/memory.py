@@ -251,7 +251,8 @@ def trim_host_heap() -> bool:
 
     Freed memory otherwise stays in the process (the allocator keeps it for later mallocs),
     which on the host runtime, where device memory is host memory, keeps a closed model's
-    megabytes counted in its RSS.  False where the C library has no ``malloc_trim``.
+    megabytes counted in its RSS.  Closing a model (or evicting a plan) calls it: ~1 ms with
+    a 300 MB heap.  False where the C library has no ``malloc_trim``.
     """
     fn = _malloc_trim()
     if fn is None:
