@@ -82,15 +82,15 @@ def _u_bytes(c: int, co: int) -> int:
     return 16 * ((co + 5) // 6 * 6) * c * 4
 
 
-# (N, C, H, W, Cout, bias, act): Winograd with U packed at load -- spatial sizes odd and tiny (a single
-# 2x2 tile, fewer tiles than a 16-lane group), channel counts off the 6-row panels and the lanes
+# (N, C, H, W, Cout, bias, act): Winograd (>= 128 2x2 tiles) with U packed at load -- spatial sizes odd
+# and tiny (a single 2x2 tile per image, ragged tile rows), channel counts off the 6-row panels and lanes
 WINOGRAD = [
-    (1, 32, 7, 7, 16, True, "relu"),
-    (2, 33, 13, 11, 17, False, ""),
-    (1, 64, 14, 14, 50, True, "clip"),
-    (1, 40, 5, 9, 33, True, ""),
-    (1, 48, 2, 2, 22, True, "relu"),
-    (3, 35, 1, 3, 19, False, "relu"),
+    (1, 32, 23, 23, 16, True, "relu"),
+    (4, 33, 13, 11, 17, False, ""),
+    (1, 64, 29, 17, 50, True, "clip"),
+    (9, 40, 5, 9, 33, True, ""),
+    (130, 48, 2, 2, 22, True, "relu"),
+    (64, 35, 1, 3, 19, False, "relu"),
     (1, 128, 28, 28, 64, True, "relu"),
 ]
 
@@ -107,6 +107,7 @@ async def test_winograd_filter_packed_at_load_vs_numpy(compiled, n, c, h, w, co,
 # convolutions whose kernels read the OIHW filter in place: nothing packed, results unchanged
 OTHERS = [
     dict(n=1, c=16, h=28, w=28, co=16),  # 3x3 below 32 input channels: the direct kernel
+    dict(n=1, c=64, h=14, w=14, co=64, act="relu"),  # 3x3 with < 128 tiles: the direct kernel
     dict(n=1, c=8, h=9, w=11, co=13, act="relu"),
     dict(n=1, c=32, h=15, w=15, co=24, stride=2),
     dict(n=2, c=32, h=12, w=10, co=20, dil=2, pad=2, act="clip"),
@@ -134,7 +135,7 @@ async def test_other_convolutions_vs_numpy(compiled, spec):
 async def test_filters_are_packed_once_at_load(compiled):
     rng = np.random.default_rng(3)
     g = Graph("chain")
-    h = g.input("x", (1, 32, 10, 10), "float32")
+    h = g.input("x", (1, 32, 24, 24), "float32")
     for i in range(3):
         w = (rng.standard_normal((32, 32, 3, 3)) * 0.05).astype(np.float32)
         b = g.constant(f"b{i}", rng.standard_normal(32).astype(np.float32))
@@ -145,7 +146,7 @@ async def test_filters_are_packed_once_at_load(compiled):
     model = await compiled(g)
     assert _native.lib.aiogeHostPackedWeightCount() - before == 3
     assert model.plan.packed_weight_bytes == 3 * _u_bytes(32, 32)
-    x = rng.standard_normal((1, 32, 10, 10)).astype(np.float32)
+    x = rng.standard_normal((1, 32, 24, 24)).astype(np.float32)
     first = np.asarray(next(iter((await model.execute({"x": x})).values())))
     for _ in range(3):
         again = np.asarray(next(iter((await model.execute({"x": x})).values())))

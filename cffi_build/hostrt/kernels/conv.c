@@ -22,8 +22,7 @@
  * repacked per run into the layout the kernel wants (it is small), except
  * a constant float32 OIHW filter in a compiled model whose kernel reads a
  * transformed copy: Winograd's U is computed once when the model loads
- * (cv_pack), and with it Winograd also runs where the per-run transform
- * made it lose (any spatial size, from 32 input channels).
+ * (cv_pack).
  * float16/bfloat16 widen to float32 and round once; float64 uses dgemm.
  * strides/dilations are 4 values in data_format order, pads are
  * [top, bottom, left, right]; groups (or ORT's "group"). */

@@ -320,14 +320,12 @@ aclError hrt_conv2d_winograd_packed_f32(const hrt_kernel *k, const k_conv_geom *
     return ACL_SUCCESS;
 }
 
-/* With U transformed once at load the filter transform no longer counts: Winograd wins from 32
- * input channels whatever the spatial size (measured, graph A/B per execute, load 6-7: 256ch 14x14
- * 1.32x, 512ch 7x7 1.35x, 64ch 14x14 1.80x, 32ch 14x14 1.22x less CPU than the direct kernel;
- * 16 channels at 28x28 even, so below 32 channels the direct kernel stays). */
-bool hrt_conv2d_winograd_packed_ok(const k_conv_geom *g) {
-    return wg_enabled() && !g->nhwc && g->groups == 1 && g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 &&
-           g->dh == 1 && g->dw == 1 && g->C >= 32 && g->Cout >= 16;
-}
+/* With U transformed once at load Winograd takes less CPU than the direct kernel from 32 input
+ * channels whatever the spatial size (graph A/B, load 6-7: 256ch 14x14 1.32x, 512ch 7x7 1.35x,
+ * 64ch 14x14 1.80x less CPU), but below ~128 tiles it has too few work items for the pool (512ch
+ * 7x7: one) and its latency on an idle machine got worse (resnet50 71 -> 92 ms, load 1): the same
+ * geometries as without packing, until the work split is finer. */
+bool hrt_conv2d_winograd_packed_ok(const k_conv_geom *g) { return hrt_conv2d_winograd_ok(g); }
 
 aclError hrt_conv2d_winograd_f32(const hrt_kernel *k, const k_conv_geom *gg, const float *x, const float *w,
                                  const float *bias, const k_act *act, float *y) {
