@@ -21,9 +21,6 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(scope="module")
 def ray_http_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     saved = {k: os.environ.pop(k, None) for k in ("PYTHONASYNCIODEBUG",)}  # replicas run like a user's
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     try:
@@ -33,7 +30,19 @@ def ray_http_port():
             if v is not None:
                 os.environ[k] = v
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        # the port is picked once Ray's own processes have bound theirs (ray.init binds many ephemeral
+        # ports), and picked again if something took it before Serve's proxy bound it
+        for attempt in range(3):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            try:
+                serve.start(http_options={"host": "127.0.0.1", "port": port})
+                break
+            except Exception as e:
+                if "Failed to bind" not in str(e) or attempt == 2:
+                    raise
+                serve.shutdown()
         yield port
     finally:
         serve.shutdown()
