@@ -26,17 +26,16 @@ path (ops, ``aioge.op``, compiled graphs, copies) is captured the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._native import acl
 from ..errors import CaptureInvalidatedError, StreamCaptureError, WrongDeviceError
 from ._resources import Resource
-from .scheduler import Completion, deadline
+from .scheduler import Completion, Lane, deadline
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from .stream import Stream
     from .tensor import DeviceMemory
 
 __all__ = ("CaptureMode", "CapturedGraph", "CapturedLaunch", "StreamCapture")
@@ -46,6 +45,16 @@ _MODES = {"global": CaptureMode.GLOBAL, "thread_local": CaptureMode.THREAD_LOCAL
 _NOT_RUN = 107026  # ACL_ERROR_RT_MODEL_CAPTURED
 _CAPTURING = 107027  # ACL_ERROR_RT_STREAM_CAPTURED
 _DEPENDENCY = 107024  # ACL_ERROR_RT_CAPTURE_DEPENDENCY
+
+
+class Stream(Protocol):
+    """What a capture uses of a :class:`~aioge.Stream` (the stream module sits above this one)."""
+
+    device: Any
+    _lane: Lane
+    _enqueue: Any
+
+    def _describe(self) -> str: ...
 
 
 class CapturedLaunch(Completion):
@@ -143,7 +152,7 @@ class CapturedGraph(Resource):
         for m in writes:
             self._writes[m] = None
             m.writer = comp
-            m.stream = s
+            m.stream = s  # type: ignore[assignment]  # the Stream itself, seen through the protocol
             if m.readers:
                 m.readers.clear()
         return comp
@@ -185,8 +194,10 @@ class CapturedGraph(Resource):
             tx.order(reads, writes)
             acl.model_ri_execute_async(self._handle, tx.handle)
             self.replays += 1
-            return tx.commit((self._keep, reads, writes), "replay", reads=reads, writes=writes,
-                             name=f"replay {self.replays} of a graph of {self.launches} captured launches")  # fmt: skip
+            comp: Completion = tx.commit((self._keep, reads, writes), "replay", reads=reads, writes=writes,
+                                         name=f"replay {self.replays} of a graph of {self.launches} captured "
+                                         "launches")  # fmt: skip
+            return comp
 
     async def replay(self, stream: Stream | None = None, *, timeout: float | None = None) -> None:
         """Replay the captured launches as one task and wait for it.

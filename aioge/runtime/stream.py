@@ -207,47 +207,31 @@ class Enqueue:
     def order_ptrs(self, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor]) -> tuple[Any, list[DeviceMemory],
                                                                                               list[DeviceMemory]]:
         """The prepared-launch form of :meth:`order`: the launch's device pointers (inputs then
-        outputs; NULL for an absent input) in a reusable array, with the launch ordered as
-        ``order(reads, writes)`` orders it, in one pass.  Returns ``(ptrs, reads, writes)``."""
+        outputs; NULL for an absent input) in a reusable array, and the launch ordered by
+        ``order(reads, writes)``.  Returns ``(ptrs, reads, writes)``."""
         n = len(inputs) + len(outputs)
         ptrs = self._ptrs
         if ptrs is None or len(ptrs) < n:
             ptrs = self._ptrs = acl.pointer_scratch(max(n, 8))
-        dev, lane = self._dev, self._lane
         reads: list[DeviceMemory] = []
         i = 0
         for x in inputs:
             if x is None:
                 ptrs[i] = _NULL
-                i += 1
-                continue
-            m = x._mem
-            if m is None or m.ptr is None:
-                m = x._memory()  # raises ClosedResourceError
-            if m.device is not dev:
-                raise self.stream._wrong_device(m)
-            w = m.writer
-            if w is not None and not w._done and w.lane is not lane:
-                self.wait(w)
-            ptrs[i] = m.ptr
-            reads.append(m)
+            else:
+                m = x._mem
+                if m is None or m.ptr is None:
+                    m = x._memory()  # raises ClosedResourceError
+                ptrs[i] = m.ptr
+                reads.append(m)
             i += 1
         writes: list[DeviceMemory] = []
         for y in outputs:
             m = y._memory()
-            if m.device is not dev:
-                raise self.stream._wrong_device(m)
-            w = m.writer
-            if w is not None and not w._done and w.lane is not lane:
-                self.wait(w)
-            r = m.readers
-            if r and (len(r) > 1 or lane not in r):  # write-after-read of other streams
-                for other, c in list(r.items()):
-                    if other is not lane:
-                        self.wait(c)
             ptrs[i] = m.ptr
             writes.append(m)
             i += 1
+        self.order(reads, writes)
         return ptrs, reads, writes
 
     def commit_seq(self, keep: Any, what: str, seq: int, reads: Sequence[DeviceMemory],
