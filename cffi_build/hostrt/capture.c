@@ -38,25 +38,23 @@ static uint64_t cpu_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static void release_tasks(hrt_task **tasks, int n) {
+    for (int i = 0; i < n; i++) {
+        if (tasks[i]->release) tasks[i]->release(tasks[i]);
+        else free(tasks[i]);
+    }
+    free(tasks);
+}
+
 static void model_unref(hrt_model_ri *m) {
     if (atomic_fetch_sub(&m->refs, 1) != 1) return;
-    for (int i = 0; i < m->n; i++) {
-        hrt_task *t = m->tasks[i];
-        if (t->release) t->release(t);
-        else free(t);
-    }
-    free(m->tasks);
+    release_tasks(m->tasks, m->n);
     pthread_mutex_destroy(&m->run_mu);
     free(m);
 }
 
 static void free_capture(hrt_capture *c) {
-    for (int i = 0; i < c->n; i++) {
-        hrt_task *t = c->tasks[i];
-        if (t->release) t->release(t);
-        else free(t);
-    }
-    free(c->tasks);
+    release_tasks(c->tasks, c->n);
     free(c);
 }
 
