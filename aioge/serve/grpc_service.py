@@ -281,7 +281,8 @@ class GrpcService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignor
 
     async def ModelStatistics(self, request: Any, context: Any) -> Any:
         obj = await self._reply(context, self.server.statistics(request.name or None, request.version or None))
-        return json_format.ParseDict(obj, pb.ModelStatisticsResponse())
+        # Triton's message has no field for aioge_plans (the plan cache of a dynamic-shape model)
+        return json_format.ParseDict(obj, pb.ModelStatisticsResponse(), ignore_unknown_fields=True)
 
     # ---- the model repository ----
     async def RepositoryIndex(self, request: Any, context: Any) -> Any:

@@ -20,7 +20,14 @@ Metrics (every one labelled by ``model``):
 * ``aioge_serve_batch_size`` -- rows per executed batch (histogram), and
   ``aioge_serve_padding_rows_total`` -- rows added to reach a bucket;
 * ``aioge_serve_queue_seconds``, ``aioge_serve_compute_seconds`` (per batch),
-  ``aioge_serve_request_seconds`` -- latency histograms.
+  ``aioge_serve_request_seconds`` -- latency histograms;
+* models with symbolic dims besides the batch (a sequence length: one plan
+  per concrete shape, see :class:`~aioge.serve.DynamicModel`):
+  ``aioge_serve_plans`` -- plans cached now, ``aioge_serve_max_plans`` --
+  their bound, ``aioge_serve_plan_compiles_total``,
+  ``aioge_serve_plan_evictions_total``, ``aioge_serve_plan_hits_total``,
+  ``aioge_serve_plan_misses_total`` (read from the model's plan cache when
+  scraped).
 
 The values are plain Python numbers updated on the event loop's thread and
 turned into metric families only when scraped (a custom collector): an
@@ -32,7 +39,7 @@ dozen updates per request made them a tenth of a small request's cost.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -94,7 +101,19 @@ class ServeMetrics:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.namespace = namespace
         self._models: dict[str, _Model] = {}
+        #: model -> its plan cache's statistics (``DynamicCompiledGraph.stats`` keys), read when scraped
+        self._plans: dict[str, Callable[[], Mapping[str, int]]] = {}
         self.registry.register(self)
+
+    def plans(self, model: str, source: Callable[[], Mapping[str, int]] | None,
+              replaces: Callable[[], Mapping[str, int]] | None = None) -> None:  # fmt: skip
+        """Report ``model``'s plan cache: ``source()`` returns its statistics (``plans``, ``max_plans``,
+        ``compiles``, ``evictions``, ``hits``, ``misses``); ``None`` forgets it -- only while the
+        source registered is still ``replaces`` when that is given (a reloaded model registered its own)."""
+        if source is not None:
+            self._plans[model] = source
+        elif replaces is None or self._plans.get(model) is replaces:
+            self._plans.pop(model, None)
 
     def _m(self, model: str) -> _Model:
         m = self._models.get(model)
@@ -140,9 +159,12 @@ class ServeMetrics:
         return self._families([])
 
     def collect(self) -> Iterator[Any]:
-        return self._families(list(self._models.items()))  # a copy: a scrape from another thread is safe
+        # copies: a scrape from another thread is safe
+        plans = {n: dict(f()) for n, f in list(self._plans.items())}
+        return self._families(list(self._models.items()), plans)
 
-    def _families(self, models: list[tuple[str, _Model]]) -> Iterator[Any]:
+    def _families(self, models: list[tuple[str, _Model]],
+                  plans: Mapping[str, Mapping[str, int]] | None = None) -> Iterator[Any]:  # fmt: skip
         ns = self.namespace
         requests = CounterMetricFamily(f"{ns}_requests", "Inference requests by outcome", labels=["model", "status"])
         http = CounterMetricFamily(f"{ns}_http_requests", "HTTP inference responses by status code",
@@ -177,6 +199,21 @@ class ServeMetrics:
                 h: _Histogram = getattr(m, attr)
                 fam.add_metric([name], h.buckets(), h.sum)
         yield from (requests, http, grpc, queue, inflight, padding, *hists.values())
+        live = GaugeMetricFamily(f"{ns}_plans", "Plans (one per concrete input shape) a dynamic-shape model "
+                                 "holds now", labels=["model"])  # fmt: skip
+        bound = GaugeMetricFamily(f"{ns}_max_plans", "Plans a dynamic-shape model keeps at most (the least "
+                                  "recently used is evicted)", labels=["model"])  # fmt: skip
+        counts = {k: CounterMetricFamily(f"{ns}_plan_{k}", text, labels=["model"]) for k, text in (
+            ("compiles", "Plans compiled (a first request of a concrete input shape, or one evicted before)"),
+            ("evictions", "Plans evicted to stay within max_plans"),
+            ("hits", "Executions that found their plan cached"),
+            ("misses", "Executions that had to compile their plan"))}  # fmt: skip
+        for name, st in (plans or {}).items():
+            live.add_metric([name], st.get("plans", 0))
+            bound.add_metric([name], st.get("max_plans", 0))
+            for k, cfam in counts.items():
+                cfam.add_metric([name], st.get(k, 0))
+        yield from (live, bound, *counts.values())
 
     def expose(self) -> bytes:
         """The registry in Prometheus' text format."""

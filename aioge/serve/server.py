@@ -16,11 +16,12 @@ fields (``max_batch_size``, ``batch_sizes``, ``max_queue_delay_us``,
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ from .errors import (
     http_status,
 )
 from .protocol import HEADER_LENGTH, datatype_of, decode_request, encode_response, model_metadata
-from .runner import ModelSource, Runner, load_model
+from .runner import DynamicModel, ModelSource, Runner, load_model
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -302,16 +303,24 @@ class InferenceServer:
         except Exception as e:  # an unsupported op, a bad option ...: say which model
             raise ModelLoadError(f"model {name!r}: {type(e).__name__}: {e}") from e
         stopped = anyio.Event()
+        # a dynamic-shape model's plan cache in /metrics while it is served
+        source: Callable[[], Mapping[str, int]] | None = None
+        if self.metrics is not None and isinstance(runner, DynamicModel):
+            source = functools.partial(_plans_of, runner)
         try:
             batcher = Batcher(runner, max_queue_delay=spec.max_queue_delay, max_queue_size=spec.max_queue_size,
                               max_inflight=spec.max_inflight, timeout=spec.timeout, observer=self.metrics,
                               name=name)  # fmt: skip
             async with batcher:
                 served = _Served(name, spec, runner, batcher, anyio.Event(), stopped)
+                if source is not None and self.metrics is not None:
+                    self.metrics.plans(name, source)
                 task_status.started(served)
                 await served.done.wait()
                 batcher.close_soon()
         finally:
+            if source is not None and self.metrics is not None:
+                self.metrics.plans(name, None, replaces=source)
             with anyio.CancelScope(shield=True):
                 await runner.aclose()
             stopped.set()
@@ -430,7 +439,7 @@ class InferenceServer:
                 served = [self.model(name, version)]
             except ModelNotFoundError as e:
                 return error_reply(e)
-        return _json(200, {"model_stats": [m.batcher.statistics.to_json(m.name) for m in served]})
+        return _json(200, {"model_stats": [_model_stats(m) for m in served]})
 
     def repository_index(self, ready: bool = False) -> Reply:
         """``POST /v2/repository/index``: every model of the repository, loaded or not (``ready``: the
@@ -505,6 +514,21 @@ class InferenceServer:
 
         body = self.metrics.expose() if self.metrics is not None else b""
         return Reply(200, body, {}, CONTENT_TYPE_LATEST)
+
+
+def _plans_of(runner: DynamicModel) -> dict[str, int]:
+    return runner.plans
+
+
+def _model_stats(m: _Served) -> dict[str, Any]:
+    """Triton's ``$model_stat`` of a served model; a model with symbolic dims besides the batch adds
+    ``aioge_plans``: its plan cache's statistics (``plans`` held, ``max_plans``, ``compiles``,
+    ``evictions``, ``hits``, ``misses``, ``compiling``; see :attr:`aioge.DynamicCompiledGraph.stats`)."""
+    out = m.batcher.statistics.to_json(m.name)
+    plans = m.runner.plans if isinstance(m.runner, DynamicModel) else None
+    if plans:
+        out["aioge_plans"] = plans
+    return out
 
 
 def model_config(m: _Served) -> dict[str, Any]:

@@ -36,10 +36,13 @@ def as_array(out: dict) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """``seq`` batches at once; ``slow`` waits up to 0.3 s for a batch, so concurrent requests queue together."""
+    """``seq`` batches at once; ``slow`` waits up to 0.3 s for a batch, so concurrent requests queue together;
+    ``plans`` (one bucket) serves the plan statistics test only."""
     repo = tmp_path_factory.mktemp("repo")
     M.save(PROTO, repo / "seq.onnx")
     M.save(PROTO, repo / "slow.onnx")
+    M.save(PROTO, repo / "plans.onnx")
+    (repo / "plans.json").write_text(json.dumps({"batch_sizes": [1]}))
     (repo / "seq.json").write_text(json.dumps({"batch_sizes": [1, 2, 4]}))
     (repo / "slow.json").write_text(json.dumps({"batch_sizes": [4, 8], "max_queue_delay_us": 300_000}))
     s = ServerProcess(str(repo), "--max-batch-size", "8", "--max-queue-delay-us", "0", grpc=True)
@@ -120,5 +123,49 @@ def test_grpc_lengths_and_invalid_argument(served):
         with pytest.raises(InferenceServerException) as e:
             client.infer("seq", [bad])
         assert e.value.status() == "StatusCode.INVALID_ARGUMENT"
+    finally:
+        client.close()
+
+
+def _gauges(text: str, model: str) -> dict[str, float]:
+    """``aioge_serve_*plan*`` samples of ``model`` in a /metrics page."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("aioge_serve_") and "plan" in line.split("{")[0] and f'model="{model}"' in line:
+            out[line.split("{")[0]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # one run: the counts start from a fresh model
+async def test_plan_statistics_in_stats_and_metrics(served):
+    """Three lengths: three plans compiled and held, then a length seen before hits its plan."""
+    rng = np.random.default_rng(3)
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as c:
+        before = (await c.get("/v2/models/plans/stats")).json()["model_stats"][0]
+        assert before["aioge_plans"]["plans"] == 0 and before["aioge_plans"]["max_plans"] >= 3
+        for length in (4, 12, 30, 12):
+            x = rng.standard_normal((1, length, 8)).astype(np.float32)
+            r = await c.post("/v2/models/plans/infer", json={"inputs": [tensor(x)]})
+            assert r.status_code == 200, r.text
+        st = (await c.get("/v2/models/plans/stats")).json()["model_stats"][0]
+        metrics = (await c.get("/metrics")).text
+        other = (await c.get("/v2/models/seq/stats")).json()["model_stats"][0]
+    p = st["aioge_plans"]
+    assert (p["plans"], p["compiles"], p["evictions"], p["misses"], p["hits"]) == (3, 3, 0, 3, 1), p
+    assert st["inference_count"] == 4 and st["execution_count"] == 4  # Triton's fields intact
+    assert "aioge_plans" in other  # every dynamic-shape model has them
+    g = _gauges(metrics, "plans")
+    assert g == {"aioge_serve_plans": 3, "aioge_serve_max_plans": p["max_plans"], "aioge_serve_plan_compiles_total": 3,
+                 "aioge_serve_plan_evictions_total": 0, "aioge_serve_plan_hits_total": 1,
+                 "aioge_serve_plan_misses_total": 3}, g  # fmt: skip
+
+
+def test_grpc_statistics_with_plans(served):
+    """Triton's statistics message has no field for the plans: gRPC answers its own fields."""
+    tg = pytest.importorskip("tritonclient.grpc")
+    client = tg.InferenceServerClient(f"127.0.0.1:{served.grpc_port}")
+    try:
+        stats = client.get_inference_statistics("plans", as_json=True)["model_stats"]
+        assert [s["name"] for s in stats] == ["plans"]
     finally:
         client.close()
