@@ -37,6 +37,16 @@ def _sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``serve`` options (shared by ``aioge serve`` and ``python -m aioge.serve``)."""
     p.add_argument("models", nargs="+", metavar="MODEL",
@@ -56,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-inflight", type=int, default=2, help="batches executing at once per model (default 2)")
     p.add_argument("--timeout-ms", type=float, default=None, help="default request deadline (default: none)")
     p.add_argument("--lazy", action="store_true", help="compile batch sizes on first use, not at start-up")
+    p.add_argument("--max-plans", type=_positive, default=None, metavar="N",
+                   help="plans (one per concrete input shape) a model with symbolic dims besides the batch keeps "
+                        "(default: twice the batch sizes, at least 8)")  # fmt: skip
     p.add_argument("--device", type=int, default=0, help="device id (default 0)")
     p.add_argument("--max-body-mb", type=float, default=64.0, help="largest request body in MiB (default 64)")
     p.add_argument("--graceful-timeout", type=float, default=None,
@@ -182,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         "max_inflight": args.max_inflight,
         "timeout": None if args.timeout_ms is None else args.timeout_ms / 1e3,
         "lazy": args.lazy,
+        "max_plans": args.max_plans,
     }
     try:
         from .metrics import ServeMetrics

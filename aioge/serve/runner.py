@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..runtime.stream import Stream
 
 __all__ = ("TensorInfo", "Runner", "BucketedModel", "DynamicModel", "load_model", "default_batch_sizes",
-           "ModelSource")
+           "ModelSource", "check_max_plans")
 
 #: what :func:`load_model` accepts: a path, bytes or ``onnx.ModelProto`` of an ONNX model,
 #: a :class:`Graph`, a builder ``batch_size -> Graph`` or a :class:`CompiledGraph`
@@ -100,6 +100,13 @@ class Runner(Protocol):
     async def execute(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one batch whose leading dimension is ``bucket(n)`` (every input, every output)."""
         ...
+
+
+def check_max_plans(n: object, what: str = "max_plans") -> int | None:
+    """``n`` if it is None or a positive int, else a ValueError saying ``what`` is wrong."""
+    if n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        return n
+    raise ValueError(f"{what} must be a positive integer (the plans a sequence model keeps), not {n!r}")
 
 
 def default_batch_sizes(max_batch_size: int) -> tuple[int, ...]:
@@ -272,6 +279,7 @@ class DynamicModel(BucketedModel):
     def __init__(self, device: Device, graph_for: Callable[[int], Graph], *, name: str,
                  batch_sizes: Sequence[int], batching: bool = True, lazy: bool = False, max_inflight: int = 2,
                  compile_options: Mapping[str, Any] | None = None, max_plans: int | None = None) -> None:  # fmt: skip
+        check_max_plans(max_plans, f"{name}: max_plans")
         super().__init__(device, graph_for, name=name, batch_sizes=batch_sizes, batching=batching, lazy=lazy,
                          max_inflight=max_inflight, compile_options=compile_options)  # fmt: skip
         self.max_plans = max_plans or max(MAX_PLANS, 2 * len(self.batch_sizes))
@@ -376,6 +384,7 @@ async def load_model(
     lazy: bool = False,
     max_inflight: int = 2,
     compile_options: Mapping[str, Any] | None = None,
+    max_plans: int | None = None,
 ) -> BucketedModel:
     """A :class:`BucketedModel` for ``source``, its first bucket compiled (all of them unless ``lazy``).
 
@@ -390,7 +399,14 @@ async def load_model(
         batch_sizes: the buckets (default: powers of two up to ``max_batch_size``).
         lazy: compile buckets on first use instead of up front.
         max_inflight: the ``max_inflight`` the buckets are compiled with.
+        max_plans: the plan bound of a :class:`DynamicModel` (symbolic dims
+            besides the batch; default: twice the buckets, at least
+            :data:`aioge.runtime.dynamic.MAX_PLANS`); ignored by other models.
+
+    Raises:
+        ValueError: ``max_plans`` that is not a positive integer.
     """
+    check_max_plans(max_plans)
     opts = dict(compile_options or {})
     common: dict[str, Any] = {"lazy": lazy, "max_inflight": max_inflight, "compile_options": opts}
     if isinstance(source, CompiledGraph):
@@ -409,7 +425,7 @@ async def load_model(
             sizes = batch_sizes or default_batch_sizes(mb)
             r = BucketedModel(device, source, name=name or "model", batch_sizes=sizes, **common)
     else:
-        r = _onnx_runner(device, source, name, max_batch_size, batch_sizes, common)
+        r = _onnx_runner(device, source, name, max_batch_size, batch_sizes, common, max_plans)
     try:
         await r.prepare()
     except BaseException:
@@ -419,7 +435,8 @@ async def load_model(
 
 
 def _onnx_runner(device: Device, source: Any, name: str | None, max_batch_size: int | None,
-                 batch_sizes: Sequence[int] | None, common: dict[str, Any]) -> BucketedModel:  # fmt: skip
+                 batch_sizes: Sequence[int] | None, common: dict[str, Any],
+                 max_plans: int | None) -> BucketedModel:  # fmt: skip
     from ..graph import load_onnx
 
     try:
@@ -469,7 +486,7 @@ def _onnx_runner(device: Device, source: Any, name: str | None, max_batch_size: 
         raise ValueError(f"{name}: batch sizes {list(sizes)} exceed max_batch_size {mb}")
     if dynamic:  # symbolic dims besides the batch: one dynamic compile, a plan per concrete shape
         return DynamicModel(device, lambda _b: load_onnx(proto, base_dir=base_dir), name=name, batch_sizes=sizes,
-                            batching=batching, **common)  # fmt: skip
+                            batching=batching, max_plans=max_plans, **common)  # fmt: skip
 
     def graph_for(b: int) -> Graph:
         shapes = {n: (b, *r) for n, r in rows.items()} if batching else None

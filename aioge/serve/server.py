@@ -10,7 +10,7 @@ around it.
 A model repository is a directory of ``NAME.onnx`` files (model ``NAME``),
 each optionally beside a ``NAME.json`` holding its :class:`ModelSpec`
 fields (``max_batch_size``, ``batch_sizes``, ``max_queue_delay_us``,
-``max_queue_size``, ``max_inflight``, ``timeout_ms``, ``lazy``).
+``max_queue_size``, ``max_inflight``, ``timeout_ms``, ``lazy``, ``max_plans``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .errors import (
     http_status,
 )
 from .protocol import HEADER_LENGTH, datatype_of, decode_request, encode_response, model_metadata
-from .runner import DynamicModel, ModelSource, Runner, load_model
+from .runner import DynamicModel, ModelSource, Runner, check_max_plans, load_model
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -72,7 +72,13 @@ class ModelSpec:
     deadline of a request, ``None`` for none; a request's own ``timeout``
     parameter overrides it).  See :func:`~aioge.serve.load_model` for
     ``source``, ``max_batch_size`` (0: no batch dimension), ``batch_sizes``
-    and ``lazy``; :class:`~aioge.serve.Batcher` for the rest.
+    and ``lazy``; :class:`~aioge.serve.Batcher` for the rest.  ``max_plans``
+    bounds the plan cache of a model with symbolic dims besides the batch
+    (:class:`~aioge.serve.DynamicModel`; ``None``: its default); other models
+    ignore it.
+
+    Raises:
+        ValueError: ``max_plans`` that is not a positive integer.
     """
 
     source: ModelSource
@@ -83,6 +89,10 @@ class ModelSpec:
     max_inflight: int = 2
     timeout: float | None = None
     lazy: bool = False
+    max_plans: int | None = None
+
+    def __post_init__(self) -> None:
+        check_max_plans(self.max_plans)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **defaults: Any) -> ModelSpec:
@@ -114,6 +124,8 @@ def _spec_fields(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
             out["timeout"] = None if v is None else float(v) / 1e3
         elif k == "batch_sizes":
             out[k] = tuple(int(b) for b in v)
+        elif k == "max_plans":
+            out[k] = check_max_plans(v, f"{where}: max_plans")
         elif k in known:
             out[k] = v
         else:
@@ -297,7 +309,7 @@ class InferenceServer:
         try:
             runner = await load_model(dev, spec.source, name=name, max_batch_size=spec.max_batch_size,
                                       batch_sizes=spec.batch_sizes, lazy=spec.lazy,
-                                      max_inflight=spec.max_inflight)  # fmt: skip
+                                      max_inflight=spec.max_inflight, max_plans=spec.max_plans)  # fmt: skip
         except ModelLoadError:
             raise
         except Exception as e:  # an unsupported op, a bad option ...: say which model

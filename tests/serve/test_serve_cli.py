@@ -121,6 +121,12 @@ def test_usage_and_runtime_errors_have_their_exit_codes(tmp_path):
     (tmp_path / "m.json").write_text(json.dumps({"max_batch_sise": 4}))
     r = run(str(tmp_path / "m.onnx"))
     assert r.returncode == 2 and "unknown key 'max_batch_sise'" in r.stderr
+    for bad in ("0", "-2", "x"):
+        r = run("--max-plans", bad, str(tmp_path / "m.onnx"))
+        assert r.returncode == 2 and "--max-plans: expected a positive integer" in r.stderr, r.stderr
+    (tmp_path / "m.json").write_text(json.dumps({"max_plans": 0}))
+    r = run(str(tmp_path / "m.onnx"))
+    assert r.returncode == 2 and "m.json: max_plans must be a positive integer" in r.stderr, r.stderr
     (tmp_path / "m.json").unlink()
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     r = run(str(tmp_path / "bad.onnx"))

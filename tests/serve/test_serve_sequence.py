@@ -37,15 +37,17 @@ def as_array(out: dict) -> np.ndarray:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """``seq`` batches at once; ``slow`` waits up to 0.3 s for a batch, so concurrent requests queue together;
-    ``plans`` (one bucket) serves the plan statistics test only."""
+    ``plans`` (one bucket, ``--max-plans 3``) and ``bounded`` (its ``max_plans`` 2) serve the plan tests only."""
     repo = tmp_path_factory.mktemp("repo")
     M.save(PROTO, repo / "seq.onnx")
     M.save(PROTO, repo / "slow.onnx")
     M.save(PROTO, repo / "plans.onnx")
     (repo / "plans.json").write_text(json.dumps({"batch_sizes": [1]}))
+    M.save(PROTO, repo / "bounded.onnx")
+    (repo / "bounded.json").write_text(json.dumps({"batch_sizes": [1], "max_plans": 2}))
     (repo / "seq.json").write_text(json.dumps({"batch_sizes": [1, 2, 4]}))
     (repo / "slow.json").write_text(json.dumps({"batch_sizes": [4, 8], "max_queue_delay_us": 300_000}))
-    s = ServerProcess(str(repo), "--max-batch-size", "8", "--max-queue-delay-us", "0", grpc=True)
+    s = ServerProcess(str(repo), "--max-batch-size", "8", "--max-queue-delay-us", "0", "--max-plans", "3", grpc=True)
     yield s
     assert s.stop() == 0, "".join(s.stderr)[-3000:]
 
@@ -142,7 +144,7 @@ async def test_plan_statistics_in_stats_and_metrics(served):
     rng = np.random.default_rng(3)
     async with httpx.AsyncClient(base_url=served.url, timeout=60) as c:
         before = (await c.get("/v2/models/plans/stats")).json()["model_stats"][0]
-        assert before["aioge_plans"]["plans"] == 0 and before["aioge_plans"]["max_plans"] >= 3
+        assert before["aioge_plans"]["plans"] == 0 and before["aioge_plans"]["max_plans"] == 3  # --max-plans
         for length in (4, 12, 30, 12):
             x = rng.standard_normal((1, length, 8)).astype(np.float32)
             r = await c.post("/v2/models/plans/infer", json={"inputs": [tensor(x)]})
@@ -169,3 +171,35 @@ def test_grpc_statistics_with_plans(served):
         assert [s["name"] for s in stats] == ["plans"]
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # one run: the counts start from a fresh model
+async def test_sidecar_max_plans_bounds_the_plans(served):
+    """``bounded.json`` says ``max_plans: 2`` (over ``--max-plans 3``): a third length evicts the oldest plan,
+    which compiles again when its length comes back."""
+    rng = np.random.default_rng(4)
+    async with httpx.AsyncClient(base_url=served.url, timeout=60) as c:
+        for length in (4, 12, 30, 4):
+            x = rng.standard_normal((1, length, 8)).astype(np.float32)
+            r = await c.post("/v2/models/bounded/infer", json={"inputs": [tensor(x)]})
+            assert r.status_code == 200, r.text
+            np.testing.assert_allclose(as_array(r.json()["outputs"][0]), ort_run(x), rtol=1e-4, atol=1e-5)
+        p = (await c.get("/v2/models/bounded/stats")).json()["model_stats"][0]["aioge_plans"]
+        g = _gauges((await c.get("/metrics")).text, "bounded")
+    assert (p["max_plans"], p["plans"], p["compiles"], p["evictions"], p["hits"]) == (2, 2, 4, 2, 0), p
+    assert (g["aioge_serve_max_plans"], g["aioge_serve_plans"], g["aioge_serve_plan_evictions_total"]) == (2, 2, 2)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "3", True])
+def test_max_plans_must_be_a_positive_integer(bad, tmp_path):
+    from aioge.serve import ModelSpec, load_model
+    from aioge.serve.server import discover_models
+
+    with pytest.raises(ValueError, match="max_plans must be a positive integer"):
+        ModelSpec("m.onnx", max_plans=bad)
+    with pytest.raises(ValueError, match="max_plans must be a positive integer"):
+        anyio.run(lambda: load_model(None, PROTO, max_plans=bad))  # refused before the device is used
+    M.save(PROTO, tmp_path / "m.onnx")
+    (tmp_path / "m.json").write_text(json.dumps({"max_plans": bad}))
+    with pytest.raises(ValueError, match=r"m\.json: max_plans must be a positive integer"):
+        discover_models([tmp_path])
