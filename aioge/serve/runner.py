@@ -16,7 +16,8 @@ own leading dimension), or any of those without a batch dimension at all
 shapes).
 
 An ONNX model with symbolic dims besides the batch (a sequence length, say)
-loads as a :class:`DynamicModel`: compiled once into a
+loads as a :class:`DynamicModel` (and so does a :class:`aioge.Graph` with
+symbolic dims, or a builder whose graph has them: it is built once): compiled once into a
 :class:`~aioge.runtime.dynamic.DynamicCompiledGraph`, whose bounded plan cache
 holds one plan per concrete shape (bucket x sequence length ...).  Its specs
 have ``-1`` for every symbolic dim.
@@ -411,19 +412,36 @@ async def load_model(
     common: dict[str, Any] = {"lazy": lazy, "max_inflight": max_inflight, "compile_options": opts}
     if isinstance(source, CompiledGraph):
         return BucketedModel.of(source, batching=max_batch_size != 0, name=name)
-    if isinstance(source, Graph):
+    if isinstance(source, Graph) and source.symbolic:
+        r: BucketedModel = _dynamic_runner(device, source, name or source.name, max_batch_size, batch_sizes, common,
+                                           max_plans)  # fmt: skip
+    elif isinstance(source, Graph):
         g = source
         lead = _common_lead([g.value(n).shape for n in g.inputs]) if max_batch_size != 0 else None
         r = BucketedModel(device, lambda _b: g, name=name or g.name, batch_sizes=[lead or 1],
                           batching=lead is not None, **common)  # fmt: skip
     elif callable(source) and not isinstance(source, (str, bytes, os.PathLike)):
         mb = 32 if max_batch_size is None else max_batch_size
-        if mb == 0:
-            r = BucketedModel(device, lambda _b: source(1), name=name or "model", batch_sizes=[1], batching=False,
-                              **common)  # fmt: skip
+        sizes = tuple(batch_sizes or default_batch_sizes(mb)) if mb else (1,)
+        # the first bucket's graph tells whether the builder makes symbolic dims (then it is the only one)
+        first = await anyio.to_thread.run_sync(source, sizes[0])
+        if isinstance(first, Graph) and first.symbolic:
+            if mb and not _symbolic_lead(first):
+                raise ModelLoadError(f"{name or 'model'}: the builder's graph for batch size {sizes[0]} has symbolic "
+                                     f"dims {dict(first.symbolic)} but a fixed batch dim: name the batch dim too "
+                                     "(e.g. g.input('x', ('N', 'S', 8)): one graph serves every batch size) or "
+                                     "serve it with max_batch_size=0")  # fmt: skip
+            r = _dynamic_runner(device, first, name or "model", max_batch_size, batch_sizes, common, max_plans)
         else:
-            sizes = batch_sizes or default_batch_sizes(mb)
-            r = BucketedModel(device, source, name=name or "model", batch_sizes=sizes, **common)
+            once = {sizes[0]: first}  # built already: handed over once, not kept
+
+            def graph_for(b: int) -> Graph:
+                g: Graph | None = once.pop(b, None)
+                if g is None:
+                    g = source(b)
+                return g
+
+            r = BucketedModel(device, graph_for, name=name or "model", batch_sizes=sizes, batching=mb != 0, **common)
     else:
         r = _onnx_runner(device, source, name, max_batch_size, batch_sizes, common, max_plans)
     try:
@@ -432,6 +450,26 @@ async def load_model(
         await r.aclose()
         raise
     return r
+
+
+def _symbolic_lead(g: Graph) -> bool:
+    """Whether every input of ``g`` leads with a symbolic dim (a batch dim that takes any size)."""
+    dims = [g.input_dims(n) for n in g.inputs]
+    return bool(dims) and all(bool(d) and not isinstance(d[0], int) for d in dims)
+
+
+def _dynamic_runner(device: Device, g: Graph, name: str, max_batch_size: int | None,
+                    batch_sizes: Sequence[int] | None, common: dict[str, Any],
+                    max_plans: int | None) -> DynamicModel:  # fmt: skip
+    """A :class:`DynamicModel` of a graph with symbolic dims, as for an ONNX model: it batches when every
+    input leads with a symbolic dim (and ``max_batch_size != 0``), else it runs each request alone."""
+    batching = max_batch_size != 0 and _symbolic_lead(g)
+    mb = 32 if max_batch_size is None else max_batch_size
+    sizes = (tuple(batch_sizes) if batch_sizes else default_batch_sizes(mb)) if batching else (1,)
+    if batching and max(sizes) > mb:
+        raise ValueError(f"{name}: batch sizes {list(sizes)} exceed max_batch_size {mb}")
+    return DynamicModel(device, lambda _b: g, name=name, batch_sizes=sizes, batching=batching, max_plans=max_plans,
+                        **common)  # fmt: skip
 
 
 def _onnx_runner(device: Device, source: Any, name: str | None, max_batch_size: int | None,

@@ -384,3 +384,75 @@ async def test_a_sequence_model_batches_only_requests_of_one_length(dev):
         assert runner.plans["plans"] == 3
     finally:
         await runner.aclose()
+
+
+WS = RNG.standard_normal((8, 4)).astype(np.float32)
+
+
+def sequence_graph(lead: int | str = "N") -> aioge.Graph:
+    """y = relu(x @ WS) for x[lead, S, 8], S symbolic (an in-process graph, no ONNX)."""
+    g = aioge.Graph("seq")
+    x = g.input("x", (lead, "S", 8), "float32")
+    g.output(g.add_node("Relu", [g.add_node("MatMul", [x, g.constant(WS)])], name="y"))
+    return g
+
+
+async def test_graphs_and_builders_with_symbolic_dims_are_sequence_models(dev):
+    """A Graph with symbolic dims, and a builder whose graph has them (built once), load as DynamicModels
+    that batch on the symbolic leading dim, as an ONNX model with the same dims does."""
+    from aioge.serve import DynamicModel, ModelLoadError
+
+    calls: list[int] = []
+
+    def builder(b: int) -> aioge.Graph:
+        calls.append(b)
+        return sequence_graph()
+
+    for source in (sequence_graph(), builder):
+        runner = await load_model(dev, source, name="seq", batch_sizes=(1, 2), max_plans=5)
+        try:
+            assert isinstance(runner, DynamicModel) and runner.max_batch_size == 2
+            assert runner.inputs["x"].shape == (-1, -1, 8) and runner.outputs["y"].shape == (-1, -1, 4)
+            async with Batcher(runner, max_queue_delay=0) as b:
+                for rows_, length in ((1, 3), (2, 9), (1, 20)):
+                    x = RNG.standard_normal((rows_, length, 8)).astype(np.float32)
+                    y = (await b.infer({"x": x}))["y"]
+                    np.testing.assert_allclose(y, np.maximum(x @ WS, 0), rtol=1e-5, atol=1e-5)
+            assert (runner.plans["plans"], runner.plans["max_plans"]) == (3, 5)
+        finally:
+            await runner.aclose()
+    assert calls == [1]  # the builder's graph serves every batch size
+
+    with pytest.raises(ModelLoadError, match="fixed batch dim: name the batch dim"):
+        await load_model(dev, lambda b: sequence_graph(b), name="pinned", batch_sizes=(1, 2))
+    runner = await load_model(dev, lambda b: sequence_graph(b), max_batch_size=0)  # served without batching
+    try:
+        assert isinstance(runner, DynamicModel) and runner.max_batch_size == 0
+        assert runner.inputs["x"].shape == (1, -1, 8)
+        x = RNG.standard_normal((1, 6, 8)).astype(np.float32)
+        np.testing.assert_allclose((await runner.execute({"x": x}))["y"], np.maximum(x @ WS, 0), rtol=1e-5, atol=1e-5)
+    finally:
+        await runner.aclose()
+
+
+async def test_the_server_serves_a_graph_with_symbolic_dims(dev):
+    """Over the v2 handlers: the Graph's requests at two lengths answer, metadata shows -1, /stats has the plans."""
+    import json
+
+    from aioge.serve import InferenceServer, ModelSpec
+
+    async with InferenceServer({"seq": ModelSpec(sequence_graph(), batch_sizes=(1, 2), max_plans=4)},
+                               device=dev, metrics=False) as server:  # fmt: skip
+        meta = json.loads(server.model_metadata("seq").body)
+        assert meta["inputs"][0]["shape"] == [-1, -1, 8] and meta["max_batch_size"] == 2
+        for length in (5, 11):
+            x = RNG.standard_normal((2, length, 8)).astype(np.float32)
+            body = json.dumps({"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                                           "data": x.ravel().tolist()}]}).encode()  # fmt: skip
+            r = await server.infer("seq", body, {})
+            assert r.status == 200, r.body
+            (out,) = json.loads(r.body)["outputs"]
+            y = np.asarray(out["data"], np.float32).reshape(out["shape"])
+            np.testing.assert_allclose(y, np.maximum(x @ WS, 0), rtol=1e-5, atol=1e-5)
+        stats = json.loads(server.statistics("seq").body)["model_stats"][0]
+        assert (stats["aioge_plans"]["plans"], stats["aioge_plans"]["max_plans"]) == (2, 4)
