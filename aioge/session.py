@@ -71,7 +71,7 @@ class Session(Resource):
     """
 
     def __init__(self, device: Device, options: Mapping[str, str] | None = None) -> None:
-        device._check_open()
+        device.context.check_open()
         self.device = device
         self.options = dict(options or {})
         if self.options.get("ge.graphRunMode", "0") != "0":

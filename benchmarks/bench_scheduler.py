@@ -31,7 +31,6 @@ import time
 import numpy as np
 
 import aioge
-from aioge import _native
 from aioge._native import ffi, lib
 
 
@@ -99,7 +98,7 @@ async def tiny_round_trip(s, n: int, repeats: int) -> dict[str, float]:
     prep = RawPrepared(s, x, out) if prepared_available() else None
     sync = lib.aclrtSynchronizeStream
     h = s._handle
-    _native.bind_context(s.device._ctx)
+    s.device.context.bind()
 
     def raw_loop(r=raw) -> float:
         t0 = time.perf_counter()
@@ -269,7 +268,7 @@ async def capture_replay(s, n_ops: int, n: int, repeats: int) -> dict[str, float
         return (time.perf_counter() - t0) / n
 
     res: dict[str, list[float]] = {"raw": [], "one_by_one": [], "replay": []}
-    _native.bind_context(s.device._ctx)
+    s.device.context.bind()
     for _ in range(repeats):
         res["raw"].append(raw_loop())
         res["one_by_one"].append(await one_by_one())

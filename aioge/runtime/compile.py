@@ -86,7 +86,7 @@ def compile_graph(
     except BaseException:
         model.close()
         raise
-    device._models.add(model)
+    device.context.models.add(model)
     steps.finish(f"{mode}, {len(build.ops)} nodes in {len(build.segments)} segments on {p.num_streams} streams, "
                  f"arena {build.total_arena} B (max live {p.max_live_bytes} B), {len(weights)} weights")  # fmt: skip
     return model

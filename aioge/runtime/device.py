@@ -7,46 +7,22 @@ import itertools
 import os
 import threading
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from .. import _native
 from .._native import acl
 from ..errors import BusyResourceError
 from ._resources import Resource, close_at_exit
+from .context import DeviceContext
 from .scheduler import ThreadJob, deadline
 from .stream import Stream
 
 if TYPE_CHECKING:
     from ..graph import Graph
     from .dynamic import DynamicCompiledGraph
-    from .event import Event
     from .executable import CompiledGraph
-    from .launch import LaunchCache
-    from .tensor import DeviceMemory
 
 __all__ = ("Device", "open_device", "device_count")
-
-_rt_lock = threading.Lock()
-_rt_users = 0
-
-
-def _runtime_acquire() -> None:
-    global _rt_users
-    with _rt_lock:
-        if _rt_users == 0:
-            acl.init()
-        _rt_users += 1
-
-
-def _runtime_release() -> None:
-    global _rt_users
-    with _rt_lock:
-        _rt_users -= 1
-        if _rt_users == 0:
-            acl.finalize()
-            _native.forget_context()
-
 
 def device_count() -> int:
     """Number of devices the backend offers (``aclrtGetDeviceCount``)."""
@@ -71,44 +47,25 @@ class Device(Resource):
         #: which ``open_device()`` call of the process made this object (two may open one device id)
         self.serial = next(Device._serials)
         self.backend: str = _native.backend
-        _runtime_acquire()
-        try:
-            acl.set_device(self.id)
-        except BaseException:
-            _runtime_release()
-            raise
-        try:
-            self._ctx = acl.create_context(self.id)
-        except BaseException:
-            acl.reset_device(self.id)
-            _runtime_release()
-            raise
-        _native.forget_context()
-        _native.bind_context(self._ctx)
-        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
-        self._events: weakref.WeakSet[Event] = weakref.WeakSet()  # closed with the device
-        self._memory: weakref.WeakSet[DeviceMemory] = weakref.WeakSet()
+        #: the device's state (context handle, caches, pools, live sets): the runtime's
+        #: modules reach it here, never through the device's private attributes
+        self.context = DeviceContext(self.id, self._describe())
         self._default_stream: Stream | None = None
         self._default_lock = threading.Lock()  # compiles on their threads upload weights through it
-        # open compiled graphs, closed with the device (as GE graphs with their session); held
-        # weakly: a model dropped open is collected, warns and releases itself (CompiledGraph)
-        self._models: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
-        #: compiles in flight, by (graph id, options): concurrent callers share them
-        self._compiling: dict[Any, ThreadJob[CompiledGraph]] = {}
-        from .launch import LaunchCache
-        from .memory import BlockPool, PinnedPool
-
-        self._cache: LaunchCache = LaunchCache()
-        info = acl.mem_info(acl.MemAttr.HBM)
-        cap = info[1] // 4 if info is not None else 1 << 30
-        #: freed device blocks kept for reuse (at most a quarter of the device's memory)
-        self._pool = BlockPool(self._ctx, cap)
-        self._pinned = PinnedPool()
         self._opened()
         close_at_exit(self)
 
     def _describe(self) -> str:
         return f"Device {self.id} ({self.backend})"
+
+    @property
+    def _closed(self) -> bool:  # the context's flag: one owner of closed-ness
+        ctx = self.__dict__.get("context")
+        return True if ctx is None else ctx.closed
+
+    @_closed.setter
+    def _closed(self, value: bool) -> None:
+        self.context.closed = value
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -125,7 +82,7 @@ class Device(Resource):
         """
         self._check_open()
         s = Stream(self, high_water=high_water, timing=timing)
-        self._streams.add(s)
+        self.context.streams.add(s)
         return s
 
     @property
@@ -140,7 +97,7 @@ class Device(Resource):
     def memory_info(self) -> tuple[int, int]:
         """``(free, total)`` device memory in bytes (``aclrtGetMemInfo``)."""
         self._check_open()
-        _native.bind_context(self._ctx)
+        self.context.bind()
         return acl.mem_info_checked(acl.MemAttr.HBM)
 
     async def compile(
@@ -199,7 +156,8 @@ class Device(Resource):
             opts = {"optimize": optimize, "max_streams": max_streams, "mode": mode, "max_inflight": limit}
             return await DynamicCompiledGraph.create(self, graph, opts)
         key = (id(graph), optimize, max_streams, mode, limit)
-        job = self._compiling.get(key)
+        compiles: dict[Any, ThreadJob[CompiledGraph]] = self.context.compiles
+        job = compiles.get(key)
         if job is None or not job.join():
 
             def work() -> CompiledGraph:
@@ -207,12 +165,12 @@ class Device(Resource):
                     self, graph, optimize=optimize, max_streams=max_streams, mode=mode, max_inflight=limit
                 )
 
-            job = self._compiling[key] = ThreadJob(work, "aioge-compile", _discard_model)
+            job = compiles[key] = ThreadJob(work, "aioge-compile", _discard_model)
         try:
             return await job.result()
         finally:
-            if job.done and self._compiling.get(key) is job:
-                del self._compiling[key]
+            if job.done and compiles.get(key) is job:
+                del compiles[key]
 
     async def synchronize(self, *, timeout: float | None = None) -> None:
         """Wait for every launch issued so far on every open stream of the device.
@@ -230,72 +188,61 @@ class Device(Resource):
         """
         self._check_open()
         with deadline(timeout, f"synchronize() of {self._describe()}"):
-            for s in list(self._streams):
+            for s in list(self.context.streams):
                 if not s.closed:
                     await s.synchronize()
 
     # ---- lifecycle ----
     async def _drain(self) -> None:
-        for job in list(self._compiling.values()):
+        ctx = self.context
+        for job in list(ctx.compiles.values()):
             await job.wait()  # its model, if nobody took it, is closed by now
-        self._compiling.clear()
-        for m in list(self._models):
+        ctx.compiles.clear()
+        for m in list(ctx.models):
             await m.aclose()
-        for s in list(self._streams):
+        for s in list(ctx.streams):
             if not s.closed:
                 await s.aclose()
 
     def _close(self) -> None:
-        if any(not job.done for job in self._compiling.values()):
+        ctx = self.context
+        if any(not job.done for job in ctx.compiles.values()):
             raise BusyResourceError(f"{self._describe()} has a compile in flight: use `await device.aclose()`")
-        busy = [s for s in self._streams if not s.closed and s.in_flight]
+        busy = [s for s in ctx.streams if not s.closed and s.in_flight]
         if busy:
             raise BusyResourceError(
                 f"{self._describe()} has streams with work in flight ({len(busy)}): use `await device.aclose()`"
             )
-        for e in list(self._events):
+        for e in list(ctx.events):
             e.close()
-        for m in list(self._models):
+        for m in list(ctx.models):
             m.close()
-        for s in list(self._streams):
+        for s in list(ctx.streams):
             s.close()
-        self._release()
+        ctx.release()
 
     def _close_at_exit(self, deadline: float) -> str:
         """The exit hook's close: wait (until ``deadline``) for compiles and
         launches still running, then close everything in order; work that
         outlives the deadline is left to the process exit, not waited for."""
-        for job in list(self._compiling.values()):
+        ctx = self.context
+        for job in list(ctx.compiles.values()):
             job.wait_sync(max(0.0, deadline - time.monotonic()))
-        streams = [s for s in self._streams if not s.closed]
-        models = [m for m in self._models if not m.closed]
-        events = [e for e in self._events if not e.closed]
+        streams = [s for s in ctx.streams if not s.closed]
+        models = [m for m in ctx.models if not m.closed]
+        events = [e for e in ctx.events if not e.closed]
         parts = [f"{len(x)} {noun}{'s' if len(x) != 1 else ''}" for x, noun in
                  ((streams, "stream"), (models, "compiled graph"), (events, "event")) if x]  # fmt: skip
         what = f" (with {', '.join(parts)})" if parts else ""
-        idle = all(job.done for job in self._compiling.values())
+        idle = all(job.done for job in ctx.compiles.values())
         if idle and all([s._lane.settle(deadline) for s in streams]):
-            self._compiling.clear()
+            ctx.compiles.clear()
             self.close()
             return what
         for r in (*events, *models, *streams):
             r._closed = True  # still in use by the device: no release, nothing to collect later
-        self._closed = True
+        ctx.closed = True
         return f"{what}, work still running after the exit timeout left to the process exit"
-
-    def _release(self) -> None:
-        _native.bind_context(self._ctx)
-        for m in list(self._memory):
-            m.free()
-        self._pool.release()
-        self._pinned.release()
-        self._cache.clear()
-        acl.destroy_context(self._ctx)
-        acl.reset_device(self.id)
-        _native.recent_error()
-        _native.forget_context(self._ctx)
-        self._closed = True  # before releasing ACL: memory finalizers now skip aclrtFree
-        _runtime_release()
 
     def _gc_release(self) -> None:
         # streams with pending work drain on their own threads; the context

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy as np
@@ -92,7 +92,7 @@ class DynamicCompiledGraph(Resource):
         self._counts = {"hits": 0, "misses": 0, "compiles": 0, "evictions": 0}
         #: the device copies of the graph's constants, shared by every plan (uploaded once)
         self._weights = SharedWeights(graph.constants)
-        cast(Any, device._models).add(self)  # closed with the device, like every compiled graph
+        device.context.models.add(self)  # closed with the device, like every compiled graph
         self._opened()
 
     @classmethod
@@ -297,7 +297,7 @@ class DynamicCompiledGraph(Resource):
 
     async def _drain(self) -> None:
         specs = {id(s) for s in self._specs.values()}
-        for key, job in list(self.device._compiling.items()):
+        for key, job in list(self.device.context.compiles.items()):
             if key[0] in specs:
                 await job.wait()  # the caller that gets its plan closes it (we are closing)
         for cg in self._all_plans():
@@ -311,9 +311,9 @@ class DynamicCompiledGraph(Resource):
         self._users.clear()
         self._weights.close()  # each copy goes once the last plan or execution using it let go
         if not self.device.closed:
-            self.device._pool.trim()  # blocks cached for shapes this model ran: back to the runtime
+            self.device.context.pool.trim()  # blocks cached for shapes this model ran: back to the runtime
         trim_host_heap()  # and what the runtime freed, back to the system
-        cast(Any, self.device._models).discard(self)
+        self.device.context.models.discard(self)
 
     def _gc_release(self) -> None:
         for cg in self._all_plans():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import _native
 from .._native import acl
 from ._resources import Resource
 from .scheduler import Completion, deadline
@@ -33,7 +32,7 @@ class Event(Resource):
         self._handle = handle
         self._comp = comp
         self._opened()
-        self.device._events.add(self)
+        self.device.context.events.add(self)
 
     @classmethod
     def _record(cls, tx: Enqueue, timing: bool) -> Event:
@@ -61,7 +60,7 @@ class Event(Resource):
     def query(self) -> bool:
         """Ask the runtime (``aclrtQueryEventStatus``) whether the event completed."""
         self._check_open()
-        _native.bind_context(self.device._ctx)
+        self.device.context.bind()
         return acl.query_event_done(self._handle)
 
     async def wait(self, *, timeout: float | None = None) -> None:
@@ -81,7 +80,7 @@ class Event(Resource):
         """Device time in ms from ``start`` to this event (both complete, both ``timing=True``)."""
         self._check_open()
         start._check_open()
-        _native.bind_context(self.device._ctx)
+        self.device.context.bind()
         return acl.elapsed_ms(start._handle, self._handle)
 
     def _close(self) -> None:

@@ -234,7 +234,7 @@ class _Now:
                 host_out[j] = b
                 keep.append(b)
                 j += 1
-            _native.bind_context(model.device._ctx)
+            model.device.context.bind()
             ran = self.ran
             rc = _execute_now(model._handle, 0, self.arena.ptr, self.n_in, self.in_ptrs, host_in, j, self.out_ptrs,
                               host_out, s._handle, ran)  # fmt: skip
@@ -373,7 +373,7 @@ class CompiledGraph(Resource):
     # ---- loading (runs on a worker thread) ----
     def _load(self) -> None:
         dev = self.device
-        _native.bind_context(dev._ctx)
+        dev.context.bind()
         b = self._build
         s0 = dev.default_stream
         for name in b.weights:
@@ -395,7 +395,7 @@ class CompiledGraph(Resource):
             self._arena_bytes = max(end, 1)
             if _execute_now is not None and _inline_bytes():
                 self._now = _Now(self, _owned_memory(DeviceMemory(dev, self._arena_bytes, s0)))
-        cache = dev._cache
+        cache = dev.context.cache
         for op in b.ops:
             consts: list[Any] = []  # a const desc holds a copy of its value (a weight: megabytes): dropped at once
             try:
@@ -808,7 +808,7 @@ class CompiledGraph(Resource):
         for s in self._aux_streams():
             s.close()
         self._release()
-        self.device._models.discard(self)
+        self.device.context.models.discard(self)
         # what it freed, back to the system: a dynamic model's plans come and go with shapes, and the
         # C heap otherwise keeps the peak of their arenas and packed weights (~1 ms, at an eviction)
         trim_host_heap()
@@ -851,7 +851,7 @@ _execute_now = acl.graph_execute_host_now_rc
 def _owned_memory(mem: DeviceMemory) -> DeviceMemory:
     """Memory a plan owns (an arena, a weight): back to the runtime when freed, not to the device's
     pool -- a dynamic-shape model's plans come and go, each with sizes of its own."""
-    mem.device._pool.release_block(mem.ptr)
+    mem.context.pool.release_block(mem.ptr)
     return mem
 
 

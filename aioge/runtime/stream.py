@@ -36,14 +36,14 @@ class _Pinned:
     __slots__ = ("cap", "device", "nbytes", "ptr")
 
     def __init__(self, device: Device, nbytes: int) -> None:
-        self.ptr, self.cap = device._pinned.take(nbytes)
+        self.ptr, self.cap = device.context.pinned.take(nbytes)
         self.nbytes = nbytes
         self.device = device
 
     def __del__(self) -> None:
         ptr, self.ptr = self.ptr, None
         if ptr is not None and not self.device.closed:
-            self.device._pinned.give(ptr, self.cap)
+            self.device.context.pinned.give(ptr, self.cap)
 
 
 class _Download:
@@ -124,7 +124,7 @@ class Enqueue:
         self._ptrs: Any = None
         self.seq_mode = self._lane.seq_mode
         #: the device's launch cache (descs, attrs, prepared launches), guarded by this lock
-        self.cache = stream.device._cache
+        self.cache = stream.device.context.cache
         #: the stream's capture in progress (:meth:`Stream.capture`): commits record into it
         self.capture: CapturedGraph | None = None
 
@@ -134,7 +134,7 @@ class Enqueue:
             s = self.stream
             if s._closed:
                 s._check_open()
-            _native.bind_context(self._dev._ctx)
+            self._dev.context.bind()
         except BaseException:
             self._lock.release()
             raise
@@ -170,7 +170,7 @@ class Enqueue:
             return
         if self.capture is not None:
             raise dependency_error(self.stream, comp)
-        _native.bind_context(self._dev._ctx)  # (the prepared-launch form has not bound it)
+        self._dev.context.bind()  # (the prepared-launch form has not bound it)
         if comp.event is None:  # a sequence-number lane
             _wait_seq(self.handle, comp.lane._handle, comp.tseq)
         else:
@@ -334,8 +334,8 @@ class Stream(Resource):
     _ids = itertools.count(1)  # next() is atomic: streams may be opened from several threads
 
     def __init__(self, device: Device, *, high_water: int = 1024, timing: bool = False) -> None:
-        device._check_open()
-        _native.bind_context(device._ctx)
+        device.context.check_open()
+        device.context.bind()
         self._handle = acl.create_stream()
         self.device = device
         self.id = next(Stream._ids)
@@ -343,7 +343,7 @@ class Stream(Resource):
         #: every launch also records a start event; its Completion.device_ms is set
         self.timing = timing
         self._lock = threading.Lock()
-        self._lane = Lane(device._ctx, f"aioge-lane-{device.id}-{self.id}", self._handle)
+        self._lane = Lane(device.context.handle, f"aioge-lane-{device.id}-{self.id}", self._handle)
         #: THE enqueue primitive of this stream (see :class:`Enqueue`)
         self._enqueue = Enqueue(self)
         self._opened()
@@ -377,7 +377,7 @@ class Stream(Resource):
         """Check open and bind the context, for callers holding ``self._lock`` around a raw
         test-hook call (``with stream._enqueue:`` does both; launches go through it)."""
         self._check_open()
-        _native.bind_context(self.device._ctx)
+        self.device.context.bind()
 
     def _new_event(self) -> Any:
         ev = self._lane.take_event()
@@ -594,9 +594,9 @@ class Stream(Resource):
         for ev in self._lane.stop():
             acl.destroy_event(ev)
         if not self.device.closed:
-            _native.bind_context(self.device._ctx)
+            self.device.context.bind()
             acl.destroy_stream(self._handle)
-        self.device._streams.discard(self)
+        self.device.context.streams.discard(self)
 
     async def _drain(self) -> None:
         await self.synchronize()

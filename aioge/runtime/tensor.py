@@ -73,12 +73,12 @@ class DeviceMemory:
     lives here, so every view sees the same last writer and readers.
     """
 
-    __slots__ = ("__weakref__", "buffer", "cap", "device", "nbytes", "ptr", "readers", "stream", "writer")
+    __slots__ = ("__weakref__", "buffer", "cap", "context", "device", "nbytes", "ptr", "readers", "stream", "writer")
 
     def __init__(self, device: Device, nbytes: int, stream: Stream) -> None:
-        if device._closed:
-            device._check_open()
-        self.ptr, self.buffer, self.cap = device._pool.take(nbytes)
+        ctx = self.context = device.context
+        ctx.check_open()
+        self.ptr, self.buffer, self.cap = ctx.pool.take(nbytes)
         self.nbytes = nbytes
         self.device = device
         #: stream of the last write (or of the allocation)
@@ -87,7 +87,7 @@ class DeviceMemory:
         #: latest read per stream (by its lane, which does not keep the stream
         #: alive): a write on another stream waits for them (write-after-read)
         self.readers: dict[Lane, Completion] = {}
-        device._memory.add(self)
+        ctx.memory.add(self)
 
     def home(self) -> Stream:
         """The stream of the last write, or the device's default stream once that one closed."""
@@ -99,10 +99,10 @@ class DeviceMemory:
         ptr, self.ptr = self.ptr, None
         if ptr is None:
             return
-        dev = self.device
-        dev._memory.discard(self)
-        if not dev._closed:  # once closed, the device released everything already
-            dev._pool.give(ptr, self.buffer, self.cap)
+        ctx = self.context
+        ctx.memory.discard(self)
+        if not ctx.closed:  # once closed, the device released everything already
+            ctx.pool.give(ptr, self.buffer, self.cap)
 
     def __del__(self) -> None:
         try:

@@ -103,7 +103,7 @@ async def test_synchronize_timeout_on_a_blocked_stream(stream):
     def callback(_user):
         ran.set()
 
-    ctx = stream.device._ctx
+    ctx = stream.device.context.handle
     tid: list[int] = []
     ready = threading.Event()
 

@@ -309,14 +309,14 @@ def test_only_native_imports_the_compiled_module():
 
 def _gate(s, timeout_ms=10_000):
     g = _native.ffi.new("uint64_t *")
-    _native.bind_context(s.device._ctx)
+    s.device.context.bind()
     _native.check(_native.lib.aiogeHostLaunchGate(s._handle, timeout_ms, g), "gate")
     return g[0]
 
 
 async def test_caching_allocator_reuses_freed_blocks(dev):
     s = dev.default_stream
-    pool = dev._pool
+    pool = dev.context.pool
     x = s.upload(np.ones(1000, np.float32))
     await x
     before = _native.counters()["device_allocations"]
@@ -335,7 +335,7 @@ def test_allocator_size_classes_and_release():
     assert size_class(0) == 512 and size_class(1) == 512 and size_class(513) == 1024
     assert size_class(1 << 20) == 1 << 20 and size_class((1 << 20) + 1) == 2 << 20
     with _sync_device() as d:
-        pool = d._pool
+        pool = d.context.pool
         pool.limit = 4096
         t = d.default_stream.empty(512)  # 2048 bytes
         t.close()
@@ -393,7 +393,7 @@ def test_finalizers_never_wait_for_a_lock_their_own_thread_holds():
     assert _in_thread(drop_ticket_under_the_lock)
     assert flight.oldest() == (True, None)  # the slot came back
     with _sync_device() as d:
-        pool, pinned = d._pool, d._pinned
+        pool, pinned = d.context.pool, d.context.pinned
         t = d.default_stream.empty(512)
         p = pinned.take(4096)
 

@@ -234,7 +234,7 @@ async def test_dropped_model_warns_and_releases_everything(dev):
     def live() -> tuple[int, int, int, int]:
         gc.collect()
         c = _native.counters()
-        return c["graphs"], c["streams"], c["tensor_descs"], len(dev._memory)
+        return c["graphs"], c["streams"], c["tensor_descs"], len(dev.context.memory)
 
     g = branches(64)
     x = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
@@ -460,7 +460,7 @@ async def test_cancelled_compile_returns_at_once_and_its_model_is_not_lost(dev, 
     g = mlp()
     with anyio.move_on_after(0.05):
         await dev.compile(g)
-    assert any(not j.done for j in dev._compiling.values())  # returned while the compile is held
+    assert any(not j.done for j in dev.context.compiles.values())  # returned while the compile is held
     # a caller that stays gets the result of the compile still running, shared
     got = []
 
@@ -481,10 +481,10 @@ async def test_cancelled_compile_returns_at_once_and_its_model_is_not_lost(dev, 
     release.clear()
     with anyio.move_on_after(0.05):
         await dev.compile(g, optimize=1)
-    (job,) = dev._compiling.values()
+    (job,) = dev.context.compiles.values()
     release.set()
     await job.wait()
-    assert set(dev._models) == {model}
+    assert set(dev.context.models) == {model}
     # the device drains a compile in flight (close() from sync code refuses)
     release.clear()
     with anyio.move_on_after(0.05):
@@ -494,7 +494,7 @@ async def test_cancelled_compile_returns_at_once_and_its_model_is_not_lost(dev, 
     async with anyio.create_task_group() as tg:
         tg.start_soon(anyio.to_thread.run_sync, lambda: time.sleep(0.05) or release.set())
         await dev.aclose()
-    assert dev.closed and not dev._compiling and not dev._models
+    assert dev.closed and not dev.context.compiles and not dev.context.models
 
 
 def gather_chain() -> Graph:

@@ -51,12 +51,12 @@ def inject(s: aioge.Stream, count: int = 1, code: int = 507015) -> None:
 async def test_a_launch_is_one_prepared_call_completed_by_its_sequence_number(stream):
     x = stream.upload(np.arange(16, dtype=np.float32))
     out = stream.empty(16)
-    before = len(stream.device._cache.prepared)
+    before = len(stream.device.context.cache.prepared)
     comps = []
     for _ in range(3):
         (y,) = aioge.op("Add", [x, x], [out])
         comps.append(y.launch)
-    assert len(stream.device._cache.prepared) == before + 1  # prepared once, reused
+    assert len(stream.device.context.cache.prepared) == before + 1  # prepared once, reused
     assert all(c is not None and c.event is None and c.tseq > 0 for c in comps)
     assert [c.tseq for c in comps] == sorted(c.tseq for c in comps)
     np.testing.assert_array_equal(await out.numpy(), np.arange(16, dtype=np.float32) * 2)
