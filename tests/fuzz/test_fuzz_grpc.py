@@ -1,6 +1,10 @@
 """Hostile gRPC messages against the server's ``GRPCInferenceService`` in process (a real ``grpc.aio``
 server on 127.0.0.1 and a real channel, on one event loop).
 
+A second run targets a sequence model (a symbolic length besides the batch): declared lengths of 0,
+negative, 2**31 and 2**62, wrong fixed dims and raw sizes; refused requests compile no plan and the plan
+cache never exceeds its bound.
+
 Generated with a fixed seed: near-valid ``ModelInferRequest`` messages whose fields (model name and
 version, input names, datatypes, shapes with edge values, typed contents, raw sizes, requested outputs,
 parameters) are wrong in one or more ways, arbitrary bytes as a message, and hostile names for the
@@ -184,3 +188,81 @@ def test_hostile_grpc_messages(tmp_path):
     asyncio.run(main())
     assert sum(codes.values()) == len(cases)
     assert codes.get("INVALID_ARGUMENT", 0) > 0, codes
+
+
+SEQ = M.sequence()
+SEQ_SESSION = ort.InferenceSession(SEQ.SerializeToString(), providers=["CPUExecutionProvider"])
+LENGTHS = [1, 2, 7, 7, 0, -1, 2**31, 2**62, -(2**63)]
+
+
+@st.composite
+def near_valid_seq(draw: Any) -> bytes:
+    """A ``ModelInferRequest`` for ``seq`` (x[N, S, 8]) whose rows, length, width, rank, datatype or raw size
+    may be wrong."""
+    req = pb.ModelInferRequest(model_name=draw(st.sampled_from(["seq", "seq", "seq", "nope"])))
+    shape = [draw(st.sampled_from([1, 2, 3, 5, 0, 2**40])), draw(st.sampled_from(LENGTHS)),
+             draw(st.sampled_from([8, 8, 8, 7, 0]))]  # fmt: skip
+    shape = draw(st.sampled_from([shape, shape, shape, shape[:2], [*shape, 1]]))
+    size = int(np.prod(shape)) if all(0 <= d < 1000 for d in shape) else 3
+    elems = max(size + draw(st.sampled_from([0, 0, 0, 1, -1])), 0)
+    req.inputs.add(name="x", datatype=draw(st.sampled_from(["FP32", "FP32", "FP32", "FP16", "INT64"])), shape=shape)
+    req.raw_input_contents.append(np.full(elems, 0.5, np.float32).tobytes()[: elems * draw(st.sampled_from([4, 4, 2]))])
+    return req.SerializeToString()
+
+
+def test_hostile_grpc_messages_for_a_sequence_model(tmp_path):
+    cases: list[bytes] = []
+
+    @fuzz(40)
+    @given(msg=near_valid_seq())
+    def draw(msg: bytes) -> None:
+        cases.append(msg)
+
+    draw()
+    M.save(SEQ, tmp_path / "seq.onnx")
+    codes: dict[str, int] = {}
+    plans: list[dict[str, int]] = []
+
+    async def main() -> None:
+        spec = ModelSpec(str(tmp_path / "seq.onnx"), batch_sizes=(1, 2, 4), max_plans=3)
+        async with InferenceServer({"seq": spec}) as server:
+            runner = server.models["seq"].runner
+            svc = GrpcService(server)
+            port = svc.bind("127.0.0.1", 0)
+            await svc.start()
+            try:
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
+                    stub = service_pb2_grpc.GRPCInferenceServiceStub(ch)
+                    for raw in cases:
+                        req = pb.ModelInferRequest.FromString(raw)
+                        try:
+                            resp = await stub.ModelInfer(req, timeout=60)
+                        except grpc.aio.AioRpcError as e:
+                            codes[e.code().name] = codes.get(e.code().name, 0) + 1
+                            assert e.code() in OK_CODES and e.details(), (req, e.code(), e.details())
+                        else:
+                            codes["OK"] = codes.get("OK", 0) + 1
+                            (t,) = req.inputs
+                            x = np.frombuffer(req.raw_input_contents[0], np.float32).reshape(list(t.shape))
+                            got = np.frombuffer(resp.raw_output_contents[0], np.float32)
+                            want = SEQ_SESSION.run(None, {"x": x})[0]
+                            np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-5)
+                        plans.append(dict(runner.plans))
+                    # still healthy, and right
+                    assert (await stub.ServerReady(pb.ServerReadyRequest(), timeout=60)).ready
+                    x = np.random.default_rng(0).standard_normal((2, 5, 8)).astype(np.float32)
+                    good = pb.ModelInferRequest(model_name="seq")
+                    good.inputs.add(name="x", datatype="FP32", shape=[2, 5, 8])
+                    good.raw_input_contents.append(x.tobytes())
+                    resp = await stub.ModelInfer(good, timeout=60)
+                    got = np.frombuffer(resp.raw_output_contents[0], np.float32).reshape(2, 5, 4)
+                    np.testing.assert_allclose(got, SEQ_SESSION.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+            finally:
+                await svc.stop(5)
+
+    asyncio.run(main())
+    assert sum(codes.values()) == len(cases)
+    assert codes.get("INVALID_ARGUMENT", 0) > 0, codes
+    assert codes.get("OK", 0) > 0, codes  # some lengths were valid: the plans were exercised
+    assert all(p["plans"] <= 3 for p in plans), plans  # the bound holds whatever the lengths
+    assert plans[-1]["compiles"] <= codes.get("OK", 0), (plans[-1], codes)  # a refused request compiles nothing
