@@ -291,10 +291,22 @@ aclError hrt_dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alp
 
 /* The packed product (gemm_small.c), or OpenBLAS on the unpacked op(B) for the shapes where that
  * measured faster: the routing lives here, so gemm_small.c never calls back into this file. */
-aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
-                          int64_t ldb, float beta, float *c, int64_t ldc) {
+aclError hrt_sgemm_packed(int64_t m, bool ta, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
+                          int64_t ldb, const hrt_sgemm_ep *ep, float *c, int64_t ldc) {
     if (m <= 0) return ACL_SUCCESS;
-    if (hrt_sgemm_packed_prefers_blas(m, pb) && hrt_blas_loaded())
-        return hrt_sgemm(false, tb, m, hrt_sgemm_pb_n(pb), hrt_sgemm_pb_k(pb), 1.0f, a, lda, b, ldb, beta, c, ldc);
-    return hrt_sgemm_packed_run(m, a, lda, pb, beta, c, ldc);
+    if (hrt_sgemm_packed_prefers_blas(m, pb) && hrt_blas_loaded()) {
+        const int64_t n = hrt_sgemm_pb_n(pb);
+        float beta = 0.0f;
+        if (ep && ep->bias) { /* C = scale * A . op(B) + bias: the bias as BLAS's beta * C */
+            for (int64_t r = 0; r < m; r++) memcpy(c + r * ldc, ep->bias, sizeof(float) * (size_t)n);
+            beta = 1.0f;
+        }
+        aclError rc = hrt_sgemm(ta, tb, m, n, hrt_sgemm_pb_k(pb), ep ? ep->scale : 1.0f, a, lda, b, ldb, beta, c, ldc);
+        if (!rc && ep && ep->act) {
+            hrt_sgemm_ep act_only = {1.0f, NULL, ep->act};
+            hrt_sgemm_ep_apply(&act_only, m, n, c, ldc);
+        }
+        return rc;
+    }
+    return hrt_sgemm_packed_run(m, ta, a, lda, pb, ep, c, ldc);
 }

@@ -6,7 +6,7 @@
  * constant once inlined: exactly R rows of multiply-adds (a ragged row panel wastes none) */
 static inline __attribute__((always_inline)) PB_TARGET void PB_FN(uk_rows)(const int R, int64_t K, const float *restrict a, int64_t lda,
                                                           const float *restrict b, float *restrict t, int64_t ldt,
-                                                          bool acc) {
+                                                          bool acc, const pb_epi *e, const float *bias) {
     v8f c[MR][2];
     for (int r = 0; r < R; r++) {
         if (acc) {
@@ -25,20 +25,26 @@ static inline __attribute__((always_inline)) PB_TARGET void PB_FN(uk_rows)(const
             c[r][1] += x * b1;
         }
     }
+    if (e) /* the last K block: the epilogue on the accumulators, C written once */
+        for (int r = 0; r < R; r++) {
+            c[r][0] = pb_epi8(e, c[r][0], bias);
+            c[r][1] = pb_epi8(e, c[r][1], bias ? bias + 8 : NULL);
+        }
     for (int r = 0; r < R; r++) {
         st8(t + r * ldt, c[r][0]);
         st8(t + r * ldt + 8, c[r][1]);
     }
 }
 
-static PB_TARGET void PB_FN(uk_any)(int64_t mr, int64_t K, const float *a, int64_t lda, const float *b, float *t, int64_t ldt, bool acc) {
+static PB_TARGET void PB_FN(uk_any)(int64_t mr, int64_t K, const float *a, int64_t lda, const float *b, float *t, int64_t ldt,
+                                   bool acc, const pb_epi *e, const float *bias) {
     switch (mr) {
-    case 1: PB_FN(uk_rows)(1, K, a, lda, b, t, ldt, acc); break;
-    case 2: PB_FN(uk_rows)(2, K, a, lda, b, t, ldt, acc); break;
-    case 3: PB_FN(uk_rows)(3, K, a, lda, b, t, ldt, acc); break;
-    case 4: PB_FN(uk_rows)(4, K, a, lda, b, t, ldt, acc); break;
-    case 5: PB_FN(uk_rows)(5, K, a, lda, b, t, ldt, acc); break;
-    default: PB_FN(uk_rows)(6, K, a, lda, b, t, ldt, acc); break;
+    case 1: PB_FN(uk_rows)(1, K, a, lda, b, t, ldt, acc, e, bias); break;
+    case 2: PB_FN(uk_rows)(2, K, a, lda, b, t, ldt, acc, e, bias); break;
+    case 3: PB_FN(uk_rows)(3, K, a, lda, b, t, ldt, acc, e, bias); break;
+    case 4: PB_FN(uk_rows)(4, K, a, lda, b, t, ldt, acc, e, bias); break;
+    case 5: PB_FN(uk_rows)(5, K, a, lda, b, t, ldt, acc, e, bias); break;
+    default: PB_FN(uk_rows)(6, K, a, lda, b, t, ldt, acc, e, bias); break;
     }
 }
 
@@ -47,29 +53,39 @@ static PB_TARGET void PB_FN(uk_any)(int64_t mr, int64_t K, const float *a, int64
  * at most MR as even as can be (8 rows: 4 + 4, not 6 + 2). */
 static PB_TARGET void PB_FN(pb_block)(const pb_ctx *g, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
     const hrt_sgemm_pb *pb = g->pb;
-    float tile[MR * NR] __attribute__((aligned(32)));
+    float tile[MR * NR] __attribute__((aligned(32))), bpad[NR];
     const int64_t rows = r1 - r0, npanel = (rows + MR - 1) / MR, base = rows / npanel, extra = rows % npanel;
     for (int64_t k0 = 0; k0 < pb->k; k0 += KC) {
         const int64_t kc = pb->k - k0 < KC ? pb->k - k0 : KC;
-        const bool acc = k0 > 0 || g->acc0;
+        const bool acc = k0 > 0;
+        const pb_epi *e = k0 + kc >= pb->k ? g->epi : NULL;
         for (int64_t pp = p0; pp < p1; pp++) {
             const int64_t j0 = pp * NR, nj = pb->n - j0 < NR ? pb->n - j0 : NR;
-            const float *b = pb->p + pp * pb->k * NR + k0 * NR;
+            const float *b = pb->p + pp * pb->k * NR + k0 * NR, *bias = e && e->bias ? e->bias + j0 : NULL;
+            if (bias && nj < NR) { /* the ragged last panel: its bias padded to NR */
+                memcpy(bpad, bias, sizeof(float) * (size_t)nj);
+                memset(bpad + nj, 0, sizeof(float) * (size_t)(NR - nj));
+                bias = bpad;
+            }
             int64_t i = r0;
             for (int64_t q = 0; q < npanel; q++) {
                 const int64_t mr = base + (q < extra);
                 const float *a = g->a + i * g->lda + k0;
                 float *c = g->c + i * g->ldc + j0;
                 if (nj == NR) {
-                    PB_FN(uk_any)(mr, kc, a, g->lda, b, c, g->ldc, acc);
+                    PB_FN(uk_any)(mr, kc, a, g->lda, b, c, g->ldc, acc, e, bias);
                 } else {
                     if (acc)
                         for (int64_t r = 0; r < mr; r++) memcpy(tile + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nj);
-                    PB_FN(uk_any)(mr, kc, a, g->lda, b, tile, NR, acc);
+                    PB_FN(uk_any)(mr, kc, a, g->lda, b, tile, NR, acc, e, bias);
                     for (int64_t r = 0; r < mr; r++) memcpy(c + r * g->ldc, tile + r * NR, sizeof(float) * (size_t)nj);
                 }
                 i += mr;
             }
+        }
+        if (e && e->post) { /* an activation not done on the accumulators: the block's rows, still in cache */
+            const int64_t c0 = p0 * NR, c1 = p1 * NR < pb->n ? p1 * NR : pb->n;
+            for (int64_t r = r0; r < r1; r++) k_act_apply_f32(e->post, g->c + r * g->ldc + c0, c1 - c0);
         }
     }
 }
@@ -113,10 +129,15 @@ static PB_TARGET void PB_FN(pb_gemv)(void *vp, int64_t p0, int64_t p1) {
         float *c = g->c + j0, out[NR];
         st8(out, s0);
         st8(out + 8, s1);
-        if (g->acc0)
-            for (int64_t j = 0; j < nj; j++) c[j] += out[j];
-        else
-            memcpy(c, out, sizeof(float) * (size_t)nj);
+        const pb_epi *e = g->epi;
+        if (e) {
+            if (e->scaled)
+                for (int64_t j = 0; j < nj; j++) out[j] *= e->scale;
+            if (e->bias)
+                for (int64_t j = 0; j < nj; j++) out[j] += e->bias[j0 + j];
+            if (e->act) k_act_tile(e->act, out, nj);
+        }
+        memcpy(c, out, sizeof(float) * (size_t)nj);
     }
 }
 

@@ -172,13 +172,86 @@ hrt_sgemm_pb *hrt_sgemm_pack_b(bool tb, int64_t n, int64_t k, const float *b, in
     return pb;
 }
 
+/* the epilogue as the kernels read it: scale and bias on the accumulators, Relu / Clip (inl) too;
+ * post: another activation, run over a block's stored rows while they are in cache */
+typedef struct {
+    bool scaled;
+    float scale;
+    const float *bias;
+    int inl;
+    float lo, hi;
+    const k_act *act, *post;
+} pb_epi;
+
 typedef struct {
     int64_t m, lda, ldc, mc, per_item, ngroups;
-    bool acc0;
+    const pb_epi *epi; /* NULL: plain product */
     const float *a;
     const hrt_sgemm_pb *pb;
     float *c;
 } pb_ctx;
+
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+static inline __attribute__((always_inline)) v8f pb_splat(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
+
+/* x > 0 ? x : (NaN ? x : 0), as k_act_tile */
+static inline __attribute__((always_inline)) v8f pb_relu(v8f x) {
+    v8i keep = (x > pb_splat(0.0f)) | (x != x);
+    return (v8f)((v8i)x & keep);
+}
+
+/* x < lo ? lo : (x > hi ? hi : x), as k_act_tile */
+static inline __attribute__((always_inline)) v8f pb_clip(v8f x, float lo, float hi) {
+    const v8f l = pb_splat(lo), h = pb_splat(hi);
+    v8i over = x > h;
+    x = (v8f)(((v8i)h & over) | ((v8i)x & ~over));
+    v8i under = x < l;
+    return (v8f)(((v8i)l & under) | ((v8i)x & ~under));
+}
+
+/* one stored vector of C through the epilogue (b: its 8 bias values, NULL: none) */
+static inline __attribute__((always_inline)) v8f pb_epi8(const pb_epi *e, v8f v, const float *b) {
+    if (e->scaled) v *= pb_splat(e->scale);
+    if (b) v += ld8(b);
+    if (e->inl == K_ACT_INL_RELU) v = pb_relu(v);
+    else if (e->inl == K_ACT_INL_CLIP) v = pb_clip(v, e->lo, e->hi);
+    return v;
+}
+
+static bool pb_epi_of(const hrt_sgemm_ep *ep, pb_epi *e) {
+    if (!ep) return false;
+    const k_act *act = ep->act && ep->act->code != K_ACT_NONE ? ep->act : NULL;
+    *e = (pb_epi){ep->scale != 1.0f, ep->scale, ep->bias, act ? act->inl : 0, act ? act->lo : 0.0f,
+                  act ? act->hi : 0.0f, act, act && !act->inl ? act : NULL};
+    return e->scaled || e->bias || e->act;
+}
+
+typedef struct {
+    const pb_epi *e;
+    int64_t n, ldc;
+    float *c;
+} epi_rows_ctx;
+
+static void epi_rows(void *vp, int64_t r0, int64_t r1) {
+    const epi_rows_ctx *x = vp;
+    const pb_epi *e = x->e;
+    for (int64_t r = r0; r < r1; r++) {
+        float *row = x->c + r * x->ldc;
+        if (e->scaled)
+            for (int64_t j = 0; j < x->n; j++) row[j] *= e->scale;
+        if (e->bias)
+            for (int64_t j = 0; j < x->n; j++) row[j] += e->bias[j];
+        if (e->act) k_act_tile(e->act, row, x->n);
+    }
+}
+
+void hrt_sgemm_ep_apply(const hrt_sgemm_ep *ep, int64_t m, int64_t n, float *c, int64_t ldc) {
+    pb_epi e;
+    if (m <= 0 || n <= 0 || !pb_epi_of(ep, &e)) return;
+    epi_rows_ctx x = {&e, n, ldc, c};
+    hrt_parallel_for(m, K_GRAIN / n + 1, epi_rows, &x);
+}
 
 #define PB_TARGET
 #define PB_FN(x) x##_generic
@@ -265,7 +338,7 @@ aclError aiogeHostSetKernelFamily(const char *name) {
 #define PB_BIG_M 96
 #define PB_BIG_B_BYTES (4 << 20)
 
-/* C[M, N] (+)= A[M, K] . op(B) from B packed by hrt_sgemm_pack_b (beta 0 or 1, A not transposed);
+/* C[M, N] = epilogue(A[M, K] . op(B)) from B packed by hrt_sgemm_pack_b (A not transposed);
  * b / tb / ldb: op(B) unpacked, for the big shapes above */
 bool hrt_sgemm_packed_prefers_blas(int64_t m, const hrt_sgemm_pb *pb) {
     bool unpacked = m > PB_BIG_M && pb->bytes > PB_BIG_B_BYTES;
@@ -277,11 +350,22 @@ bool hrt_sgemm_packed_prefers_blas(int64_t m, const hrt_sgemm_pb *pb) {
     return unpacked;
 }
 
-aclError hrt_sgemm_packed_run(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, float beta, float *c,
-                              int64_t ldc) {
+aclError hrt_sgemm_packed_run(int64_t m, bool ta, const float *a, int64_t lda, const hrt_sgemm_pb *pb, const hrt_sgemm_ep *ep,
+                              float *c, int64_t ldc) {
     if (m <= 0) return ACL_SUCCESS;
+    if (ta) { /* A[K, M] -> row-major [M, K] scratch (M x K: small next to the product) */
+        const int64_t k = pb->k;
+        float *at = malloc(sizeof(float) * (size_t)(m * k));
+        if (!at) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "packed GEMM: out of host memory for op(A)");
+        for (int64_t kk = 0; kk < k; kk++)
+            for (int64_t i = 0; i < m; i++) at[i * k + kk] = a[kk * lda + i];
+        aclError rc = hrt_sgemm_packed_run(m, false, at, k, pb, ep, c, ldc);
+        free(at);
+        return rc;
+    }
     const pb_family *f = pb_family_now();
-    pb_ctx g = {m, lda, ldc, m, 1, pb->npan, beta == 1.0f, a, pb, c};
+    pb_epi epi;
+    pb_ctx g = {m, lda, ldc, m, 1, pb->npan, pb_epi_of(ep, &epi) ? &epi : NULL, a, pb, c};
     const int64_t threads = hrt_num_threads();
     if (m == 1) {
         /* ~64K multiply-adds a chunk */

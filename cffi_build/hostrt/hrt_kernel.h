@@ -194,15 +194,27 @@ int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
 int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);
 void hrt_packed_weight_counted(void); /* another kernel's weight packed: counted with them */
-/* C[M, N] (+)= A[M, K] . op(B) (beta 0 or 1; A row-major, lda); tb / b / ldb: op(B) unpacked, which
- * some big shapes read instead (blas.c: it routes them to OpenBLAS) */
-aclError hrt_sgemm_packed(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
-                          int64_t ldb, float beta, float *c, int64_t ldc);
+/* The epilogue a packed product applies as it stores C, so C is written once:
+ * C = act(scale * A . op(B) + bias).  bias: N floats or NULL; act: a kernel's k_act (kcommon.h) or
+ * NULL; Relu and Clip run on the accumulators, the other activations on the stored rows while in cache. */
+struct k_act;
+typedef struct hrt_sgemm_ep {
+    float scale;
+    const float *bias;
+    const struct k_act *act;
+} hrt_sgemm_ep;
+/* C[M, N] = op(A)[M, K] . op(B) (A row-major, lda; ta: A is [K, M], transposed into scratch for the
+ * packed kernels), through ep (NULL: none); tb / b / ldb: op(B) unpacked, which some big shapes read
+ * instead (blas.c: it routes them to OpenBLAS) */
+aclError hrt_sgemm_packed(int64_t m, bool ta, const float *a, int64_t lda, const hrt_sgemm_pb *pb, bool tb, const float *b,
+                          int64_t ldb, const hrt_sgemm_ep *ep, float *c, int64_t ldc);
+/* ep applied to C[M, N] in place over the pool (the unpacked route's epilogue) */
+void hrt_sgemm_ep_apply(const hrt_sgemm_ep *ep, int64_t m, int64_t n, float *c, int64_t ldc);
 /* gemm_small.c: whether OpenBLAS on the unpacked op(B) measured faster for this product, and the
  * packed product itself */
 bool hrt_sgemm_packed_prefers_blas(int64_t m, const hrt_sgemm_pb *pb);
-aclError hrt_sgemm_packed_run(int64_t m, const float *a, int64_t lda, const hrt_sgemm_pb *pb, float beta, float *c,
-                              int64_t ldc);
+aclError hrt_sgemm_packed_run(int64_t m, bool ta, const float *a, int64_t lda, const hrt_sgemm_pb *pb, const hrt_sgemm_ep *ep,
+                              float *c, int64_t ldc);
 
 /* -------------------------------------------------------------- half */
 static inline float hrt_f16_to_f32(uint16_t h) {

@@ -338,6 +338,25 @@ def test_gemm_fusion_folds_alpha_beta_and_transposes() -> None:
     same_outputs(g, f, {"x": rand(6, 3) * 3})
 
 
+@pytest.mark.parametrize(
+    ("attrs", "c_shape", "fused"),
+    [({"alpha": 0.5}, None, True), ({"beta": 2.0}, (4,), True), ({}, (1, 4), True), ({}, (), True),
+     ({}, (4,), False), ({}, None, False), ({"transB": 1}, (4,), False), ({"alpha": 3.0}, (5, 4), False)],
+)  # fmt: skip
+def test_a_gemm_alone_fuses_when_it_would_lower_to_more_ops(attrs, c_shape, fused) -> None:
+    # alpha != 1 or a C that is not a plain (N,) bias: _FusedMatMul carries them into the product's
+    # store; a plain Gemm (or a C over rows, which no (N,) bias holds) stays
+    g = Graph()
+    x = g.input("x", (5, 6))
+    b = rand(4, 6) if attrs.get("transB") else rand(6, 4)
+    ins = [x, g.constant(b)] + ([g.constant(rand(*c_shape))] if c_shape is not None else [])
+    g.output(g.add_node("Gemm", ins, attrs, name="gemm"))
+    g = infer_shapes(g)
+    f = fuse_bias_activation(g)
+    assert f.op_counts() == ({"_FusedMatMul": 1} if fused else {"Gemm": 1})
+    same_outputs(g, f, {"x": rand(5, 6)})
+
+
 def test_no_fusion_across_shared_or_output_values() -> None:
     g = Graph()
     x = g.input("x", (2, 3))

@@ -1,9 +1,12 @@
 """Constant matrix-product operands packed once when a compiled model loads (kernels/gemm_small.c's
-panels, graph.c's aiogeGraphPackWeights): MatMul, Gemm (transB, bias) and the fused MatMul+bias+Relu
-against numpy in float64 over ragged shapes (M = 1, K and N off the 16-column panels and the 256-row
+panels, graph.c's aiogeGraphPackWeights): MatMul, Gemm (transA, transB, alpha, beta, C broadcast)
+and the fused product + bias + activation (computed in the packed product's store) against numpy
+in float64 over ragged shapes (M = 1, K and N off the 16-column panels and the 256-row
 K blocks), the packed bytes reported in ``model.plan``, and no packing after the load."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -57,6 +60,78 @@ async def test_packed_layer_vs_numpy(compiled, m, k, n, tb, bias, relu, seed):
     assert model.plan.weight_bytes >= k * n * 4
     out = await model.execute(feeds)
     check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-3)
+
+
+ACTS = {
+    "none": ({}, lambda v: v),
+    "Relu": ({}, lambda v: np.maximum(v, 0)),
+    "Clip": ({"min": -0.5, "max": 0.75}, lambda v: np.clip(v, -0.5, 0.75)),
+    "Sigmoid": ({}, lambda v: 1 / (1 + np.exp(-v))),
+    "LeakyRelu": ({"alpha": 0.1}, lambda v: np.where(v < 0, 0.1 * v, v)),
+    "Gelu": ({}, lambda v: 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))),
+}
+
+#: Gemm's C: its shape as a function of (M, N), broadcast to [M, N]
+C_SHAPES = {"none": None, "N": lambda m, n: (n,), "1N": lambda m, n: (1, n), "MN": lambda m, n: (m, n),
+            "M1": lambda m, n: (m, 1), "scalar": lambda m, n: (), "11": lambda m, n: (1, 1)}  # fmt: skip
+
+
+def gemm_layer(m: int, k: int, n: int, *, ta: bool, tb: bool, alpha: float, beta: float, c: str, act: str,
+               seed: int) -> tuple[Graph, dict, np.ndarray]:  # fmt: skip
+    """ONNX Gemm with a constant B (and C), then an activation; the float64 numpy reference."""
+    rng = np.random.default_rng(seed)
+    g = Graph("gemm")
+    x = g.input("x", (k, m) if ta else (m, k), "float32")
+    w = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    ins = [x, g.constant("w", w)]
+    shape = C_SHAPES[c]
+    cv = None if shape is None else np.asarray(rng.standard_normal(shape(m, n)), np.float32)
+    if cv is not None:
+        ins.append(g.constant("c", cv))
+    y = g.add_node("Gemm", ins, {"transA": int(ta), "transB": int(tb), "alpha": alpha, "beta": beta})
+    attrs, ref_act = ACTS[act]
+    if act == "Clip":
+        lo, hi = g.constant("lo", np.float32(attrs["min"])), g.constant("hi", np.float32(attrs["max"]))
+        y = g.add_node("Clip", [y, lo, hi])
+    elif act != "none":
+        y = g.add_node(act, [y], dict(attrs))
+    g.output(y)
+    xv = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    a64, b64 = xv.astype(np.float64), w.astype(np.float64)
+    ref = alpha * ((a64.T if ta else a64) @ (b64.T if tb else b64))
+    if cv is not None:
+        ref = ref + beta * cv.astype(np.float64)
+    return g, {"x": xv}, ref_act(ref)
+
+
+@few(40)
+@given(m=st.sampled_from([1, 2, 5, 7, 8, 13, 33, 100]), k=st.integers(1, 600), n=st.integers(1, 300),
+       ta=st.booleans(), tb=st.booleans(), alpha=st.sampled_from([1.0, 0.5, -2.0]),
+       beta=st.sampled_from([1.0, 0.0, 3.0]), c=st.sampled_from(sorted(C_SHAPES)), act=st.sampled_from(sorted(ACTS)),
+       seed=st.integers(0, 2**16))  # fmt: skip
+async def test_packed_gemm_vs_numpy(compiled, m, k, n, ta, tb, alpha, beta, c, act, seed):
+    # every Gemm form (transA, transB, alpha, beta, C broadcast) with its constant B packed at load,
+    # alpha / C / the activation in the packed product's store where the fusion pass puts them there
+    g, feeds, ref = gemm_layer(m, k, n, ta=ta, tb=tb, alpha=alpha, beta=beta, c=c, act=act, seed=seed)
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == _panels(k, n)
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-3 * max(1.0, math.sqrt(k) / 8))
+
+
+EPILOGUE_SHAPES = [(1, 300, 70), (6, 257, 16), (8, 513, 33), (97, 40, 17), (130, 1100, 1000)]
+
+
+@pytest.mark.parametrize("act", sorted(ACTS))
+@pytest.mark.parametrize(("m", "k", "n"), EPILOGUE_SHAPES)
+async def test_packed_epilogue_shapes_vs_numpy(compiled, act, m, k, n):
+    # GEMV (M = 1), several K blocks (K > 256), a ragged last panel, a row block past 96, and the
+    # big shape that OpenBLAS computes from the unpacked B (its epilogue runs after the product)
+    g, feeds, ref = gemm_layer(m, k, n, ta=m == 8, tb=n == 33, alpha=0.5, beta=2.0, c="N", act=act, seed=m + k + n)
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == _panels(k, n)
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-3 * max(1.0, math.sqrt(k) / 8))
 
 
 SHAPES = [(1, 784, 512, False), (1, 17, 3, True), (8, 768, 768, True), (64, 784, 512, False), (512, 300, 70, False),

@@ -38,7 +38,9 @@ Three rewrites, applied in this order by :func:`fuse`:
    ``Clip(0, 6)`` is ReLU6).  Only the attrs an activation reads are set.
 
    A fusion happens only if every intermediate value has exactly one consumer
-   and is not a graph output, and it needs at least one absorbed node.
+   and is not a graph output, and it needs at least one absorbed node, except
+   for a ``Gemm`` whose alpha is not 1 or whose constant C is not a plain
+   ``(N,)`` bias (alone it would lower to a product plus ``Mul``/``Add``).
 
 3. **Elementwise chains** (:func:`fuse_elementwise`): a tree of elementwise
    ops (Relu LeakyRelu Sigmoid Tanh Exp Log Sqrt Abs Neg Reciprocal Erf Gelu
@@ -328,7 +330,7 @@ def fuse_bias_activation(graph: Graph) -> Graph:
                 act_attrs = a
                 absorbed.append(act)
                 tail = act.outputs[0]
-        if not absorbed:
+        if not absorbed and not (n.op_type == "Gemm" and _gemm_needs_ops(g, n, channels)):
             continue
         ins = [n.inputs[0], n.inputs[1]]
         if bias is not None:
@@ -377,6 +379,15 @@ def _explicit_conv_attrs(g: Graph, n: Node) -> dict[str, Any]:
         "pads": [*pb, *pe],
         "group": int(get_attr(n, "group") or 1),
     }
+
+
+def _gemm_needs_ops(g: Graph, n: Node, channels: int) -> bool:
+    """Whether a Gemm alone lowers to more than one matrix product (alpha != 1, or a C that is not
+    a plain (N,) bias): then its ``_FusedMatMul`` form puts alpha and beta * C in the product's store."""
+    c = n.input(2)
+    if float(get_attr(n, "alpha")) != 1.0:
+        return True
+    return bool(c) and (float(get_attr(n, "beta")) != 1.0 or tuple(g.values[c].shape or ()) != (channels,))
 
 
 def _gemm_c(g: Graph, n: Node, channels: int) -> np.ndarray | None:

@@ -386,6 +386,7 @@ typedef struct {
     int64_t bdims[HRT_MAXDIM], astride[HRT_MAXDIM], bstride[HRT_MAXDIM];
     double scale, alpha, lo, hi;
     int act;
+    k_act kact; /* the same activation for the packed product's epilogue */
     aclDataType dt;
 } fmm_plan;
 
@@ -496,20 +497,20 @@ static aclError fmm_run(const hrt_kernel *k, void *const *in, void *const *out) 
     return rc;
 }
 
-/* constant b packed once (graph.c): float32, scale 1, a not transposed, b shared by every batch */
+/* constant b packed once (graph.c): float32, b shared by every batch and one GEMM over them (a
+ * stacked untransposed, or one matrix, transposed or not) */
 static bool fmm_tall(const fmm_plan *p) {
     bool b_shared = true, a_full = true;
     for (int d = 0; d < p->bnd; d++) {
         b_shared &= p->bstride[d] == 0 || p->bdims[d] == 1;
         a_full &= p->astride[d] != 0 || p->bdims[d] == 1;
     }
-    return !p->ta && b_shared && a_full;
+    return b_shared && ((a_full && !p->ta) || p->nbatch == 1);
 }
 
 static void *fmm_pack(const hrt_kernel *k, int input, const void *data, size_t *bytes) {
     const fmm_plan *p = k->plan;
-    if (input != 1 || p->dt != ACL_FLOAT || p->scale != 1.0 || !fmm_tall(p) || k->in[1].numel != p->kk * p->n)
-        return NULL;
+    if (input != 1 || p->dt != ACL_FLOAT || !fmm_tall(p) || k->in[1].numel != p->kk * p->n) return NULL;
     hrt_sgemm_pb *pb = hrt_sgemm_pack_b(p->tb, p->n, p->kk, data, p->tb ? p->kk : p->n);
     *bytes = hrt_sgemm_pb_bytes(pb);
     return pb;
@@ -519,17 +520,10 @@ static void fmm_pack_free(void *pb) { hrt_sgemm_pb_free(pb); }
 
 static aclError fmm_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
     const fmm_plan *p = k->plan;
-    int64_t rows = p->m * p->nbatch;
-    float *c = out[0], beta = 0;
-    if (p->has_bias) {
-        for (int64_t r = 0; r < rows; r++) memcpy(c + r * p->n, in[2], sizeof(float) * (size_t)p->n);
-        beta = 1;
-    }
-    aclError rc = hrt_sgemm_packed(rows, in[0], p->kk, packed, p->tb, in[1], p->tb ? p->kk : p->n, beta, c, p->n);
-    if (rc || p->act == E_NONE) return rc;
-    act_exec ax = {p, c};
-    hrt_parallel_for(rows, K_GRAIN / (p->n ? p->n : 1) + 1, act_rows, &ax);
-    return ACL_SUCCESS;
+    /* scale, bias and the activation in the product's store: y written once */
+    hrt_sgemm_ep ep = {(float)p->scale, p->has_bias ? in[2] : NULL, &p->kact};
+    return hrt_sgemm_packed(p->m * p->nbatch, p->ta, in[0], p->ta ? p->m : p->kk, packed, p->tb, in[1],
+                            p->tb ? p->kk : p->n, &ep, out[0], p->n);
 }
 
 static aclError fmm_compile(hrt_kernel *k, const aclopAttr *attrs) {
@@ -556,6 +550,7 @@ static aclError fmm_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (!rc) rc = hrt_attr_get_float(k, attrs, "max", false, INFINITY, &p->hi);
     if (!rc && (p->act = activation_code(act)) < 0)
         rc = hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, API, "%s: unknown activation '%s'", k->op_name, act);
+    if (!rc) rc = k_act_from_attrs(k, attrs, &p->kact);
     if (rc) {
         free(p);
         return rc;

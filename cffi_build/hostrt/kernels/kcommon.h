@@ -146,7 +146,7 @@ typedef struct {
 /* An activation fused into a kernel's epilogue (fused.c): the `activation`
  * attr of aioge's fused ops (none, Relu, LeakyRelu (alpha), Sigmoid, Tanh,
  * Gelu, GeluTanh, Clip (min, max)), applied in place. */
-typedef struct {
+typedef struct k_act {
     int code;    /* K_ACT_NONE: nothing to do */
     double a, b; /* LeakyRelu: alpha; Clip: min, max */
     int inl;     /* set by k_act_from_attrs: K_ACT_INL_RELU / _CLIP (lo, hi), which k_act_tile inlines */

@@ -109,10 +109,10 @@ static aclError mm_run(const hrt_kernel *k, void *const *in, void *const *out) {
     return rc;
 }
 
-/* constant x2 packed once (graph.c): float32, x1 not transposed, one GEMM over every batch */
+/* constant x2 packed once (graph.c): float32, one GEMM over every batch (2-D x1 may be transposed) */
 static void *mm_pack(const hrt_kernel *k, int input, const void *data, size_t *bytes) {
     const mm_plan *p = k->plan;
-    if (input != 1 || p->dt != ACL_FLOAT || (!p->fold && (p->nbatch != 1 || p->ta)) || k->in[1].numel != p->k * p->n)
+    if (input != 1 || p->dt != ACL_FLOAT || (!p->fold && p->nbatch != 1) || k->in[1].numel != p->k * p->n)
         return NULL;
     hrt_sgemm_pb *pb = hrt_sgemm_pack_b(p->tb, p->n, p->k, data, p->tb ? p->k : p->n);
     *bytes = hrt_sgemm_pb_bytes(pb);
@@ -123,13 +123,10 @@ static void mm_pack_free(void *pb) { hrt_sgemm_pb_free(pb); }
 
 static aclError mm_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
     const mm_plan *p = k->plan;
-    int64_t rows = p->m * p->nbatch;
-    float *c = out[0], beta = 0;
-    if (p->has_bias) {
-        for (int64_t r = 0; r < rows; r++) memcpy(c + r * p->n, in[2], sizeof(float) * (size_t)p->n);
-        beta = 1;
-    }
-    return hrt_sgemm_packed(rows, in[0], p->k, packed, p->tb, in[1], p->tb ? p->k : p->n, beta, c, p->n);
+    const bool ta = p->ta && !p->fold; /* fold: x1 is never transposed */
+    hrt_sgemm_ep ep = {1.0f, p->has_bias ? in[2] : NULL, NULL};
+    return hrt_sgemm_packed(p->m * p->nbatch, ta, in[0], ta ? p->m : p->k, packed, p->tb, in[1], p->tb ? p->k : p->n,
+                            &ep, out[0], p->n);
 }
 
 static aclError check_float_types(const hrt_kernel *k) {
