@@ -19,7 +19,7 @@ threads spinning (its default) and without (``session.intra_op.allow_spinning
 = 0``); ``--ort-spin both`` (the default) reports both ratios, the
 BENCH_ORT_NO_SPIN environment variable alone selects ``off``.
 
-    python benchmarks/bench_graph.py --matmul [--quick] [--ms 1,8,64,512] [--kn 784x512,768x768]
+    python benchmarks/bench_graph.py --matmul [--quick] [--ms 1,8,32,64,128,512] [--kn 784x512,3072x768]
 
 A single MatMul with a constant B and the MLP 784-512-512-10 at batch 1 and 64: aioge time /
 onnxruntime time (default options, spinning) in one process, alternating blocks; each model is
@@ -258,8 +258,8 @@ async def main() -> None:
                     default="off" if os.environ.get("BENCH_ORT_NO_SPIN") else "both")  # fmt: skip
     ap.add_argument("--budget", type=float, default=None, help="seconds of timed runs per side per model")
     ap.add_argument("--matmul", action="store_true", help="the single-MatMul ratio table and the MLP, packed and not")
-    ap.add_argument("--ms", default="1,8,64,512", help="--matmul: rows M")
-    ap.add_argument("--kn", default="784x512,768x768,768x3072", help="--matmul: KxN of the constant B")
+    ap.add_argument("--ms", default="1,8,32,64,128,512", help="--matmul: rows M")
+    ap.add_argument("--kn", default="784x512,768x768,768x3072,3072x768", help="--matmul: KxN of the constant B")
     args = ap.parse_args()
     if args.matmul:
         kns = [tuple(int(v) for v in kn.split("x")) for kn in args.kn.split(",")]

@@ -17,7 +17,9 @@ static inline __attribute__((always_inline)) PB_TARGET void PB_FN(uk_rows)(const
         }
     }
     for (int64_t k = 0; k < K; k++, b += NR) {
-        const v8f b0 = ld8(b), b1 = ld8(b + 8);
+        v8f b0 = ld8(b), b1 = ld8(b + 8);
+        PB_PIN(b0);
+        PB_PIN(b1);
         for (int r = 0; r < R; r++) {
             const float s = a[r * lda + k];
             const v8f x = {s, s, s, s, s, s, s, s};

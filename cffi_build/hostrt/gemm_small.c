@@ -253,18 +253,25 @@ void hrt_sgemm_ep_apply(const hrt_sgemm_ep *ep, int64_t m, int64_t n, float *c, 
     hrt_parallel_for(m, K_GRAIN / n + 1, epi_rows, &x);
 }
 
+/* PB_PIN(v): v stays in a register.  Without it GCC folds the B panel's two loads into every
+ * multiply-add as a memory operand (R rows: 2R loads a K step instead of 2), and a 4-row kernel
+ * was bound by loads instead of multiply-adds. */
 #define PB_TARGET
 #define PB_FN(x) x##_generic
+#define PB_PIN(v) ((void)0)
 #include "gemm_packed_tmpl.h"
 #undef PB_TARGET
 #undef PB_FN
+#undef PB_PIN
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PB_HAVE_AVX2 1
 #define PB_TARGET __attribute__((target("avx2,fma")))
 #define PB_FN(x) x##_avx2
+#define PB_PIN(v) __asm__("" : "+x"(v))
 #include "gemm_packed_tmpl.h"
 #undef PB_TARGET
 #undef PB_FN
+#undef PB_PIN
 #endif
 
 /* Kernel families, best first; AIOGE_HOST_ISA=avx2|generic forces one (an unsupported or unknown
