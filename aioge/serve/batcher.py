@@ -247,7 +247,7 @@ class Batcher:
         self._wake_when_full = False  # ... for a full batch (not for any arrival)
         self._want_slot = False  # ... for a batch to end (max_inflight batches are running)
         self._alone = 0  # requests run alone in their callers' tasks
-        self._last_end = -math.inf  # when the last batch ended
+        self._last_end = -math.inf  # when the last batch ended (time.perf_counter)
         self._tg: TaskGroup | None = None
         self._form = anyio.Lock()
         self._closing = False
@@ -413,7 +413,7 @@ class Batcher:
         started = False
         try:
             self._alone += 1
-            if now - self._last_end < _BACK_TO_BACK or not self._alone % _YIELD_EVERY:
+            if req.t_perf - self._last_end < _BACK_TO_BACK or not self._alone % _YIELD_EVERY:
                 await self._sync.checkpoint()
             req.t_start = self._now()
             started = True
@@ -661,8 +661,10 @@ class Batcher:
         finally:
             self._running -= 1
             self._slot_freed()
-            self._last_end = self._now()
-            end = time.perf_counter()
+            # on time.perf_counter, as the requests' arrivals: uvloop's loop clock counts whole
+            # milliseconds, so every request within the millisecond of the last batch's end looked
+            # back-to-back and yielded (a loop iteration per request for a lone client)
+            self._last_end = end = time.perf_counter()
             self._batch_sizes[rows] += 1
             stats = self._stats
             stats["batches"] += 1

@@ -181,6 +181,33 @@ async def test_callers_looping_on_an_idle_batcher_take_turns(model):
     assert len(set(order[:64])) == 4  # each caller had turns early on (not one loop after another)
 
 
+async def test_a_lone_callers_spaced_requests_do_not_yield(model):
+    """Requests that arrive well after the previous batch ended (here: >= 200 us of busy waiting, no loop
+    iteration between them) are not back-to-back: they run without a yield but every 16th.  The time
+    since that batch is measured on time.perf_counter: uvloop's loop clock counts whole milliseconds
+    (and stands still between loop iterations), so such requests all looked back-to-back there."""
+    import time
+
+    rec = Recording(model)
+    async with Batcher(rec, max_queue_delay=0) as b:
+        yields = 0
+        checkpoint = b._sync.checkpoint
+
+        async def counting() -> None:
+            nonlocal yields
+            yields += 1
+            await checkpoint()
+
+        b._sync.checkpoint = counting
+        for i in range(32):
+            t = time.perf_counter()
+            while time.perf_counter() - t < 200e-6:  # a lower bound on the gap, not a timing assertion
+                pass
+            out = await b.infer({"x": rows(1, float(i))})
+            np.testing.assert_allclose(out["y"], rows(1, float(i)) @ W, rtol=1e-5, atol=1e-5)
+    assert yields == 2  # the 16th and the 32nd
+
+
 # ---- metrics: a scrape-time collector ----
 async def test_the_metrics_collector_counts_like_prometheus_histograms(model):
     prometheus_client = pytest.importorskip("prometheus_client")
