@@ -103,3 +103,36 @@ def test_metadata_and_unbatched_models(codec):
     req = decode_request(json.dumps({"inputs": json.loads(body)["inputs"], "parameters": {"timeout": 2500}}).encode(),
                          None, spec, spec, 0)  # fmt: skip
     assert req.timeout == pytest.approx(0.0025)
+
+
+@pytest.mark.parametrize("dt", ["FP32", "FP64", "FP16"])
+def test_flat_json_floats_read_as_numpy_casts_them(codec, dt):
+    """The flat-float fast path rounds as numpy's cast of the float64 does: past the type's range inf,
+    below its smallest subnormal 0 (with their signs)."""
+    values = [1e300, -1e300, 3.4028235e38, 3.4028236e38, 65504.0, 65520.0, 1e-46, -7e-46, 0.1, -2.5, 1e-8]
+    spec = {"x": TensorInfo("x", DATATYPES[dt], (-1, len(values)))}
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, len(values)], "datatype": dt, "data": values}]})
+    got = decode_request(body.encode(), None, spec, spec, max_batch_size=1).inputs["x"]
+    with np.errstate(over="ignore"):
+        want = np.array([values], np.float64).astype(DATATYPES[dt])
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert np.signbit(got).tolist() == np.signbit(want).tolist()
+
+
+@pytest.mark.parametrize("rid", [None, "null", "7"])
+def test_non_finite_outputs_are_written_as_triton_writes_them(codec, rid):
+    """NaN, Infinity, -Infinity (never null) whatever the request id holds; finite values exactly."""
+    spec = {"y": TensorInfo("y", np.dtype(np.float32), (-1, 4))}
+    head = {"inputs": [{"name": "y", "shape": [1, 4], "datatype": "FP32", "data": [1.5, 2.0, 3.0, 4.0]}]}
+    if rid is not None:
+        head["id"] = rid
+    req = decode_request(json.dumps(head).encode(), None, spec, spec, max_batch_size=1)
+    for values in ([np.nan, np.inf, -np.inf, 0.1], [0.1, 2.0, -3.5, 1e-30]):
+        y = np.array([values], np.float32)
+        out, hl = encode_response("m", req, {"y": y}, spec)
+        assert hl is None and b"null" not in out.replace(b'"null"', b"")
+        (o,) = json.loads(out)["outputs"]
+        np.testing.assert_array_equal(np.array(o["data"], np.float32), y.ravel())
+        assert (b"NaN" in out) == bool(np.isnan(y).any()) and (b"-Infinity" in out) == bool(np.isneginf(y).any())
+        assert json.loads(out).get("id") == rid
