@@ -98,6 +98,14 @@ class _Counting(_trace.Observer):
             else:
                 self._joins[join] = token
 
+    def ran_inline(self, model: CompiledGraph, stream: Stream, begin_ns: int, end_ns: int, rc: int,
+                   times: Any) -> None:  # fmt: skip
+        name = model.graph.name
+        with self.lock:
+            self.by_kind["graph"] = self.by_kind.get("graph", 0) + 1
+            self.executions[name] = self.executions.get(name, 0) + 1
+            self._observe(name, (end_ns - begin_ns) / 1e9)
+
     def finished(self, comp: Completion, rc: int, t_ns: int) -> None:
         if not self._joins:
             return

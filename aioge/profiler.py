@@ -359,6 +359,30 @@ class Profiler(_trace.Observer):
         rec._times = times
         rec._node_names = self._segment_nodes(model, segment)
 
+    def ran_inline(self, model: CompiledGraph, stream: Stream, begin_ns: int, end_ns: int, rc: int,
+                   times: Any) -> None:  # fmt: skip
+        """An execution run on the caller's thread: one graph launch and its execution, both over.
+
+        Host runtime only, where the device clock is the host's: its times are exact."""
+        if not self._recording:
+            return
+        where = self._streams.get(stream._lane)
+        if where is None:
+            return
+        dev, sid = where
+        clock = self._clocks[dev]
+        with self._lock:
+            rec = Launch(len(self.launches), f"{model.graph.name}[0]", "graph", dev, sid, begin_ns, error=rc,
+                         _clock=clock, _prev_ns=clock.last_ns.get(sid, self.t0_ns))  # fmt: skip
+            rec._dev_start, rec._dev_end, rec._finish_ns = begin_ns, end_ns, end_ns
+            rec._times = times
+            rec._node_names = self._segment_nodes(model, 0) if times is not None else None
+            clock.last_ns[sid] = end_ns
+            self.launches.append(rec)
+            ex = Execution(len(self.executions), model.graph.name, dev, sid, begin_ns, [rec.index], rec.index, end_ns)
+            rec.execution = ex.index
+            self.executions.append(ex)
+
     def finished(self, comp: Completion, rc: int, t_ns: int) -> None:
         with self._lock:
             rec = self._pending.pop(comp, None)

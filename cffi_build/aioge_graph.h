@@ -51,10 +51,12 @@ aclError aiogeGraphPackWeights(aiogeGraph *graph, int32_t first, int32_t count, 
  * failed execution writes no host output.  Either array may be NULL, not
  * both; the caller keeps the host memory alive (and unchanged) until the task
  * has run.  One enqueue instead of one per copy: the cheap way to serve
- * small requests. */
+ * small requests.  nodeTimes (NULL: untimed) times every node as aiogeGraphExecuteTimedAsync
+ * does (`capacity` entries, at least 2 * the segment's node count). */
 aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                     void *const inputs[], const void *const hostInputs[], int32_t numOutputs,
-                                    void *const outputs[], void *const hostOutputs[], aclrtStream stream);
+                                    void *const outputs[], void *const hostOutputs[], aclrtStream stream,
+                                    uint64_t nodeTimes[], int32_t capacity);
 
 /* The same execution, run now on the calling thread if it can be: when the graph
  * is cheap enough (its earlier runs took at most AIOGE_HOST_INLINE_US of CPU
@@ -66,11 +68,12 @@ aclError aiogeGraphExecuteHostAsync(aiogeGraph *graph, int32_t segment, void *ar
  * nothing and returns ACL_SUCCESS with *ran = 0 (the stream is busy) or -1
  * (the graph is too costly to run on the caller's thread): the caller enqueues
  * it with aiogeGraphExecuteHostAsync.  The synchronous path of small
- * executions: no event, no wake-up, no completion to wait for. */
+ * executions: no event, no wake-up, no completion to wait for.  nodeTimes as for
+ * aiogeGraphExecuteHostAsync (a profiler times the same route as an unprofiled run). */
 aclError aiogeGraphExecuteHostNow(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                   void *const inputs[], const void *const hostInputs[], int32_t numOutputs,
                                   void *const outputs[], void *const hostOutputs[], aclrtStream stream,
-                                  int32_t *ran);
+                                  uint64_t nodeTimes[], int32_t capacity, int32_t *ran);
 
 /* Per-node timing, for profilers (untimed executions pay nothing): the same
  * as aiogeGraphExecuteAsync, and the task also writes node i's start and end

@@ -480,11 +480,13 @@ def offset_pointers(base: Handle, offsets: Sequence[int], tail: Sequence[Handle]
 
 
 def graph_execute_host(g: Handle, segment: int, arena: Handle, ins: tuple[int, Any, Any], outs: tuple[int, Any, Any],
-                       stream: Handle, what: str) -> None:  # fmt: skip
+                       stream: Handle, times: Any, what: str) -> None:  # fmt: skip
     """``aiogeGraphExecuteHostAsync``: one task copying host inputs in, running ``segment``, copying outputs out.
 
-    ``ins`` and ``outs`` are ``(count, device pointers, host pointers)``."""
-    rc = lib.aiogeGraphExecuteHostAsync(g, segment, arena, ins[0], ins[1], ins[2], outs[0], outs[1], outs[2], stream)
+    ``ins`` and ``outs`` are ``(count, device pointers, host pointers)``; ``times`` (a
+    :func:`timestamps` array, or None) also times every node."""
+    t, n = (NULL, 0) if times is None else (times, len(times))
+    rc = lib.aiogeGraphExecuteHostAsync(g, segment, arena, *ins, *outs, stream, t, n)
     if rc:
         raise error_class(rc)(rc, recent_error(), what)
 

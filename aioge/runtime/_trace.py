@@ -19,7 +19,9 @@ The hook sites, and what the hub passes on:
 * ``launch()`` -> ``annotate(comp, inputs, outputs)``: the op's operands;
 * ``CompiledGraph`` -> ``execution_begins`` / ``execution_ends`` around one
   execution, and for sunk segments ``node_times`` (a buffer for the runtime's
-  per-node clock, or None) then ``segment``.
+  per-node clock, or None) then ``segment``; an execution the runtime ran on the
+  caller's thread (no launch, no completion) -> ``node_times`` then ``ran_inline``.
+  Observing never changes the route an execution takes.
 
 Hooks run on whatever thread enqueues or completes, some with runtime locks
 held: observers must not block, launch work or take a stream's lock.
@@ -82,6 +84,9 @@ class Observer:
 
     def segment(self, comp: Completion, model: CompiledGraph, segment: int, times: Any) -> None: ...
 
+    def ran_inline(self, model: CompiledGraph, stream: Stream, begin_ns: int, end_ns: int, rc: int,
+                   times: Any) -> None: ...  # fmt: skip
+
 
 class Hub:
     """Fans the hooks out to the attached observers.
@@ -143,6 +148,12 @@ class Hub:
     def segment(self, comp: Completion, model: CompiledGraph, segment: int, times: Any) -> None:
         for o in self.recorders:
             o.segment(comp, model, segment, times)
+
+    def ran_inline(self, model: CompiledGraph, stream: Stream, begin_ns: int, rc: int, times: Any) -> None:
+        """An execution of ``model``'s one segment ran on the caller's thread from ``begin_ns`` to now."""
+        t = time.monotonic_ns()
+        for o in self.recorders:
+            o.ran_inline(model, stream, begin_ns, t, rc, times)
 
 
 #: the hub while anything observes the runtime, else None: the only thing a hook tests

@@ -28,6 +28,7 @@ import collections
 import math
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -234,17 +235,27 @@ class _Now:
                 host_out[j] = b
                 keep.append(b)
                 j += 1
-            model.device.context.bind()
+            hub = _trace.hub  # observed or not, the same route: the runtime also times every node
+            times = hub.node_times(model, 0) if hub is not None else None
+            begin = time.monotonic_ns() if hub is not None else 0
             ran = self.ran
-            rc = _execute_now(model._handle, 0, self.arena.ptr, self.n_in, self.in_ptrs, host_in, j, self.out_ptrs,
-                              host_out, s._handle, ran)  # fmt: skip
-            if ran[0] != 1:
+            with s._enqueue.lock:  # the stream's lock: open-ness, the call and a failure's note as one
+                if s._closed:
+                    return None
+                model.device.context.bind()
+                rc = _execute_now(model._handle, 0, self.arena.ptr, self.n_in, self.in_ptrs, host_in, j, self.out_ptrs,
+                                  host_out, s._handle, _NULL if times is None else times,
+                                  0 if times is None else len(times), ran)  # fmt: skip
+                if ran[0] != 1:
+                    if rc:
+                        acl.raise_for(rc, f"execute() of {model._describe()}")
+                    return None
                 if rc:
-                    acl.raise_for(rc, f"execute() of {model._describe()}")
-                return None
+                    err = (rc, _native.recent_error(), f"{model.graph.name}: execution from host memory")
+                    s._lane.record_failure(err)  # the stream's next synchronize() reports it too
+            if hub is not None:
+                hub.ran_inline(model, s, begin, rc, times)
             if rc:
-                err = (rc, _native.recent_error(), f"{model.graph.name}: execution from host memory")
-                s._lane.record_failure(err)  # the stream's next synchronize() reports it too
                 raise error_class(rc)(*err)
             return res
         finally:
@@ -502,7 +513,7 @@ class CompiledGraph(Resource):
         if type(feeds) is not dict:
             feeds = feeds_dict(self.graph.name, self.inputs, feeds)
         now = self._now
-        if now is not None and not as_tensors and _trace.hub is None:
+        if now is not None and not as_tensors:
             res = now.run(self, feeds, stream if stream is not None else self.device.default_stream)
             if res is not None:
                 return res if not as_torch else _as_torch(res)
@@ -513,8 +524,7 @@ class CompiledGraph(Resource):
         s0 = stream if stream is not None else self.device.default_stream
         await s0.drain()
         ticket: _Ticket | None = await self._admit()
-        if (self._io_at is not None and not as_tensors and _trace.hub is None
-                and not any(isinstance(feeds[n], Tensor) for n in self.inputs)):  # fmt: skip
+        if self._io_at is not None and not as_tensors and not any(isinstance(feeds[n], Tensor) for n in self.inputs):
             # host memory in and out, one segment: one task, the copies inside it
             assert ticket is not None
             res, comp = self._run_host([_host_array(feeds[n]) for n in self.inputs], s0, ticket)
@@ -722,14 +732,22 @@ class CompiledGraph(Resource):
         host_out_ptrs = acl.pointer_list([_native.host_ptr(a) for a in res.values()])
         keep = (ticket, host_in, res, weights, in_ptrs, host_in_ptrs, out_ptrs, host_out_ptrs)
         del ticket
+        hub = _trace.hub  # observed or not, the same route: the runtime also times every node
+        observed = hub.execution_begins(self, s0) if hub is not None else None
+        times = hub.node_times(self, 0) if hub is not None else None
         with s0._enqueue as tx:
             tx.order(weights)
+            tx.mark_start()
             acl.graph_execute_host(self._handle, 0, arena.ptr, (len(in_at) + len(weights), in_ptrs, host_in_ptrs),
-                                   (len(out_at), out_ptrs, host_out_ptrs), tx.handle,
+                                   (len(out_at), out_ptrs, host_out_ptrs), tx.handle, times,
                                    f"{self.graph.name} segment 0")  # fmt: skip
             comp = tx.commit(keep, f"{self.graph.name}[0]", reads=weights,
                              name=f"{self.graph.name}: execution from host memory")  # fmt: skip
         self._flight.track(comp)
+        if hub is not None:
+            if times is not None:
+                hub.segment(comp, self, 0, times)
+            hub.execution_ends(observed, comp)
         return res, comp
 
     def _run_per_op(self, s0: Stream, ins: list[Tensor]) -> tuple[dict[str, Tensor], list[Completion]]:
@@ -846,6 +864,7 @@ class CompiledGraph(Resource):
 
 
 _execute_now = acl.graph_execute_host_now_rc
+_NULL = acl.NULL
 
 
 def _owned_memory(mem: DeviceMemory) -> DeviceMemory:

@@ -85,8 +85,8 @@ def launch(
     type).  Raises the AclError of a failed compile/validation at once.
     This is the hot path of every launch: keep it lean.
     """
-    if formats is None and not stream.timing:
-        fast = _FAST and _trace.hub is None
+    if formats is None:  # observed (a profiler, metrics) or not, a launch takes the same route
+        fast = _FAST
         tensors = True
         for x in inputs:
             if type(x) is not Tensor:
@@ -203,11 +203,15 @@ def _launch_tensors(
             writes.append(m)
             j += 1
         tx.order(reads, writes)
+        tx.mark_start()
         rc = _compile_and_execute(cache.op_name(op_type), n_in, din, bin_, n_out, dout, bout, attr_h, 0, 0, acl.NULL,
                                   tx.handle)  # fmt: skip
         if rc:
             acl.raise_for(rc, op_type)
-        return tx.commit((reads, writes), op_type, reads=reads, writes=writes, name=what)
+        comp = tx.commit((reads, writes), op_type, reads=reads, writes=writes, name=what)
+        if _trace.hub is not None:
+            _trace.hub.annotate(comp, inputs, outputs)
+        return comp
 
 
 def _launch_prepared(
@@ -220,12 +224,17 @@ def _launch_prepared(
 ) -> Completion:
     """launch() on the host runtime: a prepared launch, one C call (see the module docstring).
 
-    Device tensors and absent (None) inputs, ND formats, no timing, no observer: the enqueue
-    primitive's prepared-launch form (:meth:`Enqueue.order_ptrs`, :meth:`Enqueue.commit_seq`)
-    around one C call that returns the launch's sequence number.
+    Device tensors and absent (None) inputs, ND formats: the enqueue primitive's prepared-launch
+    form (:meth:`Enqueue.order_ptrs`, :meth:`Enqueue.commit_seq`) around one C call that returns
+    the launch's sequence number.  Observed (a profiler, metrics) or timed, the same call, with
+    a start event before it and a completion event after it (:meth:`Enqueue.commit`) to observe.
     """
     tx = stream._enqueue
-    with tx.lock:  # the stream's lock also guards the device's caches, as in every launch path
+    hub = _trace.hub
+    observed = hub is not None or stream.timing
+    # the stream's lock also guards the device's caches, as in every launch path; observed, the
+    # whole transaction (it gives back an unused start event)
+    with tx if observed else tx.lock:
         if stream._closed:
             stream._check_open()
         cache = tx.cache
@@ -258,10 +267,17 @@ def _launch_prepared(
             stream.device.context.bind()
             prep = cache.prepare(k, op_type, inputs, outputs)
         ptrs, reads, writes = tx.order_ptrs(inputs, outputs)
+        if observed:
+            tx.mark_start()
         seq = _execute(prep, ptrs, attr_h, tx.handle)
         if seq < 0:
             acl.raise_for(-seq, op_type)
-        return tx.commit_seq((reads, writes), op_type, seq, reads, writes, what)
+        if not observed:
+            return tx.commit_seq((reads, writes), op_type, seq, reads, writes, what)
+        comp = tx.commit((reads, writes), op_type, reads=reads, writes=writes, name=what)
+        if hub is not None:
+            hub.annotate(comp, inputs, outputs)
+        return comp
 
 
 def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: Stream | None) -> Stream:

@@ -219,3 +219,63 @@ async def test_the_runtime_decides_by_measured_cpu_time(dev, compiled):
     for _ in range(3):
         np.testing.assert_allclose((await heavy.execute({"x": b}))[heavy.graph.outputs[0]], b, rtol=1e-6)
     assert launched(s) == before + 3  # each on the worker
+
+
+async def test_observers_see_the_route_production_takes(dev, compiled):
+    """A profiled (or metered) execution takes the route an unobserved one takes -- here the
+    synchronous one: no launch, the runtime ran it -- and the observers still get it whole: the
+    profiler one graph launch with its nodes timed and the execution, the metrics its count."""
+    from aioge import metrics
+
+    model = await compiled(ew_chain())
+    s = dev.default_stream
+    await s.synchronize()
+    feeds = {"x": np.arange(15, dtype=np.float32).reshape(3, 5) / 7, "y": np.linspace(-1, 1, 5, dtype=np.float32)}
+    (name,) = model.outputs
+    plain = (await model.execute(feeds))[name]
+    await until_now(model, feeds, s)
+    was = metrics.enabled()
+    metrics.enable()
+    try:
+        runs = metrics.snapshot()["executions"].get("ew", 0)
+        async with aioge.profile() as prof:
+            for _ in range(20):  # a first run's page faults may once send it to the stream
+                before = launched(s)
+                got = (await model.execute(feeds))[name]
+                if launched(s) == before:
+                    break
+            else:
+                raise AssertionError("no profiled execution ran now: observing changed the route")
+        np.testing.assert_array_equal(got, plain)
+        assert metrics.snapshot()["executions"]["ew"] > runs
+    finally:
+        if not was:
+            metrics.disable()
+    (rec,) = [r for r in prof.completed() if r.execution is not None and r.end_ns is not None][-1:]
+    ex = prof.executions[rec.execution]
+    assert rec.kind == "graph" and rec.name == "ew[0]" and ex.join == rec.index and ex.latency_ms is not None
+    assert rec.nodes and [n.op_type for n in rec.nodes] == [op.op_type for op in model._build.ops]
+    assert all(rec.start_ns <= n.start_ns <= n.end_ns <= rec.end_ns for n in rec.nodes)
+
+
+async def test_a_profiled_execution_from_host_memory_is_one_timed_task(dev, compiled, monkeypatch):
+    """Too costly to run now, it is one task from host memory -- profiled or not -- and the
+    profiler gets that task's node times."""
+    monkeypatch.setenv("AIOGE_HOST_INLINE_BYTES", "0")  # read when the model loads: never run now
+    model = await compiled(ew_chain())
+    s = dev.default_stream
+    await s.synchronize()
+    feeds = {"x": np.ones((3, 5), np.float32), "y": np.zeros(5, np.float32)}
+    (name,) = model.outputs
+    before = launched(s)
+    plain = (await model.execute(feeds))[name]
+    one = launched(s) - before
+    assert one == 1  # copies in, the segment and copies out: one task
+    async with aioge.profile() as prof:
+        before = launched(s)
+        got = (await model.execute(feeds))[name]
+        assert launched(s) - before == one  # the same route
+    np.testing.assert_array_equal(got, plain)
+    (rec,) = [r for r in prof.completed() if r.kind == "graph"]
+    assert rec.execution is not None and prof.executions[rec.execution].join == rec.index
+    assert rec.nodes and len(rec.nodes) == len(model._build.ops)

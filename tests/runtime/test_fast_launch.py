@@ -207,3 +207,32 @@ async def test_many_pipelined_launches_then_one_await(stream):
     assert stream.in_flight == 0 or stream.stats["completed"] >= 3000
     await stream.synchronize()
     assert stream.in_flight == 0
+
+
+async def test_an_observed_launch_takes_the_same_prepared_call(stream):
+    """Profiled (and so timed) or not, a launch of device tensors is the one prepared C call: the
+    observer gets an event-completed launch with its operands and device time around that call."""
+    x = stream.upload(np.arange(24, dtype=np.float32).reshape(4, 6))
+    cache = stream.device.context.cache
+    async with aioge.profile() as prof:
+        before = len(cache.prepared)
+        (y,) = aioge.op("Mul", [x, x], [TensorSpec((4, 6))])
+        assert len(cache.prepared) == before + 1  # prepared: the route an unobserved launch takes
+        comp = y.launch
+        assert comp is not None and comp.event is not None and comp.start is not None  # timed by events
+        np.testing.assert_array_equal(await y.numpy(), np.arange(24, dtype=np.float32).reshape(4, 6) ** 2)
+    (rec,) = [r for r in prof.completed() if r.name == "Mul"]
+    assert rec.kind == "kernel" and rec.inputs == [((4, 6), "float32")] * 2 and rec.outputs == [((4, 6), "float32")]
+    assert rec.device_ms is not None and rec.device_ms >= 0
+    (z,) = aioge.op("Mul", [x, x], [TensorSpec((4, 6))])  # unobserved: the same prepared launch, no event
+    assert len(cache.prepared) == before + 1 and z.launch is not None and z.launch.event is None
+    await z
+
+
+async def test_an_observed_launch_that_fails_gives_its_start_event_back(stream):
+    x = stream.upload(np.ones(4, np.float32))
+    async with aioge.profile():
+        with pytest.raises(aioge.AclError):
+            aioge.op("Add", [x, x], [TensorSpec((5,))])  # refused at once: shapes do not broadcast
+        (y,) = aioge.op("Add", [x, x], [TensorSpec((4,))])  # the transaction is whole again
+        np.testing.assert_array_equal(await y.numpy(), np.full(4, 2, np.float32))
