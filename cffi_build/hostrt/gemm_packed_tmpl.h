@@ -102,13 +102,53 @@ static PB_TARGET void PB_FN(pb_items)(void *vp, int64_t i0, int64_t i1) {
     }
 }
 
-/* M == 1: one streaming pass over the packed panels, 8 accumulators a panel (4 K steps x 2 vectors) */
+/* M == 1: panel pp's 16 outputs from its two sums through the epilogue */
+static inline __attribute__((always_inline)) PB_TARGET void PB_FN(gemv_store)(const pb_ctx *g, int64_t pp, v8f s0, v8f s1) {
+    const int64_t j0 = pp * NR, nj = g->pb->n - j0 < NR ? g->pb->n - j0 : NR;
+    float *c = g->c + j0, out[NR];
+    st8(out, s0);
+    st8(out + 8, s1);
+    const pb_epi *e = g->epi;
+    if (e) {
+        if (e->scaled)
+            for (int64_t j = 0; j < nj; j++) out[j] *= e->scale;
+        if (e->bias)
+            for (int64_t j = 0; j < nj; j++) out[j] += e->bias[j0 + j];
+        if (e->act) k_act_tile(e->act, out, nj);
+    }
+    memcpy(c, out, sizeof(float) * (size_t)nj);
+}
+
+/* M == 1: one streaming pass over the packed panels, two panels at a time (two memory streams, each
+ * broadcast of A used for both), 8 accumulators (2 K steps x 2 panels x 2 vectors) */
 static PB_TARGET void PB_FN(pb_gemv)(void *vp, int64_t p0, int64_t p1) {
     const pb_ctx *g = vp;
     const hrt_sgemm_pb *pb = g->pb;
     const int64_t K = pb->k;
-    for (int64_t pp = p0; pp < p1; pp++) {
-        const float *b = pb->p + pp * K * NR, *a = g->a;
+    const float *a = g->a;
+    int64_t pp = p0;
+    for (; pp + 2 <= p1; pp += 2) {
+        const float *b = pb->p + pp * K * NR, *d = b + K * NR;
+        v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
+        int64_t k = 0;
+        for (; k + 2 <= K; k += 2, b += 2 * NR, d += 2 * NR) {
+            v8f x0 = {a[k], a[k], a[k], a[k], a[k], a[k], a[k], a[k]};
+            v8f x1 = {a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1], a[k + 1]};
+            s0 += x0 * ld8(b), s1 += x0 * ld8(b + 8);
+            t0 += x0 * ld8(d), t1 += x0 * ld8(d + 8);
+            s2 += x1 * ld8(b + NR), s3 += x1 * ld8(b + NR + 8);
+            t2 += x1 * ld8(d + NR), t3 += x1 * ld8(d + NR + 8);
+        }
+        if (k < K) {
+            v8f x = {a[k], a[k], a[k], a[k], a[k], a[k], a[k], a[k]};
+            s0 += x * ld8(b), s1 += x * ld8(b + 8);
+            t0 += x * ld8(d), t1 += x * ld8(d + 8);
+        }
+        PB_FN(gemv_store)(g, pp, s0 + s2, s1 + s3);
+        PB_FN(gemv_store)(g, pp + 1, t0 + t2, t1 + t3);
+    }
+    for (; pp < p1; pp++) {
+        const float *b = pb->p + pp * K * NR;
         v8f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0};
         int64_t k = 0;
         for (; k + 4 <= K; k += 4, b += 4 * NR) {
@@ -125,21 +165,7 @@ static PB_TARGET void PB_FN(pb_gemv)(void *vp, int64_t p0, int64_t p1) {
             v8f x = {a[k], a[k], a[k], a[k], a[k], a[k], a[k], a[k]};
             s0 += x * ld8(b), s1 += x * ld8(b + 8);
         }
-        s0 = (s0 + s2) + (s4 + s6);
-        s1 = (s1 + s3) + (s5 + s7);
-        const int64_t j0 = pp * NR, nj = pb->n - j0 < NR ? pb->n - j0 : NR;
-        float *c = g->c + j0, out[NR];
-        st8(out, s0);
-        st8(out + 8, s1);
-        const pb_epi *e = g->epi;
-        if (e) {
-            if (e->scaled)
-                for (int64_t j = 0; j < nj; j++) out[j] *= e->scale;
-            if (e->bias)
-                for (int64_t j = 0; j < nj; j++) out[j] += e->bias[j0 + j];
-            if (e->act) k_act_tile(e->act, out, nj);
-        }
-        memcpy(c, out, sizeof(float) * (size_t)nj);
+        PB_FN(gemv_store)(g, pp, (s0 + s2) + (s4 + s6), (s1 + s3) + (s5 + s7));
     }
 }
 
