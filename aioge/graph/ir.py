@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import copy as _copy
 import heapq
+import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -139,7 +140,7 @@ class Value:
         """Number of elements."""
         if self.shape is None:
             raise GraphError(f"value {self.name!r} has no inferred shape")
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # Python ints: exact (shapes hold Python ints, see normalize_shape)
 
     @property
     def nbytes(self) -> int:
@@ -482,6 +483,10 @@ class Graph:
             GraphCycleError: naming a node on a cycle.
         """
         prod = {o: i for i, n in enumerate(self.nodes) for o in n.outputs if o}
+        # the list is usually sorted already (imports, and every pass's output): each node then reads
+        # only values produced before it, and the heap below would return the list as it is
+        if all(prod.get(x, -1) < i for i, n in enumerate(self.nodes) for x in n.inputs):
+            return list(self.nodes)
         indeg = [0] * len(self.nodes)
         succ: list[list[int]] = [[] for _ in self.nodes]
         for i, n in enumerate(self.nodes):

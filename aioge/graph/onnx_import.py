@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ from .errors import (
     UnsupportedOpsetError,
 )
 from .ir import Graph, normalize_dtype
+from .schema import check_node_dtypes
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -73,6 +75,7 @@ MIN_OPSET = 9
 MAX_OPSET = 21
 #: oldest opset accepted: 1..8 are upgraded to MIN_OPSET by onnx.version_converter
 MIN_UPGRADE_OPSET = 1
+_LITTLE = sys.byteorder == "little"
 
 # ONNX attribute kinds per op (AttributeProto type names); anything else is malformed.
 _CONV = {
@@ -418,6 +421,9 @@ class _Importer:
         self.node_names: set[str] = set()
         self.emitted: set[str] = set()
         self._n = 0
+        #: op type -> the attribute names of its schema in the declared opset (None: not defined there)
+        self._schema_attrs: dict[str, frozenset[str] | None] = {}
+        self._dtypes: dict[int, np.dtype] = {}
 
     # --------------------------------------------------------------- basics
     def _opset(self) -> int:
@@ -434,6 +440,12 @@ class _Importer:
                 return name
 
     def dtype_of(self, onnx_type: int, what: str) -> np.dtype:
+        dt = self._dtypes.get(onnx_type)
+        if dt is None:
+            dt = self._dtypes[onnx_type] = self._dtype_of(onnx_type, what)
+        return dt
+
+    def _dtype_of(self, onnx_type: int, what: str) -> np.dtype:
         TP = self.onnx.TensorProto
         if onnx_type in (TP.STRING, TP.UNDEFINED, TP.COMPLEX64, TP.COMPLEX128) or onnx_type > TP.BFLOAT16:
             name = TP.DataType.Name(onnx_type) if onnx_type in TP.DataType.values() else str(onnx_type)
@@ -454,6 +466,10 @@ class _Importer:
             raise MalformedModelError(f"{what} has negative dims {dims}")
         if t.data_location == onnx.TensorProto.EXTERNAL:
             t = self._load_external(t, dt, dims, what)
+        if t.HasField("raw_data") and _LITTLE and dt.kind in "biuf" and dt.itemsize in (1, 2, 4, 8):
+            raw = t.raw_data  # the common case, as to_array does it (a read-only view over the bytes)
+            if len(raw) == math.prod(dims) * dt.itemsize:
+                return np.frombuffer(raw, dtype=dt).reshape(dims)
         try:
             arr = onnx.numpy_helper.to_array(t)
         except Exception as e:  # onnx raises ValueError/TypeError/AssertionError for bad payloads
@@ -515,8 +531,12 @@ class _Importer:
     def run(self) -> Graph:
         gp = self.proto.graph
         g = self.g
-        for n in gp.node:
-            self.onnx_names.update(x for x in [*n.input, *n.output] if x)
+        # each node's fields read once (every access to a protobuf field builds new Python objects)
+        nodes = [(n, list(n.input), list(n.output)) for n in gp.node]
+        for _, ins, outs in nodes:
+            self.onnx_names.update(ins)
+            self.onnx_names.update(outs)
+        self.onnx_names.discard("")
         self.onnx_names.update(i.name for i in gp.initializer)
         self.onnx_names.update(i.name for i in gp.input)
         if len(gp.sparse_initializer):
@@ -542,14 +562,14 @@ class _Importer:
                 continue  # an input with a default (initializer) is a constant here
             self._add_input(vi)
         names = []
-        for i, n in enumerate(gp.node):
+        for i, (n, _, _) in enumerate(nodes):
             name = n.name or f"{n.op_type}_{i}"
             while name in self.node_names:
                 name = f"{name}_{i}"
             self.node_names.add(name)
             names.append(name)
-        for n, name in zip(gp.node, names, strict=False):
-            self._node(n, name)
+        for (n, ins, outs), name in zip(nodes, names, strict=False):
+            self._node(n, name, ins, outs)
         if self.unsupported:
             raise UnsupportedOpError(self.unsupported)
         for o in gp.output:
@@ -587,29 +607,39 @@ class _Importer:
         self.dtypes[vi.name] = dt
 
     # ------------------------------------------------------------------ nodes
-    def _node(self, n: Any, name: str) -> None:
+    def _node(self, n: Any, name: str, inputs: list[str], outputs: list[str]) -> None:
         op = n.op_type
-        if n.domain not in ("", "ai.onnx"):
-            self.unsupported.append((f"{n.domain}.{op}", name, "custom domain"))
+        domain = n.domain
+        if domain not in ("", "ai.onnx"):
+            self.unsupported.append((f"{domain}.{op}", name, "custom domain"))
             return
         if op not in _ATTRS:
             self.unsupported.append((op, name, ""))
             return
-        try:
-            schema = self.onnx.defs.get_schema(op, self.opset, "")
-        except self.onnx.defs.SchemaError:
+        if op not in self._schema_attrs:
+            try:
+                schema = self.onnx.defs.get_schema(op, self.opset, "")
+                self._schema_attrs[op] = frozenset(schema.attributes)
+            except self.onnx.defs.SchemaError:
+                self._schema_attrs[op] = None
+        known = self._schema_attrs[op]
+        if known is None:
             self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
             return
-        self._check_attrs_in_opset(n, name, schema)
-        attrs = self._attrs(n, name)
-        outputs = list(n.output)
+        proto_attrs = n.attribute
+        if len(proto_attrs):
+            self._check_attrs_in_opset(n, name, known)
+            attrs = self._attrs(n, name)
+        else:
+            attrs = {}
+        outputs = list(outputs)
         while outputs and not outputs[-1]:
             outputs.pop()
         if not outputs:
             raise MalformedModelError("has no outputs", node=name, op_type=op)
         conv = _CONVERTERS.get(op, _generic)
         try:
-            conv(self, op, list(n.input), outputs, attrs, name)
+            conv(self, op, inputs, outputs, attrs, name)
         except _Unsupported as e:
             self.unsupported.append((op, name, str(e)))
         except OnnxImportError:
@@ -617,10 +647,10 @@ class _Importer:
         except GraphError as e:
             raise MalformedModelError(str(e)) from e
 
-    def _check_attrs_in_opset(self, n: Any, name: str, schema: Any) -> None:
+    def _check_attrs_in_opset(self, n: Any, name: str, known: frozenset[str]) -> None:
         """Every attribute must exist in the op's schema of the declared opset (as onnx.checker says)."""
         for a in n.attribute:
-            if a.name in schema.attributes:
+            if a.name in known:
                 continue
             since = None
             for v in range(self.opset + 1, MAX_OPSET + 3):
@@ -688,8 +718,6 @@ class _Importer:
         self.emitted.add(name)
         self.node_names.add(name)
         node = self.g.add_node(op, list(inputs), attrs, name=name, outputs=list(outputs))
-        from .schema import check_node_dtypes
-
         try:
             dts = check_node_dtypes(node, [self.dtypes.get(i) if i else None for i in node.inputs])
         except GraphError as e:

@@ -256,7 +256,8 @@ def plan(
     finish = [0.0] * n_steps
     free = [0.0] * max_streams
     used = 1
-    for i, n in enumerate(order):
+    # one stream: every step goes on stream 0 (nothing to choose, the loop below would agree)
+    for i, n in enumerate(order if max_streams > 1 else ()):
         cost = 0.0 if alias[i] else _cost(g, n)
         if alias[i] or max_streams == 1:
             s = stream_of[deps[i][0]] if deps[i] else 0
@@ -305,9 +306,10 @@ def plan(
     last_use: dict[str, int] = {r: producer[r] for r in uses}
     for i, n in enumerate(order):
         for x in n.inputs:
-            if x and root.get(x) in uses:
-                uses[root[x]].add(i)
-                last_use[root[x]] = max(last_use[root[x]], i)
+            r = root.get(x) if x else None
+            if r in uses:
+                uses[r].add(i)
+                last_use[r] = i  # i only grows (and a value's producer comes before its readers)
     to_end = {root[o] for o in g.outputs if root.get(o) in uses}
     for r in to_end:
         last_use[r] = n_steps

@@ -25,7 +25,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
 from .fuse import fold_conv_batchnorm, fuse, fuse_bias_activation, fuse_elementwise
-from .infer_shapes import infer_shapes
+from .infer_shapes import infer_shapes, is_inferred
 from .simplify import simplify
 
 __all__ = (
@@ -68,8 +68,11 @@ def optimize(
         on_pass(p.__name__, time.perf_counter() - t)
         return out
 
-    graph.validate(shapes=False)  # shapes: inferred next
-    g = run(infer_shapes, graph)
+    if is_inferred(graph):  # e.g. load_onnx's result: validated and inferred there, unchanged since
+        g = graph  # (no pass edits its argument)
+    else:
+        graph.validate(shapes=False)  # shapes: inferred next
+        g = run(infer_shapes, graph)
     if level >= 1:
         for _ in range(8):
             before = _signature(g)

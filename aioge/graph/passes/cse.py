@@ -37,10 +37,6 @@ def _const_key(arr: np.ndarray) -> tuple[Any, ...]:
     return (arr.dtype.str, arr.shape, flat[::step][:64].tobytes(), flat[-1:].tobytes())
 
 
-def _node_key(n: Node) -> tuple[Any, ...]:
-    return (n.op_type, n.domain, tuple(n.inputs), len(n.outputs), _freeze(n.attrs))
-
-
 def eliminate_common_subexpressions(graph: Graph) -> Graph:
     """Return a copy of ``graph`` with duplicate constants and nodes merged."""
     g = graph.copy()
@@ -65,9 +61,19 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     g.rename_uses(same)
     # nodes
     index: dict[tuple[Any, ...], Node] = {}
+    # the attrs part of a key (sha1 of array attrs) is computed only once two nodes share the rest
+    alone: dict[tuple[Any, ...], Node | None] = {}
     dead: list[Node] = []
     for n in g.topological_order():
-        key = _node_key(n)
+        cheap = (n.op_type, n.domain, tuple(n.inputs), len(n.outputs))
+        if cheap not in alone:
+            alone[cheap] = n
+            continue
+        p = alone[cheap]
+        if p is not None:
+            index[(*cheap, _freeze(p.attrs))] = p
+            alone[cheap] = None
+        key = (*cheap, _freeze(n.attrs))
         first = index.get(key)
         if first is None:
             index[key] = n

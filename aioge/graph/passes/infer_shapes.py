@@ -16,6 +16,7 @@ shape-determining input is not a compile-time value.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,8 @@ MAX_PROPAGATED_ELEMENTS = 1 << 16
 
 
 def _ints_attr(v: Any) -> list[int] | None:
+    if type(v) is list and all(type(x) is int for x in v):  # the common case: a flat list of ints
+        return list(v)
     return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
 
 
@@ -576,7 +579,36 @@ def infer_shapes(graph: Graph) -> Graph:
     for o in g.outputs:
         if not g.values[o].known:
             raise ShapeInferenceError(f"graph output {o!r} has no inferred shape")
+    _INFERRED[g] = _snapshot(g)
     return g
+
+
+#: graphs returned by infer_shapes -> what they held then (see :func:`is_inferred`)
+_INFERRED: weakref.WeakKeyDictionary[Graph, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _snapshot(g: Graph) -> tuple[Any, ...]:
+    """Everything shape inference reads or writes, by value (constants by identity: they are read-only)."""
+    nodes = [
+        (n.op_type, n.domain, n.name, list(n.inputs), list(n.outputs),
+         {k: list(v) if isinstance(v, list) else v for k, v in n.attrs.items()})
+        for n in g.nodes
+    ]  # fmt: skip
+    values = {k: (v.shape, v.dtype) for k, v in g.values.items()}
+    return (nodes, values, [id(a) for a in g.constants.values()], list(g.constants), list(g.inputs),
+            list(g.outputs), dict(g.symbolic))  # fmt: skip
+
+
+def is_inferred(graph: Graph) -> bool:
+    """Whether ``graph`` is a result of :func:`infer_shapes` left as it was returned (validated,
+    every shape inferred): inferring it again would give the same graph."""
+    snap = _INFERRED.get(graph)
+    if snap is None:
+        return False
+    try:
+        return bool(snap == _snapshot(graph))
+    except (ValueError, TypeError):  # an attr array replaced by another: compared elementwise
+        return False
 
 
 register_shape_inference(infer_shapes)  # Graph.validate(shapes=True) runs it
