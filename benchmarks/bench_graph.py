@@ -19,12 +19,14 @@ threads spinning (its default) and without (``session.intra_op.allow_spinning
 = 0``); ``--ort-spin both`` (the default) reports both ratios, the
 BENCH_ORT_NO_SPIN environment variable alone selects ``off``.
 
-    python benchmarks/bench_graph.py --matmul [--quick] [--ms 1,8,32,64,128,512] [--kn 784x512,3072x768]
+    python benchmarks/bench_graph.py --matmul [--quick] [--cpu] [--ms 1,8,32,64,128,512] [--kn 784x512,3072x768]
 
 A single MatMul with a constant B and the MLP 784-512-512-10 at batch 1 and 64: aioge time /
 onnxruntime time (default options, spinning) in one process, alternating blocks; each model is
 compiled twice, with its weights packed once at load (the default) and without (the kernels pack B
-on every call), so the table also shows what packing gains.
+on every call), so the table also shows what packing gains.  ``--cpu``: one thread each (AIOGE_HOST_THREADS=1,
+onnxruntime intra_op 1), process CPU time per call, best of alternating blocks -- the kernels
+compared where wall clock on a loaded machine mostly measures which thread got a core.
 """
 
 from __future__ import annotations
@@ -227,6 +229,56 @@ async def bench_packed(dev, proto, feeds, budget_s: float) -> tuple[float, float
     return statistics.median(times[0]), statistics.median(times[1]), statistics.median(times[2])
 
 
+async def bench_cpu(dev, proto, feeds, budget_s: float) -> tuple[float, float]:
+    """Process CPU seconds per call (best of alternating blocks) of (aioge, onnxruntime), one thread
+    each: the kernels compared without the scheduler (wall clock on a loaded machine mostly measures
+    who got a core)."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    md = await dev.compile(aioge.load_onnx(proto.SerializeToString()))
+    ref = sess.run(None, feeds)[0]
+    out = np.asarray(next(iter((await md.execute(feeds)).values())))
+    assert np.allclose(out, ref, rtol=1e-3, atol=1e-3), float(np.max(np.abs(out - ref)))
+    t0 = time.process_time()
+    sess.run(None, feeds)
+    await md.execute(feeds)
+    one = (time.process_time() - t0) / 2
+    blocks = 8
+    reps = max(3, int(budget_s / 2 / blocks / max(one, 1e-6)))
+    best = [math.inf, math.inf]
+    for _ in range(blocks):
+        for side in (0, 1):
+            t0 = time.process_time()
+            for _ in range(reps):
+                if side:
+                    sess.run(None, feeds)
+                else:
+                    await md.execute(feeds)
+            best[side] = min(best[side], (time.process_time() - t0) / reps)
+    await md.aclose()
+    return best[0], best[1]
+
+
+async def matmul_table_cpu(ms: list[int], kns: list[tuple[int, int]], budget_s: float) -> None:
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+    print("single MatMul, constant B, one thread each: aioge / onnxruntime process CPU time per call")
+    print("M \\ (K, N)".rjust(10) + " " + " ".join(f"({k}, {n})".rjust(16) for k, n in kns))
+    async with aioge.open_device(0) as dev:
+        for m in ms:
+            cells = []
+            for k, n in kns:
+                ta, to = await bench_cpu(dev, *_matmul_model(m, k, n), budget_s)
+                cells.append(f"{ta / to:5.2f}x {to * 1e6:7.0f}us")
+            print(f"{m:>10d} " + " ".join(f"{c:>16s}" for c in cells), flush=True)
+        for batch in (1, 64):
+            proto = M.mlp(batch=batch, sizes=(784, 512, 512, 10))
+            ta, to = await bench_cpu(dev, proto, M.sample_inputs(proto), budget_s)
+            print(f"mlp 784-512-512-10 batch {batch:3d}: {ta * 1e3:.3f} ms ({ta / to:.2f}x), "
+                  f"onnxruntime {to * 1e3:.3f} ms")
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
+
+
 async def matmul_table(ms: list[int], kns: list[tuple[int, int]], budget_s: float) -> None:
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     print("single MatMul, constant B: aioge / onnxruntime, packed at load (per-call packing in brackets)")
@@ -260,10 +312,16 @@ async def main() -> None:
     ap.add_argument("--matmul", action="store_true", help="the single-MatMul ratio table and the MLP, packed and not")
     ap.add_argument("--ms", default="1,8,32,64,128,512", help="--matmul: rows M")
     ap.add_argument("--kn", default="784x512,768x768,768x3072,3072x768", help="--matmul: KxN of the constant B")
+    ap.add_argument("--cpu", action="store_true", help="--matmul: one thread each, process CPU time per call")
     args = ap.parse_args()
     if args.matmul:
         kns = [tuple(int(v) for v in kn.split("x")) for kn in args.kn.split(",")]
-        await matmul_table([int(v) for v in args.ms.split(",")], kns, 1.0 if args.quick else 3.0)  # type: ignore[arg-type]
+        ms = [int(v) for v in args.ms.split(",")]
+        if args.cpu:
+            os.environ["AIOGE_HOST_THREADS"] = "1"  # read when the runtime starts, below
+            await matmul_table_cpu(ms, kns, 1.0 if args.quick else 3.0)  # type: ignore[arg-type]
+        else:
+            await matmul_table(ms, kns, 1.0 if args.quick else 3.0)  # type: ignore[arg-type]
         return
     reps, per_client = (6, 1) if args.quick else (60, 6)
     budget = args.budget if args.budget is not None else (1.5 if args.quick else 6.0)
