@@ -230,7 +230,8 @@ async def main(quick: bool, conv_only: bool = False) -> None:
         print(f"op cache: {c['op_cache_entries']} entries, {c['op_cache_hits']} hits, {c['op_cache_misses']} misses")
 
 
-# (label, C_in, H=W, C_out, kernel, stride, pad, groups): MobileNet v1/v2 depthwise layers and small convs
+# (label, C_in, H=W, C_out, kernel, stride, pad, groups): MobileNet v1/v2 depthwise layers, small convs and
+# ResNeXt's grouped 3x3 convs
 CONV_CASES = [
     ("dw 3x3 32ch 112x112", 32, 112, 32, 3, 1, 1, 32),
     ("dw 3x3 s2 96ch 112x112", 96, 112, 96, 3, 2, 1, 96),
@@ -244,6 +245,8 @@ CONV_CASES = [
     ("conv 1x1 16->64 28x28", 16, 28, 64, 1, 1, 0, 1),
     ("conv 1x1 64->16 56x56", 64, 56, 16, 1, 1, 0, 1),
     ("grouped 3x3 64ch g4 28x28", 64, 28, 64, 3, 1, 1, 4),
+    ("grouped 3x3 128ch g32 56x56", 128, 56, 128, 3, 1, 1, 32),
+    ("grouped 3x3 256ch g32 s2 28x28", 256, 28, 256, 3, 2, 1, 32),
 ]
 
 

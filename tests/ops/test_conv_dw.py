@@ -1,4 +1,4 @@
-"""Depthwise convolutions (conv_dw.c: the register-blocked NCHW kernel) against onnxruntime:
+"""Depthwise and few-channel grouped convolutions (conv_dw.c: the register-blocked NCHW kernel) against onnxruntime:
 rows wider than one and two vectors, ragged row ends, strides, dilations, multipliers, a fused activation."""
 
 from __future__ import annotations
@@ -66,3 +66,55 @@ async def test_fused_depthwise_relu6(stream, hw, s, dt):
     (y,) = aioge.op("_FusedConv2D", [up(stream, x), up(stream, w), up(stream, b)], [TensorSpec(ref.shape, dt)], attrs,
                     formats=[NCHW, NCHW, ND, NCHW])  # fmt: skip
     check(await y.numpy(), np.clip(ref, 0, 6), rtol=1e-4, atol=1e-4)
+
+
+@st.composite
+def grouped_case(draw):
+    groups = draw(st.integers(2, 4))
+    cin_g = draw(st.integers(2, 16))
+    cout_g = 4 * draw(st.integers(1, 2)) if draw(st.booleans()) else draw(st.integers(1, 6))  # 4x: 4 channels an item
+    k = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = tuple(draw(st.integers(0, 2)) for _ in range(4))  # ONNX order t, l, b, r
+    hw = (draw(st.integers(1, 18)), draw(st.integers(1, 40)))
+    n = draw(st.integers(1, 2))
+    return n, groups, cin_g, cout_g, k, s, d, p, hw
+
+
+@few(60)
+@given(case=grouped_case(), bias=st.booleans(), seed=st.integers(0, 2**16))
+async def test_grouped_vs_onnxruntime(stream, case, bias, seed):
+    # few input channels a group (cin_g * kh * kw <= 144, not 1x1): the depthwise kernel over the group's planes
+    n, groups, cin_g, cout_g, k, s, d, p, hw = case
+    eh, ew = d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1
+    if hw[0] + p[0] + p[2] < eh or hw[1] + p[1] + p[3] < ew:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, groups * cin_g, *hw)).astype(np.float32)
+    w = rng.standard_normal((groups * cout_g, cin_g, *k)).astype(np.float32)
+    b = rng.standard_normal(groups * cout_g).astype(np.float32)
+    ref = ort_run("Conv", [x, w, b] if bias else [x, w], kernel_shape=list(k), strides=list(s), dilations=list(d),
+                  pads=list(p), group=groups)  # fmt: skip
+    y = ops.conv2d(up(stream, x), up(stream, w), up(stream, b) if bias else None, strides=s, pads=p, dilations=d,
+                   groups=groups)  # fmt: skip
+    check(await y.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+# (C_in, H=W, C_out, stride, groups): ResNeXt 32x4d stages (4, 8, 16 channels a group), ShuffleNet-like
+# groups of 3x3 at stride 2, and 7x7 rows narrower than a vector
+@pytest.mark.parametrize(
+    ("ci", "hw", "co", "s", "g"),
+    [(128, 56, 128, 1, 32), (256, 28, 256, 2, 32), (512, 14, 512, 1, 32), (64, 7, 64, 1, 8), (48, 30, 96, 2, 4)],
+)
+async def test_fused_grouped_relu(stream, ci, hw, co, s, g):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, ci, hw, hw)).astype(np.float32)
+    w = (rng.standard_normal((co, ci // g, 3, 3)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32)
+    ref = ort_run("Conv", [x, w, b], kernel_shape=[3, 3], pads=[1] * 4, strides=[s, s], group=g)
+    attrs = {"strides": [1, 1, s, s], "pads": [1] * 4, "dilations": [1, 1, 1, 1], "groups": g,
+             "data_format": "NCHW", "activation": "Relu"}  # fmt: skip
+    (y,) = aioge.op("_FusedConv2D", [up(stream, x), up(stream, w), up(stream, b)], [TensorSpec(ref.shape, F32)], attrs,
+                    formats=[NCHW, NCHW, ND, NCHW])  # fmt: skip
+    check(await y.numpy(), np.maximum(ref, 0), rtol=1e-4, atol=1e-4)

@@ -8,7 +8,8 @@
  * in place.  A 1x1 stride-1 unpadded conv skips im2col (the input is the
  * GEMM operand).  Depthwise convs (groups == C_in) run a direct kernel
  * vectorised over output columns (NCHW) or channels (NHWC); float32 NCHW
- * depthwise convs run the register-blocked conv_dw.c.  float32
+ * depthwise convs, and grouped ones with up to 144 taps (cin_g * kh * kw,
+ * not 1x1) a group, run the register-blocked conv_dw.c.  float32
  * convolutions other than 1x1 run conv_direct.c (a packed GEMM with the
  * im2col fused into the panel packing, split over the pool), except 3x3
  * stride-1 NCHW ones with 16+ channels, which run Winograd F(2x2, 3x3)
@@ -118,17 +119,15 @@ static aclError cv_run(const hrt_kernel *k, void *const *in, void *const *out) {
         y = fy;
     }
     aclError rc;
+    const k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
+                           p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};
     bool one_by_one = p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->pt == 0 && p->pl == 0 &&
                       p->Ho == p->H && p->Wo == p->W;
     if (dbl) {
         rc = p->transpose ? convt_run_t_f64(k, p, x, w, bias, y) : conv_run_t_f64(k, p, x, w, bias, y);
-    } else if (!p->transpose && p->depthwise && !p->nhwc) {
-        k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
-                         p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};
+    } else if (!p->transpose && hrt_conv2d_dw_ok(&g)) { /* depthwise, or few input channels a group */
         rc = hrt_conv2d_dw_f32(k, &g, x, w, bias, &p->act, y);
     } else if (!p->transpose && !p->depthwise && !one_by_one) {
-        k_conv_geom g = {p->N, p->C, p->H, p->W, p->Cout, p->Ho, p->Wo, p->kh, p->kw, p->sh, p->sw, p->dh, p->dw,
-                         p->pt, p->pl, p->groups, p->cin_g, p->cout_g, p->nhwc};
         rc = hrt_conv2d_winograd_ok(&g) ? hrt_conv2d_winograd_f32(k, &g, x, w, bias, &p->act, y)
                                          : hrt_conv2d_direct_f32(k, &g, x, w, bias, &p->act, y);
     } else {

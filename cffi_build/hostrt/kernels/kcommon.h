@@ -191,8 +191,9 @@ float *hrt_conv2d_winograd_pack(const k_conv_geom *g, const float *w, size_t *by
 aclError hrt_conv2d_winograd_packed_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x,
                                         const float *upack, const float *bias, const k_act *act, float *y);
 
-/* NCHW float32 depthwise conv (groups == C_in, any multiplier) by a direct
- * register-blocked kernel (conv_dw.c); w is OIHW. */
+/* NCHW float32 depthwise conv (groups == C_in, any multiplier) and grouped
+ * conv with few input channels a group by a direct register-blocked kernel
+ * (conv_dw.c); _ok: the geometry runs there; w is OIHW. */
 bool hrt_conv2d_dw_ok(const k_conv_geom *g);
 aclError hrt_conv2d_dw_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const float *w,
                            const float *bias, const k_act *act, float *y);
