@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 enum {
+    HRT_RANK_LAUNCH = 0,    /* a prepared launch's mu (launch.c): taken with no lock held, compiles under it */
     HRT_RANK_REPLAY = 0,    /* a captured model's run_mu (capture.c), held while a replay runs its tasks */
     HRT_RANK_RUNTIME = 1,   /* rt_mu (runtime.c) */
     HRT_RANK_CALLBACK = 2,  /* cb_mu (callback.c) */

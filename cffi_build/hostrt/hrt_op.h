@@ -6,6 +6,8 @@
 #define AIOGE_HRT_OP_H
 
 #include "hrt_base.h"
+#include "hrt_mem.h"
+#include "hrt_stream.h"
 
 /* --------------------------------------------------------------- desc.c */
 struct aclDataBuffer {
@@ -42,6 +44,24 @@ aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const
 #define HRT_IN_SLOTS 16
 aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out);
 const hrt_opdef *hrt_find_op(const char *name);
+
+/* The task of one op launch, aclopCompileAndExecute's and a prepared launch's (launch.c)
+ * alike: a referenced kernel, the launch's pointers (inputs then outputs) and the device
+ * blocks they lie in, referenced until the task is released.  Allocated with room for `n`
+ * pointers and blocks right after it (hrt_op_task_size); run by hrt_op_task_run, released
+ * (kernel and blocks unreferenced, the task freed) by hrt_op_task_release. */
+typedef struct {
+    hrt_task t;
+    hrt_kernel *k;
+    int nallocs;
+    void **ptrs;
+    hrt_alloc **allocs;
+} hrt_op_task;
+size_t hrt_op_task_size(size_t n);
+/* hrt_task_begin / hrt_task_alloc's fill: run, release and the arrays set */
+void hrt_op_task_init(hrt_op_task *o, size_t n);
+aclError hrt_op_task_run(hrt_task *t);
+void hrt_op_task_release(hrt_task *t);
 void hrt_kernel_unref(hrt_kernel *k);
 /* Another launch of the compiled kernel `k` (launch.c), counted as the cache
  * lookup of aclopCompileAndExecute: a hit making it most recent, or -- once it

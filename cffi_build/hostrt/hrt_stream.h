@@ -134,6 +134,11 @@ bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_M
 aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
                         void **task);
 aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline);
+/* The same for a caller that pinned its stream itself (the context-free hooks of launch.c):
+ * hrt_task_alloc makes the zeroed task (t->run set), hrt_task_commit_seq submits it, unpins
+ * the stream and returns the task's sequence number. */
+aclError hrt_task_alloc(const char *api, size_t size, hrt_task_fn run, void **task);
+uint64_t hrt_task_commit_seq(hrt_stream *s, hrt_task *t, bool may_inline);
 aclError hrt_task_commit_sync(hrt_stream *s, hrt_task *t);
 void hrt_task_cancel(hrt_stream *s, hrt_task *t);
 

@@ -12,8 +12,12 @@
  * kept (with its sequence number) for the caller to take once enabled, so its
  * error reaches exactly the launch it belongs to.
  *
- * Locks: a prepared launch's mu is taken with no runtime lock held and takes
- * cache_mu/reg_mu (through op.c); sw_mu is a leaf. */
+ * A launch's task is op.c's (hrt_op_task), made and submitted through stream.c's
+ * hrt_task_alloc/hrt_task_commit_seq on a stream these context-free hooks pin
+ * themselves.
+ *
+ * Locks (hrt_lock.h): a prepared launch's mu (HRT_RANK_LAUNCH) is taken with no
+ * runtime lock held and takes cache_mu/reg_mu (through op.c); sw_mu is a leaf. */
 #include "hrt.h"
 
 #include <errno.h>
@@ -128,33 +132,13 @@ static size_t inline_limit(void) {
 }
 
 static hrt_stream *pin_stream(aclrtStream stream, const char *api, aclError *rc);
-typedef struct {
-    hrt_task t;
-    hrt_kernel *k;
-    int nallocs;
-    void **ptrs;
-    hrt_alloc **allocs;
-} launch_task;
-
-static aclError run_launch(hrt_task *t) {
-    launch_task *o = (launch_task *)t;
-    return hrt_kernel_run(o->k, o->ptrs, o->ptrs + o->k->n_in);
-}
-
-static void release_launch(hrt_task *t) {
-    launch_task *o = (launch_task *)t;
-    for (int i = 0; i < o->nallocs; i++) hrt_alloc_unref(o->allocs[i]);
-    if (o->k) hrt_kernel_unref(o->k);
-    free(o);
-}
-
 /* The kernel to run, referenced for the task: compiled on first use (a cache
  * lookup, counted as aclopCompileAndExecute counts it), later a use of the
  * same kernel counted as a hit (or a miss putting it back once evicted), and
  * compiled anew when compile options changed. */
 static aclError kernel_for(aiogeLaunch *l, const aclopAttr *attr, hrt_kernel **out) {
     aclError rc = ACL_SUCCESS;
-    pthread_mutex_lock(&l->mu);
+    HRT_LOCK(&l->mu, HRT_RANK_LAUNCH);
     if (l->k && !hrt_kernel_touch(l->k)) {
         hrt_kernel_unref(l->k);
         l->k = NULL;
@@ -170,7 +154,7 @@ static aclError kernel_for(aiogeLaunch *l, const aclopAttr *attr, hrt_kernel **o
         atomic_fetch_add(&l->k->refs, 1);
         *out = l->k;
     }
-    pthread_mutex_unlock(&l->mu);
+    HRT_UNLOCK(&l->mu);
     return rc;
 }
 
@@ -195,13 +179,13 @@ int64_t aiogeHostLaunchExecute(aiogeLaunch *launch, void *const ptrs[], const ac
         hrt_stream_release(st);
         return (int64_t)seq;
     }
-    launch_task *task = calloc(1, sizeof *task + (sizeof(void *) + sizeof(hrt_alloc *)) * (size_t)(n ? n : 1));
-    if (!task) {
+    hrt_op_task *task;
+    rc = hrt_task_alloc(API, hrt_op_task_size((size_t)n), hrt_op_task_run, (void **)&task);
+    if (rc) {
         hrt_stream_release(st);
-        return -(int64_t)hrt_error(ACL_ERROR_BAD_ALLOC, API, "%s: out of host memory", l->op);
+        return -(int64_t)rc;
     }
-    task->ptrs = (void **)(task + 1);
-    task->allocs = (hrt_alloc **)(task->ptrs + n);
+    hrt_op_task_init(task, (size_t)n);
     int dev = st->ctx->device;
     for (int i = 0; i < n && !rc; i++) {
         const hrt_tensor *t = &l->views[i];
@@ -233,16 +217,11 @@ int64_t aiogeHostLaunchExecute(aiogeLaunch *launch, void *const ptrs[], const ac
     if (!rc) rc = hrt_check_aliasing(l->op, API, l->nin, l->nout, l->views, task->ptrs);
     if (!rc) rc = kernel_for(l, attr, &task->k);
     if (rc) {
-        release_launch(&task->t);
-        hrt_stream_release(st);
+        hrt_task_cancel(st, &task->t);
         return -(int64_t)rc;
     }
-    task->t.run = run_launch;
-    task->t.release = release_launch;
     task->t.replayable = true;
-    uint64_t seq = hrt_stream_submit(st, &task->t, l->bytes <= inline_limit());
-    hrt_stream_release(st);
-    return (int64_t)seq;
+    return (int64_t)hrt_task_commit_seq(st, &task->t, l->bytes <= inline_limit());
 }
 
 /* ------------------------------------------------- sequence numbers */
@@ -397,10 +376,10 @@ static seqwait *sw_list;
 
 static aclError run_seqwait(hrt_task *t) {
     seqwait *w = (seqwait *)t;
-    pthread_mutex_lock(&sw_mu);
+    HRT_LOCK(&sw_mu, HRT_RANK_LEAF);
     hrt_stream *o = w->gone ? NULL : w->other;
     if (o) atomic_fetch_add(&o->users, 1);
-    pthread_mutex_unlock(&sw_mu);
+    HRT_UNLOCK(&sw_mu);
     if (o) {
         hrt_stream_wait_seq(o, w->seq);
         hrt_stream_release(o);
@@ -410,19 +389,19 @@ static aclError run_seqwait(hrt_task *t) {
 
 static void release_seqwait(hrt_task *t) {
     seqwait *w = (seqwait *)t;
-    pthread_mutex_lock(&sw_mu);
+    HRT_LOCK(&sw_mu, HRT_RANK_LEAF);
     if (w->prev) w->prev->next = w->next;
     else sw_list = w->next;
     if (w->next) w->next->prev = w->prev;
-    pthread_mutex_unlock(&sw_mu);
+    HRT_UNLOCK(&sw_mu);
     free(w);
 }
 
 void hrt_launch_stream_gone(hrt_stream *s) {
-    pthread_mutex_lock(&sw_mu);
+    HRT_LOCK(&sw_mu, HRT_RANK_LEAF);
     for (seqwait *w = sw_list; w; w = w->next)
         if (w->other == s) w->gone = true;
-    pthread_mutex_unlock(&sw_mu);
+    HRT_UNLOCK(&sw_mu);
     /* a wait that pinned it before: it returns at once (everything ran) */
     while (atomic_load(&s->users) > 0) sched_yield();
     hrt_stream_free_failures(s);
@@ -450,11 +429,11 @@ aclError aiogeHostStreamWaitSeq(aclrtStream stream, aclrtStream other, uint64_t 
             w->t.kind = HRT_TASK_WAIT;
             w->other = o;
             w->seq = seq;
-            pthread_mutex_lock(&sw_mu);
+            HRT_LOCK(&sw_mu, HRT_RANK_LEAF);
             w->next = sw_list;
             if (sw_list) sw_list->prev = w;
             sw_list = w;
-            pthread_mutex_unlock(&sw_mu);
+            HRT_UNLOCK(&sw_mu);
             hrt_stream_enqueue(s, &w->t);
         }
     }

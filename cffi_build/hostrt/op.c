@@ -278,7 +278,7 @@ bool hrt_kernel_touch(hrt_kernel *k) {
     int32_t counts[3]; /* the key: op type, NUL, {nin, nout, compile-option generation}, ... */
     memcpy(counts, k->key + strlen((const char *)k->key) + 1, sizeof counts);
     if (counts[2] != (int32_t)atomic_load(&opt_generation)) return false;
-    pthread_mutex_lock(&cache_mu);
+    HRT_LOCK(&cache_mu, HRT_RANK_LEAF);
     hrt_kernel *e = buckets[k->hash % N_BUCKETS];
     while (e && e != k && !(e->hash == k->hash && e->key_len == k->key_len && memcmp(e->key, k->key, k->key_len) == 0))
         e = e->hnext;
@@ -296,7 +296,7 @@ bool hrt_kernel_touch(hrt_kernel *k) {
         cache_bytes += k->bytes;
         cache_trim_locked();
     }
-    pthread_mutex_unlock(&cache_mu);
+    HRT_UNLOCK(&cache_mu);
     return true;
 }
 
@@ -372,14 +372,6 @@ static bool same_values(const hrt_kernel *k, int nin, const hrt_tensor *in, cons
 }
 
 /* ----------------------------------------------------------- op tasks */
-typedef struct {
-    hrt_task t;
-    hrt_kernel *k;
-    int nallocs;
-    void **ptrs;
-    hrt_alloc **allocs;
-} op_task;
-
 aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out) {
     if (k->n_in >= HRT_IN_SLOTS) return k->run(k, in, out);
     /* a kernel reads an optional trailing input as in[i] == NULL; when the
@@ -389,13 +381,22 @@ aclError hrt_kernel_run(const hrt_kernel *k, void *const *in, void *const *out) 
     return k->run(k, slots, out);
 }
 
-static aclError run_op(hrt_task *t) {
-    op_task *o = (op_task *)t;
+size_t hrt_op_task_size(size_t n) { return sizeof(hrt_op_task) + (sizeof(void *) + sizeof(hrt_alloc *)) * (n ? n : 1); }
+
+void hrt_op_task_init(hrt_op_task *o, size_t n) {
+    o->t.run = hrt_op_task_run;
+    o->t.release = hrt_op_task_release; /* cancelling drops the device blocks referenced so far */
+    o->ptrs = (void **)(o + 1);
+    o->allocs = (hrt_alloc **)(o->ptrs + (n ? n : 1));
+}
+
+aclError hrt_op_task_run(hrt_task *t) {
+    hrt_op_task *o = (hrt_op_task *)t;
     return hrt_kernel_run(o->k, o->ptrs, o->ptrs + o->k->n_in);
 }
 
-static void release_op(hrt_task *t) {
-    op_task *o = (op_task *)t;
+void hrt_op_task_release(hrt_task *t) {
+    hrt_op_task *o = (hrt_op_task *)t;
     for (int i = 0; i < o->nallocs; i++) hrt_alloc_unref(o->allocs[i]);
     if (o->k) hrt_kernel_unref(o->k); /* none yet when the launch is cancelled */
     free(o);
@@ -554,14 +555,11 @@ aclError aclopCompileAndExecute(const char *opType, int numInputs, const aclTens
         return hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: ACL_COMPILE_UNREGISTERED needs opPath", opType);
 
     size_t ntens = (size_t)numInputs + (size_t)numOutputs;
-    size_t task_bytes = sizeof(op_task) + sizeof(void *) * ntens + sizeof(hrt_alloc *) * ntens;
     hrt_stream *st;
-    op_task *task;
-    aclError rc = hrt_task_begin(stream, API, task_bytes, run_op, &st, (void **)&task);
+    hrt_op_task *task;
+    aclError rc = hrt_task_begin(stream, API, hrt_op_task_size(ntens), hrt_op_task_run, &st, (void **)&task);
     if (rc) return rc;
-    task->t.release = release_op; /* cancelling drops the device blocks referenced so far */
-    task->ptrs = (void **)(task + 1);
-    task->allocs = (hrt_alloc **)(task->ptrs + ntens);
+    hrt_op_task_init(task, ntens);
     int dev = st->ctx->device;
 
     hrt_tensor views_small[16];

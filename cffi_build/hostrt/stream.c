@@ -442,19 +442,22 @@ uint64_t hrt_stream_enqueue(hrt_stream *s, hrt_task *t) {
     return seq;
 }
 
+aclError hrt_task_alloc(const char *api, size_t size, hrt_task_fn run, void **task) {
+    hrt_task *t = calloc(1, size);
+    *task = t;
+    if (!t) return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
+    t->run = run;
+    return ACL_SUCCESS;
+}
+
 aclError hrt_task_begin(aclrtStream stream, const char *api, size_t size, hrt_task_fn run, hrt_stream **s,
                         void **task) {
     *task = NULL;
     aclError rc = hrt_resolve_stream(stream, s, api);
     if (rc) return rc;
-    hrt_task *t = calloc(1, size);
-    if (!t) {
-        hrt_stream_release(*s);
-        return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
-    }
-    t->run = run;
-    *task = t;
-    return ACL_SUCCESS;
+    rc = hrt_task_alloc(api, size, run, task);
+    if (rc) hrt_stream_release(*s);
+    return rc;
 }
 
 aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline) {
@@ -462,6 +465,12 @@ aclError hrt_task_commit(hrt_stream *s, hrt_task *t, bool may_inline) {
     if (!capture_intercept(s, t, 0, &rc)) hrt_stream_submit(s, t, may_inline);
     hrt_stream_release(s);
     return rc;
+}
+
+uint64_t hrt_task_commit_seq(hrt_stream *s, hrt_task *t, bool may_inline) {
+    uint64_t seq = hrt_stream_submit(s, t, may_inline); /* submit hands it to a capture in progress */
+    hrt_stream_release(s);
+    return seq;
 }
 
 aclError hrt_task_commit_sync(hrt_stream *s, hrt_task *t) {

@@ -1,5 +1,5 @@
 """The extreme values the suite throws at the runtime, in one place: the regression tests
-(tests/runtime/test_hostrt_overflow.py, tests/runtime/test_core.py, tests/runtime/test_hostrt.py)
+(tests/hostrt/test_hostrt_overflow.py, tests/runtime/test_core.py, tests/hostrt/test_hostrt.py)
 pin particular ones, and the fuzzers (tests/fuzz) draw from the same tables."""
 
 from __future__ import annotations

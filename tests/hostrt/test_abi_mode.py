@@ -113,8 +113,8 @@ def test_missing_library_is_a_clear_backend_error(tmp_path):
 
 def test_abi_suite_through_dlopen(standalone_lib):
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-m", "abi", "-p", "no:cacheprovider",
-           *(str(ROOT / "tests/runtime" / f) for f in ("test_hostrt.py", "test_core.py", "test_executable.py",
-                                                     "test_hostrt_graph.py"))]  # fmt: skip
+           *(str(ROOT / "tests" / f) for f in ("hostrt/test_hostrt.py", "runtime/test_core.py",
+                                             "runtime/test_executable.py", "hostrt/test_hostrt_graph.py"))]  # fmt: skip
     out = subprocess.run(cmd, env=_env(standalone_lib), capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     assert " passed" in out.stdout
