@@ -87,7 +87,7 @@ static PB_TARGET void PB_FN(pb_block)(const pb_ctx *g, int64_t r0, int64_t r1, i
         }
         if (e && e->post) { /* an activation not done on the accumulators: the block's rows, still in cache */
             const int64_t c0 = p0 * NR, c1 = p1 * NR < pb->n ? p1 * NR : pb->n;
-            for (int64_t r = r0; r < r1; r++) k_act_apply_f32(e->post, g->c + r * g->ldc + c0, c1 - c0);
+            for (int64_t r = r0; r < r1; r++) e->post->apply_f32(e->post, g->c + r * g->ldc + c0, c1 - c0);
         }
     }
 }

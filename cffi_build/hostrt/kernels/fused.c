@@ -135,6 +135,7 @@ aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *ac
     act->inl = act->code == E_RELU ? K_ACT_INL_RELU : act->code == E_CLIP ? K_ACT_INL_CLIP : 0;
     act->lo = (float)lo;
     act->hi = (float)hi;
+    act->apply_f32 = k_act_apply_f32;
     return ACL_SUCCESS;
 }
 

@@ -151,6 +151,9 @@ typedef struct k_act {
     double a, b; /* LeakyRelu: alpha; Clip: min, max */
     int inl;     /* set by k_act_from_attrs: K_ACT_INL_RELU / _CLIP (lo, hi), which k_act_tile inlines */
     float lo, hi;
+    /* k_act_apply_f32, set by k_act_from_attrs: how the layers below the kernels (the packed
+     * GEMM's epilogue, gemm_small.c) apply it without calling up into the kernels */
+    void (*apply_f32)(const struct k_act *act, float *x, int64_t n);
 } k_act;
 #define K_ACT_NONE 64
 #define K_ACT_INL_RELU 1
@@ -160,15 +163,16 @@ aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *ac
 void k_act_apply_f32(const k_act *act, float *x, int64_t n);
 void k_act_apply_f64(const k_act *act, double *x, int64_t n);
 /* k_act_apply_f32 for a kernel's output tile (16-64 floats, once per tile): Relu and Clip inline,
- * the rest through the call.  act from k_act_from_attrs. */
+ * the rest through act->apply_f32 (so the packed GEMM below the kernels may use it too).  act from
+ * k_act_from_attrs (a zeroed one: nothing to apply). */
 static inline void k_act_tile(const k_act *act, float *x, int64_t n) {
     if (act->inl == K_ACT_INL_RELU) {
         for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : (x[i] != x[i] ? x[i] : 0);
     } else if (act->inl == K_ACT_INL_CLIP) {
         const float lo = act->lo, hi = act->hi;
         for (int64_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
-    } else {
-        k_act_apply_f32(act, x, n);
+    } else if (act->apply_f32) {
+        act->apply_f32(act, x, n);
     }
 }
 /* Same, split over the intra-op pool. */
