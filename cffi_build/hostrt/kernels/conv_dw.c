@@ -47,30 +47,35 @@ typedef struct {
 static void dw_pad(const dw_ctx *c, const float *src, float *dst) {
     const k_conv_geom *g = c->g;
     const int64_t sw = g->sw, Wps = c->Wps, plane = c->Hp * Wps, W = g->W;
-    for (int64_t iy = 0; iy < g->H; iy++) {
-        const float *sr = src + iy * W;
-        const int64_t r = iy + g->pt;
-        if (sw == 1) {
-            float *dr = dst + r * Wps + g->pl;
+    if (sw == 1) {
+        for (int64_t iy = 0; iy < g->H; iy++) {
+            const float *sr = src + iy * W;
+            float *dr = dst + (iy + g->pt) * Wps + g->pl;
             if (W <= 16) /* short rows: no call per row */
                 for (int64_t j = 0; j < W; j++) dr[j] = sr[j];
             else
                 memcpy(dr, sr, sizeof(float) * (size_t)W);
-            continue;
         }
-        for (int64_t ph = 0; ph < sw; ph++) {
-            float *dr = dst + ph * plane + r * Wps;
-            /* columns j with 0 <= j*sw + ph - pl < W: [lo, hi) */
-            int64_t lo = g->pl - ph <= 0 ? 0 : (g->pl - ph + sw - 1) / sw;
-            int64_t hi = (W + g->pl - ph + sw - 1) / sw;
-            if (hi > Wps) hi = Wps;
-            const float *s0 = sr + ph - g->pl;
+        return;
+    }
+    /* phases outside, rows inside: a phase's column range once a plane (two 64-bit divisions per row
+     * and phase were most of a stride-2 depthwise conv's time) */
+    for (int64_t ph = 0; ph < sw; ph++) {
+        /* columns j with 0 <= j*sw + ph - pl < W: [lo, hi); [lo, hv): 8-column steps that stay in the row */
+        const int64_t lo = g->pl - ph <= 0 ? 0 : (g->pl - ph + sw - 1) / sw;
+        int64_t hi = (W + g->pl - ph + sw - 1) / sw;
+        if (hi > Wps) hi = Wps;
+        int64_t hv = lo;
+        if (sw == 2)
+            while (hv + 8 <= hi && (hv + 7) * 2 + ph - g->pl + 1 < W) hv += 8;
+        for (int64_t iy = 0; iy < g->H; iy++) {
+            const float *s0 = src + iy * W + ph - g->pl;
+            float *dr = dst + ph * plane + (iy + g->pt) * Wps;
             int64_t j = lo;
-            if (sw == 2) /* deinterleave 8 columns at a time */
-                for (; j + 8 <= hi && (j + 7) * 2 + ph - g->pl + 1 < W; j += 8) {
-                    v8f u = ld8(s0 + 2 * j), v = ld8(s0 + 2 * j + 8);
-                    st8(dr + j, __builtin_shufflevector(u, v, 0, 2, 4, 6, 8, 10, 12, 14));
-                }
+            for (; j < hv; j += 8) { /* sw == 2: deinterleave 8 columns at a time */
+                v8f u = ld8(s0 + 2 * j), v = ld8(s0 + 2 * j + 8);
+                st8(dr + j, __builtin_shufflevector(u, v, 0, 2, 4, 6, 8, 10, 12, 14));
+            }
             for (; j < hi; j++) dr[j] = s0[j * sw];
         }
     }
