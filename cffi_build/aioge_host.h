@@ -34,6 +34,9 @@ int32_t aiogeHostVersion(void);
 aclError aiogeHostGetCounters(aiogeHostCounters *counters);
 /* Weights packed so far (aiogeGraphPackWeights), process-wide. */
 int64_t aiogeHostPackedWeightCount(void);
+/* Packed matrix weights held now, shared by every plan that packed the same weight: out[0] the
+ * distinct packed weights, out[1] their bytes, out[2] packings saved by sharing so far. */
+void aiogeHostSharedPackInfo(int64_t out[3]);
 /* The matrix-product kernel family in use ("avx2", "generic"), chosen by what the CPU runs
  * (AIOGE_HOST_ISA forces one); Set changes it (NULL or "auto": the best supported; a family this
  * CPU cannot run is an error). */

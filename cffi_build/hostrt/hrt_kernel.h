@@ -190,6 +190,10 @@ typedef struct hrt_sgemm_pb hrt_sgemm_pb;
 hrt_sgemm_pb *hrt_sgemm_pack_b(bool tb, int64_t n, int64_t k, const float *b, int64_t ldb);
 void hrt_sgemm_pb_free(hrt_sgemm_pb *pb);
 size_t hrt_sgemm_pb_bytes(const hrt_sgemm_pb *pb);
+/* packcache.c: the packed op(B) of a constant weight, shared by every plan packing the same weight
+ * (layout, address and values); hrt_sgemm_pb_release drops one plan's reference (pack_free) */
+hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float *b, int64_t ldb);
+void hrt_sgemm_pb_release(hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
 int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);

@@ -64,8 +64,9 @@ def test_base_layer_calls_nothing_above_it(graph):
 
 def test_kernels_only_use_the_kernel_layer(graph):
     # kernels see hrt_kernel.h: errors, settings, attrs, the op registry, the pool and the GEMM layer
-    # (BLAS and the packed kernels beside it) -- never streams, events, memory, contexts or the handle registry
-    assert set(graph["kernels"]) <= {"common", "env", "desc", "op", "pool", "blas", "gemm_small"}
+    # (BLAS, the packed kernels beside it and the packed weights they share) -- never streams, events, memory,
+    # contexts or the handle registry
+    assert set(graph["kernels"]) <= {"common", "env", "desc", "op", "pool", "blas", "gemm_small", "packcache"}
     assert not ({"hrt_handle_add", "hrt_handles_lock", "hrt_now_ns"} & graph["kernels"].get("common", set()))
 
 

@@ -215,3 +215,59 @@ def test_an_unknown_kernel_family_is_refused():
     before = ffi.string(lib.aiogeHostKernelFamily())
     assert lib.aiogeHostSetKernelFamily(b"avx512-but-not-here-either") != 0
     assert ffi.string(lib.aiogeHostKernelFamily()) == before
+
+
+def _shared_packs() -> tuple[int, int, int]:
+    out = _native.ffi.new("int64_t[3]")
+    _native.lib.aiogeHostSharedPackInfo(out)
+    return int(out[0]), int(out[1]), int(out[2])
+
+
+async def test_the_plans_of_a_dynamic_shape_model_share_one_packed_copy(dev):
+    """A plan per sequence length, one packed copy of each weight for all of them: packed when the
+    first plan loads, referenced by the others, freed when the model closes."""
+    rng = np.random.default_rng(5)
+    w1 = rng.standard_normal((48, 64)).astype(np.float32)
+    w2 = rng.standard_normal((64, 24)).astype(np.float32)
+    g = Graph("seq")
+    x = g.input("x", ("B", "S", 48), "float32")
+    h = g.add_node("Relu", [g.add_node("MatMul", [x, g.constant("w1", w1)])])
+    g.output(g.add_node("MatMul", [h, g.constant("w2", w2)]))
+    entries0, bytes0, _ = _shared_packs()
+    packs0 = _native.lib.aiogeHostPackedWeightCount()
+    model = await dev.compile(g)
+    try:
+        for b, s in ((1, 5), (2, 9), (3, 17), (1, 33)):
+            xs = rng.standard_normal((b, s, 48)).astype(np.float32)
+            (y,) = (await model.execute({"x": xs})).values()
+            check(np.asarray(y), np.maximum(xs @ w1, 0) @ w2, rtol=1e-4, atol=1e-3)
+        assert model.stats["plans"] == 4
+        assert _native.lib.aiogeHostPackedWeightCount() - packs0 == 2  # each weight packed once, not once a plan
+        entries, nbytes, saved = _shared_packs()
+        assert entries - entries0 == 2 and nbytes - bytes0 == _panels(48, 64) + _panels(64, 24)
+        assert saved >= 6  # three more plans found both weights packed
+    finally:
+        await model.aclose()
+    assert _shared_packs()[:2] == (entries0, bytes0)  # the last plan's close freed them
+
+
+async def test_equal_values_elsewhere_or_other_values_here_are_not_shared(compiled):
+    """Sharing needs the same layout, the same weight and the same values: a copy of the values at
+    another address packs its own panels, and so does a weight of the same shape with other values."""
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((32, 40)).astype(np.float32)
+
+    def graph(weight: np.ndarray) -> Graph:
+        g = Graph("one")
+        g.output(g.add_node("MatMul", [g.input("x", (4, 32), "float32"), g.constant("w", weight)]))
+        return g
+
+    packs0 = _native.lib.aiogeHostPackedWeightCount()
+    a = await compiled(graph(w))
+    b = await compiled(graph(w.copy()))
+    c = await compiled(graph(w + 1))
+    assert _native.lib.aiogeHostPackedWeightCount() - packs0 == 3
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    for model, weight in ((a, w), (b, w), (c, w + 1)):
+        (y,) = (await model.execute({"x": x})).values()
+        check(np.asarray(y), x @ weight, rtol=1e-4, atol=1e-3)

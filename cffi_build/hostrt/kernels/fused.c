@@ -512,12 +512,12 @@ static bool fmm_tall(const fmm_plan *p) {
 static void *fmm_pack(const hrt_kernel *k, int input, const void *data, size_t *bytes) {
     const fmm_plan *p = k->plan;
     if (input != 1 || p->dt != ACL_FLOAT || !fmm_tall(p) || k->in[1].numel != p->kk * p->n) return NULL;
-    hrt_sgemm_pb *pb = hrt_sgemm_pack_b(p->tb, p->n, p->kk, data, p->tb ? p->kk : p->n);
+    hrt_sgemm_pb *pb = hrt_sgemm_pack_b_shared(p->tb, p->n, p->kk, data, p->tb ? p->kk : p->n);
     *bytes = hrt_sgemm_pb_bytes(pb);
     return pb;
 }
 
-static void fmm_pack_free(void *pb) { hrt_sgemm_pb_free(pb); }
+static void fmm_pack_free(void *pb) { hrt_sgemm_pb_release(pb); }
 
 static aclError fmm_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
     const fmm_plan *p = k->plan;

@@ -114,12 +114,12 @@ static void *mm_pack(const hrt_kernel *k, int input, const void *data, size_t *b
     const mm_plan *p = k->plan;
     if (input != 1 || p->dt != ACL_FLOAT || (!p->fold && p->nbatch != 1) || k->in[1].numel != p->k * p->n)
         return NULL;
-    hrt_sgemm_pb *pb = hrt_sgemm_pack_b(p->tb, p->n, p->k, data, p->tb ? p->k : p->n);
+    hrt_sgemm_pb *pb = hrt_sgemm_pack_b_shared(p->tb, p->n, p->k, data, p->tb ? p->k : p->n);
     *bytes = hrt_sgemm_pb_bytes(pb);
     return pb;
 }
 
-static void mm_pack_free(void *pb) { hrt_sgemm_pb_free(pb); }
+static void mm_pack_free(void *pb) { hrt_sgemm_pb_release(pb); }
 
 static aclError mm_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
     const mm_plan *p = k->plan;
