@@ -1,5 +1,5 @@
 """float32 NCHW pooling on the direct kernel (pooling.c, stride 2 and stride-1 rows shorter than 16:
-an identity-bordered scratch plane, 8 outputs a register) and beside it the separable one (wider
+window rows folded into an identity-bordered scratch row, 8 outputs a register) and beside it the separable one (wider
 stride-1 rows) against onnxruntime: rows wider than one and several vectors with ragged ends,
 windows up to 5, pads, ceil mode, both average modes, NaN propagation (max)."""
 

@@ -42,10 +42,11 @@ static inline float pmax_f32(float a, float b) { return k_maxf(a, b); }
 static inline double pmax_f64(double a, double b) { return k_maxd(a, b); }
 
 /* float32 NCHW at stride 2 (and at stride 1 on rows shorter than 16), directly: each plane's rows
- * are copied once into a scratch plane whose border columns hold the identity (-inf for a max, 0
- * for a sum), so 8 outputs of a row accumulate every tap of their windows in a register with no
- * edge cases (stride 2: two loads deinterleaved) and are stored once; rows outside the input are
- * skipped (an average divides by its count).  The separable passes (pool_plane) fold with a scalar NaN-propagating max and
+ * are folded per output row: the window's input rows first (vertically, 8 columns a vector) into a
+ * scratch row whose border columns hold the identity (-inf for a max, 0 for a sum), then 8 outputs
+ * take the kw taps of that row with no edge cases (stride 2: two loads deinterleaved) and are stored
+ * once; rows outside the input are skipped (an average divides by its count).  (Every tap of every
+ * window row from a padded copy of the plane: 2-3x onnxruntime's CPU time on 3x3 stride 2.)  The separable passes (pool_plane) fold with a scalar NaN-propagating max and
  * per-row calls: 576 planes of 14x14 -> 7x7 took ~1 us a plane (onnxruntime: 26 us for all). */
 #if K_VL == 8
 static inline k_vf pv_ld(const float *q) {
@@ -65,36 +66,58 @@ static int64_t pool_direct_wp(const pl_plan *p) {
     return (need > wp ? need : wp) + 8;
 }
 
-static void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float *pad, int64_t Wp) {
-    const int64_t H = p->H, W = p->W, Wo = p->Wo, kw = p->kw, sw = p->sw, pl = p->pl;
+static void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float *vr, int64_t Wp) {
+    const int64_t H = p->H, W = p->W, Wo = p->Wo, kw = p->kw, sw = p->sw, pl = p->pl, W8 = W / 8 * 8;
     const bool mx = p->is_max;
-    for (int64_t iy = 0; iy < H; iy++) memcpy(pad + iy * Wp + pl, xp + iy * W, sizeof(float) * (size_t)W);
+    const float id = mx ? -__builtin_inff() : 0.0f;
+    float *vi = vr + pl; /* the row's input columns; the border columns hold the identity */
+    (void)Wp;
     for (int64_t oy = 0; oy < p->Ho; oy++) {
         int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;
         int64_t h0 = hs < 0 ? 0 : hs, h1 = he > H ? H : he;
+        /* the window's rows folded first (vertical), then the kw taps over the folded row */
+        if (h1 <= h0) {
+            for (int64_t j = 0; j < W; j++) vi[j] = id;
+        } else {
+            const float *x0 = xp + h0 * W;
+            int64_t j = 0;
+            for (; j < W8; j += 8) {
+                k_vf acc = pv_ld(x0 + j);
+                for (int64_t iy = 1; iy < h1 - h0; iy++) acc = mx ? pv_max(pv_ld(x0 + iy * W + j), acc) : acc + pv_ld(x0 + iy * W + j);
+                memcpy(vi + j, &acc, sizeof acc);
+            }
+            for (; j < W; j++) {
+                float acc = x0[j];
+                for (int64_t iy = 1; iy < h1 - h0; iy++) acc = mx ? pmax_f32(x0[iy * W + j], acc) : acc + x0[iy * W + j];
+                vi[j] = acc;
+            }
+        }
         float *yr = yp + oy * Wo;
         for (int64_t ox = 0; ox < Wo; ox += 8) {
-            k_vf acc = mx ? (k_vf){0} - __builtin_inff() : (k_vf){0};
-            for (int64_t iy = h0; iy < h1; iy++) {
-                const float *t = pad + iy * Wp + ox * sw;
-                if (sw == 1)
-                    for (int64_t kx = 0; kx < kw; kx++) acc = mx ? pv_max(pv_ld(t + kx), acc) : acc + pv_ld(t + kx);
-                else
-                    for (int64_t kx = 0; kx < kw; kx++) {
-                        k_vf v = __builtin_shufflevector(pv_ld(t + kx), pv_ld(t + kx + 8), 0, 2, 4, 6, 8, 10, 12, 14);
-                        acc = mx ? pv_max(v, acc) : acc + v;
-                    }
+            const float *t = vr + ox * sw;
+            k_vf acc;
+            if (sw == 1) {
+                acc = pv_ld(t);
+                for (int64_t kx = 1; kx < kw; kx++) acc = mx ? pv_max(pv_ld(t + kx), acc) : acc + pv_ld(t + kx);
+            } else {
+                acc = __builtin_shufflevector(pv_ld(t), pv_ld(t + 8), 0, 2, 4, 6, 8, 10, 12, 14);
+                for (int64_t kx = 1; kx < kw; kx++) {
+                    k_vf v = __builtin_shufflevector(pv_ld(t + kx), pv_ld(t + kx + 8), 0, 2, 4, 6, 8, 10, 12, 14);
+                    acc = mx ? pv_max(v, acc) : acc + v;
+                }
             }
-            int64_t n = Wo - ox < 8 ? Wo - ox : 8;
+            const int64_t n = Wo - ox < 8 ? Wo - ox : 8;
             if (!mx) {
                 k_vi c = {1, 1, 1, 1, 1, 1, 1, 1};
-                memcpy(&c, p->count + oy * Wo + ox, sizeof(int32_t) * (size_t)n);
-                k_vf cf = __builtin_convertvector(c, k_vf);
-                acc = acc / cf;
-                for (int64_t j = 0; j < n; j++)
-                    if (c[j] <= 0) acc[j] = 0.0f;
+                if (n == 8) memcpy(&c, p->count + oy * Wo + ox, sizeof c); /* fixed size: no call */
+                else
+                    for (int64_t j = 0; j < n; j++) c[j] = p->count[oy * Wo + ox + j];
+                acc = acc / __builtin_convertvector(c, k_vf);
+                acc = (k_vf)((k_vi)acc & (c > 0)); /* an empty window: 0 */
             }
-            memcpy(yr + ox, &acc, sizeof(float) * (size_t)n);
+            if (n == 8) memcpy(yr + ox, &acc, sizeof acc);
+            else
+                for (int64_t j = 0; j < n; j++) yr[ox + j] = acc[j];
         }
     }
 }
@@ -103,18 +126,18 @@ static void pool_direct_chunk(void *vp, int64_t b0, int64_t b1) {
     pl_ctx *c = vp;
     const pl_plan *p = c->p;
     const int64_t Wp = pool_direct_wp(p);
-    const size_t n = (size_t)(p->H * Wp + 8);
-    float stackbuf[8192]; /* small planes: no heap block per chunk */
-    float *pad = n <= 8192 ? stackbuf : malloc(sizeof(float) * n);
-    if (!pad) {
+    const size_t n = (size_t)(Wp + 8);
+    float stackbuf[8192]; /* one folded row: no heap block per chunk */
+    float *vr = n <= 8192 ? stackbuf : malloc(sizeof(float) * n);
+    if (!vr) {
         c->failed = 1;
         return;
     }
     const float id = p->is_max ? -__builtin_inff() : 0.0f;
-    for (size_t i = 0; i < n; i++) pad[i] = id; /* the border columns stay the identity */
+    for (size_t i = 0; i < n; i++) vr[i] = id; /* the border columns stay the identity */
     for (int64_t pc = b0; pc < b1; pc++)
-        pool_direct_f32(p, (const float *)c->x + pc * p->H * p->W, (float *)c->y + pc * p->Ho * p->Wo, pad, Wp);
-    if (pad != stackbuf) free(pad);
+        pool_direct_f32(p, (const float *)c->x + pc * p->H * p->W, (float *)c->y + pc * p->Ho * p->Wo, vr, Wp);
+    if (vr != stackbuf) free(vr);
 }
 #endif
 
