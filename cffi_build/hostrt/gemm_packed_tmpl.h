@@ -2,6 +2,11 @@
  * functions and PB_TARGET is its target attribute (empty: the build's own flags).  gemm_small.c
  * includes it once portable and, on x86-64, once with target("avx2,fma"), and picks a family at run
  * time (AIOGE_HOST_ISA).  No include guard: that is the point. */
+#ifndef PB_PF
+/* B's prefetch distance in K steps (a panel's row: one 64-byte line a step): the first row panel
+ * to read a slice of B takes it from memory (a few rows, a B past L2: 0.85-0.9x the CPU time) */
+#define PB_PF 16
+#endif
 /* t[R][NR] (+)= A[R][K] (rows lda apart, read in place) . B[K][NR] (a packed panel slice), R <= MR a
  * constant once inlined: exactly R rows of multiply-adds (a ragged row panel wastes none) */
 static inline __attribute__((always_inline)) PB_TARGET void PB_FN(uk_rows)(const int R, int64_t K, const float *restrict a, int64_t lda,
@@ -17,6 +22,7 @@ static inline __attribute__((always_inline)) PB_TARGET void PB_FN(uk_rows)(const
         }
     }
     for (int64_t k = 0; k < K; k++, b += NR) {
+        __builtin_prefetch(b + PB_PF * NR);
         v8f b0 = ld8(b), b1 = ld8(b + 8);
         PB_PIN(b0);
         PB_PIN(b1);
@@ -50,45 +56,59 @@ static PB_TARGET void PB_FN(uk_any)(int64_t mr, int64_t K, const float *a, int64
     }
 }
 
-/* rows [r0, r1) x panels [p0, p1): K blocks outermost, so a panel's kc x NR slice (16 KB) stays in
- * L1 across the row panels and the rows' kc-wide slice of A in L2.  The rows are cut into panels of
- * at most MR as even as can be (8 rows: 4 + 4, not 6 + 2). */
+/* one K block [k0, k0 + kc) of panel pp over rows [r0, r1), cut into npanel row panels of at most MR
+ * as even as can be (8 rows: 4 + 4, not 6 + 2) */
+static inline __attribute__((always_inline)) PB_TARGET void PB_FN(pb_step)(const pb_ctx *g, int64_t r0, int64_t npanel, int64_t base,
+                                                           int64_t extra, int64_t k0, int64_t kc, int64_t pp, float *tile,
+                                                           float *bpad) {
+    const hrt_sgemm_pb *pb = g->pb;
+    const bool acc = k0 > 0;
+    const pb_epi *e = k0 + kc >= pb->k ? g->epi : NULL;
+    const int64_t j0 = pp * NR, nj = pb->n - j0 < NR ? pb->n - j0 : NR;
+    const float *b = pb->p + pp * pb->k * NR + k0 * NR, *bias = e && e->bias ? e->bias + j0 : NULL;
+    if (bias && nj < NR) { /* the ragged last panel: its bias padded to NR */
+        memcpy(bpad, bias, sizeof(float) * (size_t)nj);
+        memset(bpad + nj, 0, sizeof(float) * (size_t)(NR - nj));
+        bias = bpad;
+    }
+    int64_t i = r0;
+    for (int64_t q = 0; q < npanel; q++) {
+        const int64_t mr = base + (q < extra);
+        const float *a = g->a + i * g->lda + k0;
+        float *c = g->c + i * g->ldc + j0;
+        if (nj == NR) {
+            PB_FN(uk_any)(mr, kc, a, g->lda, b, c, g->ldc, acc, e, bias);
+        } else {
+            if (acc)
+                for (int64_t r = 0; r < mr; r++) memcpy(tile + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nj);
+            PB_FN(uk_any)(mr, kc, a, g->lda, b, tile, NR, acc, e, bias);
+            for (int64_t r = 0; r < mr; r++) memcpy(c + r * g->ldc, tile + r * NR, sizeof(float) * (size_t)nj);
+        }
+        i += mr;
+    }
+}
+
+/* rows [r0, r1) x panels [p0, p1).  A panel's kc x NR slice of B (16 KB) stays in L1 across the row
+ * panels.  When the rows' whole A fits in L2 (PB_A_L2), panels outermost: B is read as one
+ * sequential stream (a few rows: the product is bound by B's read from memory).  Otherwise K blocks
+ * outermost, so the rows' kc-wide slice of A stays in L2 across the panels. */
 static PB_TARGET void PB_FN(pb_block)(const pb_ctx *g, int64_t r0, int64_t r1, int64_t p0, int64_t p1) {
     const hrt_sgemm_pb *pb = g->pb;
     float tile[MR * NR] __attribute__((aligned(32))), bpad[NR];
     const int64_t rows = r1 - r0, npanel = (rows + MR - 1) / MR, base = rows / npanel, extra = rows % npanel;
-    for (int64_t k0 = 0; k0 < pb->k; k0 += KC) {
-        const int64_t kc = pb->k - k0 < KC ? pb->k - k0 : KC;
-        const bool acc = k0 > 0;
-        const pb_epi *e = k0 + kc >= pb->k ? g->epi : NULL;
-        for (int64_t pp = p0; pp < p1; pp++) {
-            const int64_t j0 = pp * NR, nj = pb->n - j0 < NR ? pb->n - j0 : NR;
-            const float *b = pb->p + pp * pb->k * NR + k0 * NR, *bias = e && e->bias ? e->bias + j0 : NULL;
-            if (bias && nj < NR) { /* the ragged last panel: its bias padded to NR */
-                memcpy(bpad, bias, sizeof(float) * (size_t)nj);
-                memset(bpad + nj, 0, sizeof(float) * (size_t)(NR - nj));
-                bias = bpad;
-            }
-            int64_t i = r0;
-            for (int64_t q = 0; q < npanel; q++) {
-                const int64_t mr = base + (q < extra);
-                const float *a = g->a + i * g->lda + k0;
-                float *c = g->c + i * g->ldc + j0;
-                if (nj == NR) {
-                    PB_FN(uk_any)(mr, kc, a, g->lda, b, c, g->ldc, acc, e, bias);
-                } else {
-                    if (acc)
-                        for (int64_t r = 0; r < mr; r++) memcpy(tile + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nj);
-                    PB_FN(uk_any)(mr, kc, a, g->lda, b, tile, NR, acc, e, bias);
-                    for (int64_t r = 0; r < mr; r++) memcpy(c + r * g->ldc, tile + r * NR, sizeof(float) * (size_t)nj);
-                }
-                i += mr;
-            }
-        }
-        if (e && e->post) { /* an activation not done on the accumulators: the block's rows, still in cache */
-            const int64_t c0 = p0 * NR, c1 = p1 * NR < pb->n ? p1 * NR : pb->n;
-            for (int64_t r = r0; r < r1; r++) e->post->apply_f32(e->post, g->c + r * g->ldc + c0, c1 - c0);
-        }
+    if (rows * pb->k <= PB_A_L2) {
+        for (int64_t pp = p0; pp < p1; pp++)
+            for (int64_t k0 = 0; k0 < pb->k; k0 += KC)
+                PB_FN(pb_step)(g, r0, npanel, base, extra, k0, pb->k - k0 < KC ? pb->k - k0 : KC, pp, tile, bpad);
+    } else {
+        for (int64_t k0 = 0; k0 < pb->k; k0 += KC)
+            for (int64_t pp = p0; pp < p1; pp++)
+                PB_FN(pb_step)(g, r0, npanel, base, extra, k0, pb->k - k0 < KC ? pb->k - k0 : KC, pp, tile, bpad);
+    }
+    const pb_epi *e = g->epi;
+    if (e && e->post) { /* an activation not done on the accumulators: the block's rows, still in cache */
+        const int64_t c0 = p0 * NR, c1 = p1 * NR < pb->n ? p1 * NR : pb->n;
+        for (int64_t r = r0; r < r1; r++) e->post->apply_f32(e->post, g->c + r * g->ldc + c0, c1 - c0);
     }
 }
 
