@@ -26,7 +26,9 @@ onnxruntime time (default options, spinning) in one process, alternating blocks;
 compiled twice, with its weights packed once at load (the default) and without (the kernels pack B
 on every call), so the table also shows what packing gains.  ``--cpu``: one thread each (AIOGE_HOST_THREADS=1,
 onnxruntime intra_op 1), process CPU time per call, best of alternating blocks -- the kernels
-compared where wall clock on a loaded machine mostly measures which thread got a core.
+compared where wall clock on a loaded machine mostly measures which thread got a core. In brackets, the
+host runtime's product alone (hrt_sgemm_packed called directly on the packed B, no graph around
+it) against the same onnxruntime time: the gap between the two ratios is the graph's per-call cost.
 """
 
 from __future__ import annotations
@@ -229,10 +231,45 @@ async def bench_packed(dev, proto, feeds, budget_s: float) -> tuple[float, float
     return statistics.median(times[0]), statistics.median(times[1]), statistics.median(times[2])
 
 
-async def bench_cpu(dev, proto, feeds, budget_s: float) -> tuple[float, float]:
-    """Process CPU seconds per call (best of alternating blocks) of (aioge, onnxruntime), one thread
-    each: the kernels compared without the scheduler (wall clock on a loaded machine mostly measures
-    who got a core)."""
+def _product_alone(m: int, k: int, n: int, proto) -> tuple[object, object] | None:
+    """The host runtime's packed product (hrt_sgemm_packed: the packed kernels, or OpenBLAS for the
+    shapes it routes there) called directly through ctypes on the single MatMul's B, without the
+    graph around it: (run, free), or None on another backend."""
+    import ctypes
+
+    from onnx import numpy_helper
+
+    from aioge import _native
+
+    if _native.backend != "host":
+        return None
+    so = ctypes.CDLL(_native.library_path)
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    so.hrt_sgemm_pack_b.restype = p
+    so.hrt_sgemm_pack_b.argtypes = [ctypes.c_bool, i64, i64, p, i64]
+    so.hrt_sgemm_pb_free.restype = None
+    so.hrt_sgemm_pb_free.argtypes = [p]
+    so.hrt_sgemm_packed.restype = ctypes.c_int
+    so.hrt_sgemm_packed.argtypes = [i64, ctypes.c_bool, p, i64, p, ctypes.c_bool, p, i64, p, p, i64]
+    b = np.ascontiguousarray(numpy_helper.to_array(proto.graph.initializer[0]), np.float32)
+    a = np.random.default_rng(1).standard_normal((m, k)).astype(np.float32)
+    c = np.empty((m, n), np.float32)
+    pb = so.hrt_sgemm_pack_b(False, n, k, b.ctypes.data, n)
+    assert pb
+
+    def run() -> None:
+        assert so.hrt_sgemm_packed(m, False, a.ctypes.data, k, pb, False, b.ctypes.data, n, None, c.ctypes.data, n) == 0
+
+    run()
+    np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3)
+    return run, lambda: so.hrt_sgemm_pb_free(pb)
+
+
+async def bench_cpu(dev, proto, feeds, budget_s: float, alone=None) -> tuple[float, float, float]:
+    """Process CPU seconds per call (best of alternating blocks) of (aioge, onnxruntime, ``alone``:
+    a third callable, e.g. the product without the graph; nan without one), one thread each: the
+    kernels compared without the scheduler (wall clock on a loaded machine mostly measures who got
+    a core)."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
@@ -246,34 +283,42 @@ async def bench_cpu(dev, proto, feeds, budget_s: float) -> tuple[float, float]:
     one = (time.process_time() - t0) / 2
     blocks = 8
     reps = max(3, int(budget_s / 2 / blocks / max(one, 1e-6)))
-    best = [math.inf, math.inf]
+    sides = 3 if alone else 2
+    best = [math.inf, math.inf, math.nan if alone is None else math.inf]
     for _ in range(blocks):
-        for side in (0, 1):
+        for side in range(sides):
             t0 = time.process_time()
             for _ in range(reps):
-                if side:
+                if side == 1:
                     sess.run(None, feeds)
+                elif side == 2:
+                    alone()
                 else:
                     await md.execute(feeds)
             best[side] = min(best[side], (time.process_time() - t0) / reps)
     await md.aclose()
-    return best[0], best[1]
+    return best[0], best[1], best[2]
 
 
 async def matmul_table_cpu(ms: list[int], kns: list[tuple[int, int]], budget_s: float) -> None:
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
-    print("single MatMul, constant B, one thread each: aioge / onnxruntime process CPU time per call")
-    print("M \\ (K, N)".rjust(10) + " " + " ".join(f"({k}, {n})".rjust(16) for k, n in kns))
+    print("single MatMul, constant B, one thread each: aioge / onnxruntime process CPU time per call;")
+    print("in brackets: the host runtime's packed product alone (no graph around it) / onnxruntime")
+    print("M \\ (K, N)".rjust(10) + " " + " ".join(f"({k}, {n})".rjust(24) for k, n in kns))
     async with aioge.open_device(0) as dev:
         for m in ms:
             cells = []
             for k, n in kns:
-                ta, to = await bench_cpu(dev, *_matmul_model(m, k, n), budget_s)
-                cells.append(f"{ta / to:5.2f}x {to * 1e6:7.0f}us")
-            print(f"{m:>10d} " + " ".join(f"{c:>16s}" for c in cells), flush=True)
+                proto, feeds = _matmul_model(m, k, n)
+                alone = _product_alone(m, k, n, proto)
+                ta, to, tk = await bench_cpu(dev, proto, feeds, budget_s, alone[0] if alone else None)
+                if alone:
+                    alone[1]()
+                cells.append(f"{ta / to:5.2f}x [{tk / to:5.2f}x] {to * 1e6:7.0f}us")
+            print(f"{m:>10d} " + " ".join(f"{c:>24s}" for c in cells), flush=True)
         for batch in (1, 64):
             proto = M.mlp(batch=batch, sizes=(784, 512, 512, 10))
-            ta, to = await bench_cpu(dev, proto, M.sample_inputs(proto), budget_s)
+            ta, to, _ = await bench_cpu(dev, proto, M.sample_inputs(proto), budget_s)
             print(f"mlp 784-512-512-10 batch {batch:3d}: {ta * 1e3:.3f} ms ({ta / to:.2f}x), "
                   f"onnxruntime {to * 1e3:.3f} ms")
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
