@@ -67,7 +67,7 @@ static int64_t pool_direct_wp(const pl_plan *p) {
 }
 
 static void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float *vr, int64_t Wp) {
-    const int64_t H = p->H, W = p->W, Wo = p->Wo, kw = p->kw, sw = p->sw, pl = p->pl, W8 = W / 8 * 8;
+    const int64_t H = p->H, W = p->W, Wo = p->Wo, kw = p->kw, sw = p->sw, pl = p->pl;
     const bool mx = p->is_max;
     const float id = mx ? -__builtin_inff() : 0.0f;
     float *vi = vr + pl; /* the row's input columns; the border columns hold the identity */
@@ -81,10 +81,18 @@ static void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float 
         } else {
             const float *x0 = xp + h0 * W;
             int64_t j = 0;
-            for (; j < W8; j += 8) {
+            for (;; j += 8) { /* the last vector overlaps the one before: no scalar tail when W >= 8 */
+                if (j + 8 > W) {
+                    if (j == W || W < 8) break;
+                    j = W - 8;
+                }
                 k_vf acc = pv_ld(x0 + j);
                 for (int64_t iy = 1; iy < h1 - h0; iy++) acc = mx ? pv_max(pv_ld(x0 + iy * W + j), acc) : acc + pv_ld(x0 + iy * W + j);
                 memcpy(vi + j, &acc, sizeof acc);
+                if (j + 8 == W) {
+                    j = W;
+                    break;
+                }
             }
             for (; j < W; j++) {
                 float acc = x0[j];
