@@ -115,7 +115,11 @@ static PB_TARGET void PB_FN(pb_block)(const pb_ctx *g, int64_t r0, int64_t r1, i
 static PB_TARGET void PB_FN(pb_items)(void *vp, int64_t i0, int64_t i1) {
     const pb_ctx *g = vp;
     for (int64_t it = i0; it < i1; it++) {
-        int64_t mb = it / g->ngroups, gi = it % g->ngroups;
+        /* column group major: a group's panels of B, just read for one row block, are still in
+         * cache for the next (128-256 x 768 x 3072, one thread: 0.91-0.93x the CPU time of row
+         * block major), and a pool chunk of items holds rows of every block (96 + 32 rows: not
+         * one thread on the 96) */
+        const int64_t mblocks = (g->m + g->mc - 1) / g->mc, mb = it % mblocks, gi = it / mblocks;
         int64_t r0 = mb * g->mc, r1 = r0 + g->mc < g->m ? r0 + g->mc : g->m;
         int64_t p0 = gi * g->per_item, p1 = p0 + g->per_item < g->pb->npan ? p0 + g->per_item : g->pb->npan;
         PB_FN(pb_block)(g, r0, r1, p0, p1);
