@@ -51,14 +51,14 @@ static aclError blas_load(const char *path, char *err, size_t cap) {
         snprintf(err, cap, "'%s' has no cblas_sgemm/cblas_dgemm", path);
         return ACL_ERROR_INVALID_FILE;
     }
-    pthread_mutex_lock(&blas_mu);
+    HRT_LOCK(&blas_mu, HRT_RANK_LEAF);
     /* the previous library stays loaded: kernels may be inside it right now */
     blas_handle = h;
     p_sgemm = s;
     p_dgemm = d;
     p_set_threads = t;
     snprintf(blas_info, sizeof blas_info, "cblas from %s", path);
-    pthread_mutex_unlock(&blas_mu);
+    HRT_UNLOCK(&blas_mu);
     if (t) t(1); /* see hrt_sgemm: big GEMMs are split over the shared pool */
     return ACL_SUCCESS;
 }
@@ -85,9 +85,9 @@ void hrt_blas_init_from_env(void) {
     if (!*p || p_sgemm) return;
     char err[HRT_MSG_LEN];
     if (blas_load(p, err, sizeof err) == ACL_SUCCESS) return;
-    pthread_mutex_lock(&blas_mu);
+    HRT_LOCK(&blas_mu, HRT_RANK_LEAF);
     if (!p_sgemm) snprintf(blas_info, sizeof blas_info, "builtin C GEMM (AIOGE_BLAS_LIBRARY: %s)", err);
-    pthread_mutex_unlock(&blas_mu);
+    HRT_UNLOCK(&blas_mu);
 }
 
 /* ---------------------------------------------------------- fallback GEMM
