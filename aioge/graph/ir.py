@@ -249,6 +249,9 @@ class Graph:
         self._issued: set[str] = set()
         #: symbolic dims of the graph inputs that have any (their Values have ``shape=None``)
         self.symbolic: dict[str, tuple[Dim, ...]] = {}
+        #: a working graph of ``optimize`` (never one it returns): its passes edit it in place
+        #: instead of copying it (``passes._util.working_copy``); a copy is never one
+        self._scratch = False
 
     # ---------------------------------------------------------------- builder
     def input(self, name: str, shape: Sequence[Dim], dtype: Any = "float32") -> Value:
@@ -534,6 +537,34 @@ class Graph:
         static -- the shapes each op accepts (a 2x2 @ 3x3 MatMul), as
         ``dev.compile`` would find them (shape inference on a copy).
         """
+        self._validate_structure()
+        order = self.topological_order()
+        dtypes = {k: v.dtype for k, v in self.values.items() if v.dtype is not None}
+        for n in order:
+            outs = check_node_dtypes(n, [dtypes.get(i) if i else None for i in n.inputs])
+            for o, dt in zip(n.outputs, outs, strict=False):
+                if not o:
+                    continue
+                known = self.values[o].dtype
+                if dt is not None and known is not None and dt != known:
+                    from .errors import GraphTypeError
+
+                    raise GraphTypeError(
+                        f"output {o!r} is declared {known} but the op produces {dt}",
+                        node=n.name,
+                        op_type=n.op_type,
+                    )
+                if dt is not None:
+                    dtypes[o] = dt
+        if shapes and all(self.values[i].known for i in self.inputs):
+            if _shape_inference is None:  # only if aioge.graph.ir were loaded without aioge.graph
+                raise RuntimeError("shape inference is not loaded: import aioge.graph")
+            _shape_inference(self)  # raises naming the node; the result (a copy) is not needed
+
+    def _validate_structure(self, *, signatures: bool = True) -> None:
+        """``validate``'s structural checks: unique definitions, nothing dangling, a Value for each
+        name; ``signatures``: each node's op type, arity and attrs too (``check_node_signature``).
+        ``optimize`` runs just these on the graph ``infer_shapes`` returned, which checked the rest."""
         defined: dict[str, str] = {}
         for name in self.inputs:
             if name in defined:
@@ -564,35 +595,14 @@ class Graph:
                         node=n.name,
                         op_type=n.op_type,
                     )
-            check_node_signature(n)
+            if signatures:
+                check_node_signature(n)
         for o in self.outputs:
             if o not in defined:
                 raise DanglingValueError(f"graph output {o!r} is not produced by any node, input or constant")
         for name in defined:
             if name not in self.values:
                 raise GraphError(f"value {name!r} has no Value entry in graph.values")
-        order = self.topological_order()
-        dtypes = {k: v.dtype for k, v in self.values.items() if v.dtype is not None}
-        for n in order:
-            outs = check_node_dtypes(n, [dtypes.get(i) if i else None for i in n.inputs])
-            for o, dt in zip(n.outputs, outs, strict=False):
-                if not o:
-                    continue
-                known = self.values[o].dtype
-                if dt is not None and known is not None and dt != known:
-                    from .errors import GraphTypeError
-
-                    raise GraphTypeError(
-                        f"output {o!r} is declared {known} but the op produces {dt}",
-                        node=n.name,
-                        op_type=n.op_type,
-                    )
-                if dt is not None:
-                    dtypes[o] = dt
-        if shapes and all(self.values[i].known for i in self.inputs):
-            if _shape_inference is None:  # only if aioge.graph.ir were loaded without aioge.graph
-                raise RuntimeError("shape inference is not loaded: import aioge.graph")
-            _shape_inference(self)  # raises naming the node; the result (a copy) is not needed
 
     # ---------------------------------------------------------------- editing
     def copy(self) -> Graph:
@@ -643,10 +653,11 @@ class Graph:
 
     def prune_values(self) -> None:
         """Drop Values and constants no node, input or output refers to."""
-        used = set(self.inputs) | set(self.outputs)
-        for n in self.nodes:
-            used.update(x for x in n.inputs if x)
-            used.update(x for x in n.outputs if x)
+        used = {x for n in self.nodes for x in n.inputs}
+        used.update(x for n in self.nodes for x in n.outputs)
+        used.update(self.inputs)
+        used.update(self.outputs)
+        used.discard("")  # an absent optional input / unused output: never a value's name
         for k in [k for k in self.constants if k not in used]:
             del self.constants[k]
         for k in [k for k in self.values if k not in used]:

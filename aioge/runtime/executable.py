@@ -278,8 +278,9 @@ class SharedWeights:
         self._tensors: dict[int, Tensor] = {}
         self.closed = False
 
-    def get(self, stream: Stream, a: np.ndarray) -> Tensor | None:
-        """The model's device copy of ``a`` (uploaded on first use); None: not one of its constants."""
+    def get(self, stream: Stream, a: np.ndarray, host: np.ndarray | None = None) -> Tensor | None:
+        """The model's device copy of ``a`` (uploaded on first use, from ``host``: ``a`` made
+        contiguous, when the caller has it); None: not one of its constants."""
         k = id(a)
         with self._lock:
             if self.closed or self._arrays.get(k) is not a:
@@ -287,7 +288,7 @@ class SharedWeights:
             t = self._tensors.get(k)
             if t is None:
                 # under the lock: concurrent compiles of two shapes upload it once
-                t = self._tensors[k] = _owned(stream.upload(a))
+                t = self._tensors[k] = _owned(stream.upload(a if host is None else host))
             return t
 
     @property
@@ -387,10 +388,13 @@ class CompiledGraph(Resource):
         dev.context.bind()
         b = self._build
         s0 = dev.default_stream
-        for name in b.weights:
+        # each weight made contiguous once (a folded fill is a broadcast view: materialised here),
+        # uploaded from, and packed from (_pack_weights); an array already contiguous is not copied
+        host = [_native.contiguous(self.graph.constants[name]) for name in b.weights]
+        for name, h in zip(b.weights, host, strict=True):
             a = self.graph.constants[name]
-            w = self._shared.get(s0, a) if self._shared is not None else None
-            self._weights.append(w if w is not None else _owned(s0.upload(a)))
+            w = self._shared.get(s0, a, h) if self._shared is not None else None
+            self._weights.append(w if w is not None else _owned(s0.upload(h)))
         if self.mode == "per_op":
             return
         in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
@@ -429,15 +433,16 @@ class CompiledGraph(Resource):
             finally:
                 for d in consts:
                     acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
-        self._pack_weights()
+        self._pack_weights(host)
 
-    def _pack_weights(self) -> None:
-        """Pack the weights the kernels have a packed form of (a constant matrix-product operand), once."""
-        b = self._build
+    def _pack_weights(self, host: list[np.ndarray]) -> None:
+        """Pack the weights the kernels have a packed form of (a constant matrix-product operand), once.
+
+        ``host``: the weights' contiguous host arrays, in ``Layout.weights`` order.
+        """
         self.plan.weight_bytes = sum(w.nbytes for w in self._weights)
         if not _PACK_WEIGHTS:
             return
-        host = [_native.contiguous(np.asarray(self.graph.constants[name])) for name in b.weights]
         dev = [w._memory().ptr for w in self._weights]
         packed, _ = acl.graph_pack_weights(self._handle, len(self.inputs), [_native.host_ptr(h) for h in host], dev)
         self.plan.packed_weight_bytes = packed

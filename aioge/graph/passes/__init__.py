@@ -25,7 +25,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
 from .fuse import fold_conv_batchnorm, fuse, fuse_bias_activation, fuse_elementwise
-from .infer_shapes import infer_shapes, is_inferred
+from .infer_shapes import carry_inference, infer_shapes, is_inferred
 from .simplify import simplify
 
 __all__ = (
@@ -69,10 +69,13 @@ def optimize(
         return out
 
     if is_inferred(graph):  # e.g. load_onnx's result: validated and inferred there, unchanged since
-        g = graph  # (no pass edits its argument)
+        g = graph.copy()
+        carry_inference(graph, g)  # the final infer_shapes re-infers only what the passes changed
     else:
         graph.validate(shapes=False)  # shapes: inferred next
-        g = run(infer_shapes, graph)
+        g = run(infer_shapes, graph)  # a copy
+    # g is this call's own working graph from here on: each pass edits it in place (no copy per pass)
+    g._scratch = True
     if level >= 1:
         for _ in range(8):
             before = _signature(g)
@@ -93,5 +96,6 @@ def optimize(
         g = run(fuse_for_target, g)
         g = run(eliminate_dead_code, g)
     g = run(infer_shapes, g)
-    g.validate(shapes=False)  # just inferred
+    g._validate_structure(signatures=False)  # infer_shapes just checked each node's signature and dtypes
+    g._scratch = False
     return g

@@ -8,6 +8,13 @@ from ..errors import PlanError
 from ..ir import Graph, Node
 
 
+def working_copy(graph: Graph) -> Graph:
+    """The graph a pass edits and returns: a copy of ``graph`` (a pass leaves its argument
+    untouched), or ``graph`` itself when it is ``optimize``'s working graph, handed from pass to
+    pass (one copy per ``optimize`` instead of one per pass)."""
+    return graph if graph._scratch else graph.copy()
+
+
 def require_shapes(graph: Graph, what: str) -> None:
     """Raise unless every value has a shape and dtype (the pass needs them)."""
     for v in graph.values.values():

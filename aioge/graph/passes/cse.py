@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import Graph, Node
+from ._util import working_copy
 
 __all__ = ("eliminate_common_subexpressions",)
 
@@ -37,9 +38,19 @@ def _const_key(arr: np.ndarray) -> tuple[Any, ...]:
     return (arr.dtype.str, arr.shape, flat[::step][:64].tobytes(), flat[-1:].tobytes())
 
 
+def _equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same elements (NaN equal to NaN); ``a`` and ``b`` share dtype and shape (one ``_const_key``)."""
+    if a is b:
+        return True
+    nan = a.dtype.kind in "fc"
+    if a.size and not any(a.strides) and not any(b.strides):  # two broadcast scalars (folded fills)
+        return bool(np.array_equal(a.reshape(-1)[:1], b.reshape(-1)[:1], equal_nan=nan))
+    return bool(np.array_equal(a, b, equal_nan=nan))
+
+
 def eliminate_common_subexpressions(graph: Graph) -> Graph:
     """Return a copy of ``graph`` with duplicate constants and nodes merged."""
-    g = graph.copy()
+    g = working_copy(graph)
     outputs = set(g.outputs)
     # constants
     # bucketed by a cheap key (dtype, shape, a strided sample of the elements) and confirmed by a
@@ -50,8 +61,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         arr = g.constants[name]
         key = _const_key(arr)
         cands = seen.setdefault(key, [])
-        nan = arr.dtype.kind in "fc"
-        orig = next((c for c in cands if np.array_equal(g.constants[c], arr, equal_nan=nan)), None)
+        orig = next((c for c in cands if _equal(g.constants[c], arr)), None)
         if orig is None:
             cands.append(name)
             continue

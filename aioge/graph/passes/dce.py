@@ -10,6 +10,7 @@ are the signature) even if unused.  Returns a new graph.
 from __future__ import annotations
 
 from ..ir import Graph
+from ._util import working_copy
 
 __all__ = ("eliminate_dead_code",)
 
@@ -19,7 +20,7 @@ _OPTIONAL_OUTPUTS = {"Dropout": 1, "LayerNormalization": 1, "MaxPool": 1}
 
 def eliminate_dead_code(graph: Graph) -> Graph:
     """Return a copy of ``graph`` without dead nodes, outputs and constants."""
-    g = graph.copy()
+    g = working_copy(graph)
     live = set(g.outputs)
     keep = []
     for n in reversed(g.topological_order()):

@@ -22,7 +22,7 @@ import numpy as np
 from ..ir import Graph
 from ..reference import evaluate_node, shape_slice
 from ..schema import get_attr
-from ._util import require_shapes
+from ._util import require_shapes, working_copy
 
 __all__ = ("fold_constants",)
 
@@ -34,7 +34,7 @@ _WEIGHT_USES = frozenset({("Conv", 1), ("ConvTranspose", 1), ("Gemm", 1), ("MatM
 def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
     """Return a copy of ``graph`` with constant subgraphs evaluated (see the module docstring)."""
     require_shapes(graph, "fold_constants")
-    g = graph.copy()
+    g = working_copy(graph)
     folded = []
     uses: dict[str, list[tuple[str, int]]] = {}
     for m in g.nodes:

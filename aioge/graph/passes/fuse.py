@@ -80,7 +80,7 @@ from ... import _shapes as S
 from ..ewprogram import Step
 from ..ir import Graph, Node
 from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, FLOAT_TYPES, get_attr
-from ._util import require_shapes, scalar_constant, single_consumer
+from ._util import require_shapes, scalar_constant, single_consumer, working_copy
 
 __all__ = ("fuse", "fold_conv_batchnorm", "fuse_bias_activation", "fuse_elementwise")
 
@@ -103,7 +103,7 @@ def fuse(
 def fold_conv_batchnorm(graph: Graph) -> Graph:
     """Fold inference BatchNormalization into the preceding Conv's weights and bias."""
     require_shapes(graph, "fold_conv_batchnorm")
-    g = graph.copy()
+    g = working_copy(graph)
     consumers = g.consumers()
     dead = []
     for conv in g.topological_order():
@@ -272,7 +272,7 @@ def _bias_vector(g: Graph, add: Node, main_out: str, channels: int, channel_axis
 def fuse_bias_activation(graph: Graph) -> Graph:
     """Conv/MatMul/Gemm [+ constant bias Add] [+ activation] -> _FusedConv/_FusedMatMul."""
     require_shapes(graph, "fuse_bias_activation")
-    g = graph.copy()
+    g = working_copy(graph)
     consumers = g.consumers()
     dead: list[Node] = []
     dead_ids: set[int] = set()
@@ -496,7 +496,7 @@ class _EwTree:
 def fuse_elementwise(graph: Graph) -> Graph:
     """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes."""
     require_shapes(graph, "fuse_elementwise")
-    g = graph.copy()
+    g = working_copy(graph)
     consumers = g.consumers()
     producers = g.producers()
     steps = {id(n): s for n in g.nodes if (s := _ew_step(g, n)) is not None}

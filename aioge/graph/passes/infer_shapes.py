@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from ..reference import evaluate_node, shape_slice
 from ..reference_base import reduce_axes
 from ..schema import ELEMENTWISE_UNARY, check_node_dtypes, check_node_signature, get_attr
 from . import infer_ops  # noqa: F401  (registers the shape functions of the newer ops)
+from ._util import working_copy
 from .infer_rules import _SHAPE_FNS, Shape, _Ctx, _shape_fn, _wrap
 
 __all__ = ("infer_shapes", "known_values", "MAX_PROPAGATED_ELEMENTS", "MAX_TENSOR_BYTES")
@@ -529,7 +530,7 @@ def infer_shapes(graph: Graph) -> Graph:
     Raises:
         GraphError subclasses naming the node (see the module docstring).
     """
-    g = graph.copy()
+    g = working_copy(graph)
     for name in g.inputs:
         v = g.values[name]
         if name in g.symbolic:
@@ -545,9 +546,26 @@ def infer_shapes(graph: Graph) -> Graph:
         _check_size(v.shape, v.dtype, f"graph input {name!r}", None)
     order = g.topological_order()
     known: dict[str, np.ndarray] = dict(g.constants)
+    prior = _MEMO.get(graph, {})
+    memo: dict[str, _Inferred] = {}
     for node in order:
-        check_node_signature(node)
         ins = [g.values[x] if x else None for x in node.inputs]
+        in_dtypes = [v.dtype if v else None for v in ins]
+        in_shapes = [v.shape if v else None for v in ins]
+        in_values = [known.get(x) if x else None for x in node.inputs]
+        hit = prior.get(node.name)
+        if hit is not None and hit.applies(node, in_dtypes, in_shapes, in_values):
+            for o, s, dt in hit.outs:
+                v = g.values[o]
+                if v.shape is not None and tuple(v.shape) != s:
+                    raise ShapeInferenceError(
+                        f"output {o!r} was declared {v.shape}, inferred {s}", node=node.name, op_type=node.op_type
+                    )
+                v.shape, v.dtype = s, dt
+            known.update(hit.known)
+            memo[node.name] = hit
+            continue
+        check_node_signature(node)
         for x, vin in zip(node.inputs, ins, strict=False):
             if vin is not None and not vin.known:
                 raise GraphError(
@@ -555,10 +573,8 @@ def infer_shapes(graph: Graph) -> Graph:
                     node=node.name,
                     op_type=node.op_type,
                 )
-        dtypes = check_node_dtypes(node, [v.dtype if v else None for v in ins])
-        shapes = _infer_node(
-            node, [v.shape if v else None for v in ins], [known.get(x) if x else None for x in node.inputs]
-        )
+        dtypes = check_node_dtypes(node, in_dtypes)
+        shapes = _infer_node(node, in_shapes, in_values)
         for o, s, dt in zip(node.outputs, shapes, dtypes, strict=False):
             if not o:
                 continue
@@ -575,12 +591,77 @@ def infer_shapes(graph: Graph) -> Graph:
             _check_size(s, dt, f"output {o!r}", node)
             v.shape, v.dtype = s, dt
         _propagate(g, node, known)
+        memo[node.name] = _Inferred(
+            node.op_type, node.domain, tuple(node.outputs), tuple(node.attrs), list(node.attrs.values()),
+            in_dtypes, in_shapes, in_values,
+            [(o, g.values[o].shape, g.values[o].dtype) for o in node.outputs if o],
+            {o: known[o] for o in node.outputs if o and o in known},
+        )  # fmt: skip
     g.nodes = order
     for o in g.outputs:
         if not g.values[o].known:
             raise ShapeInferenceError(f"graph output {o!r} has no inferred shape")
-    _INFERRED[g] = _snapshot(g)
+    _MEMO[g] = memo
+    if not g._scratch:  # optimize's working graph: optimize never takes its own result as "inferred"
+        _INFERRED[g] = _snapshot(g)
     return g
+
+
+class _Inferred(NamedTuple):
+    """One node's inference, reused for a node of that name that it :meth:`applies` to.
+
+    What it was inferred from: op type, domain, output names, attrs, the inputs' dtypes, shapes
+    and compile-time values (input names do not matter: their presence, dtypes, shapes and values
+    do, and a node inferred without an error raises none again); what it gave: ``outs`` (name,
+    shape, dtype of each output) and ``known`` (the outputs' compile-time values, ``_propagate``).
+    """
+
+    op_type: str
+    domain: str
+    outputs: tuple[str, ...]
+    attr_names: tuple[str, ...]
+    attr_values: list[Any]  # by identity (attr values are never edited in place)
+    in_dtypes: list[Any]
+    in_shapes: list[Any]
+    in_values: list[np.ndarray | None]  # big ones (weights) by identity, small ones by value
+    outs: list[tuple[str, Any, Any]]
+    known: dict[str, np.ndarray]
+
+    def applies(self, node: Node, in_dtypes: list[Any], in_shapes: list[Any], in_values: list[Any]) -> bool:
+        """Whether ``node``, fed these, is what this was inferred from (so it infers the same)."""
+        return (
+            self.op_type == node.op_type
+            and self.domain == node.domain
+            and self.outputs == tuple(node.outputs)
+            and self.attr_names == tuple(node.attrs)
+            and all(a is b for a, b in zip(self.attr_values, node.attrs.values(), strict=True))
+            and self.in_dtypes == in_dtypes
+            and self.in_shapes == in_shapes
+            and all(_same_value(a, b) for a, b in zip(self.in_values, in_values, strict=True))
+        )
+
+
+def _same_value(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    """The same compile-time value: the same array, or two small equal ones (folding remakes the
+    shape arithmetic's arrays); a big one (a weight) only by identity, never compared in full."""
+    if a is b:
+        return True
+    if a is None or b is None or a.size > 16:
+        return False
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+#: graphs returned by infer_shapes -> each node's inference there (by node name): infer_shapes of
+#: that graph, or of a copy it was carried to (:func:`carry_inference`), reuses what still applies
+#: -- optimize's final inference re-infers only the nodes its passes changed or fed differently
+_MEMO: weakref.WeakKeyDictionary[Graph, dict[str, _Inferred]] = weakref.WeakKeyDictionary()
+
+
+def carry_inference(src: Graph, dst: Graph) -> None:
+    """Let :func:`infer_shapes` of ``dst`` (a copy of ``src``) reuse ``src``'s node inferences."""
+    memo = _MEMO.get(src)
+    if memo is not None:
+        _MEMO[dst] = memo
 
 
 #: graphs returned by infer_shapes -> what they held then (see :func:`is_inferred`)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..schema import get_attr
-from ._util import rename_output, require_shapes
+from ._util import rename_output, require_shapes, working_copy
 
 __all__ = ("simplify",)
 
@@ -64,7 +64,7 @@ def _bypass(g: Graph, n: Node) -> bool:
 def simplify(graph: Graph) -> Graph:
     """Return a simplified copy of ``graph`` (see the module docstring)."""
     require_shapes(graph, "simplify")
-    g = graph.copy()
+    g = working_copy(graph)
     changed = True
     while changed:
         changed = False
