@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _native
 from .._native import acl
 from ..errors import ClosedResourceError
 from .descs import LaunchCache
 from .memory import BlockPool, PinnedPool
-
-if TYPE_CHECKING:
-    from .scheduler import ThreadJob
 
 __all__ = ("DeviceContext",)
 
@@ -94,7 +91,7 @@ class DeviceContext:
         self.events: weakref.WeakSet[Any] = weakref.WeakSet()
         self.memory: weakref.WeakSet[Any] = weakref.WeakSet()
         self.models: weakref.WeakSet[Any] = weakref.WeakSet()
-        self.compiles: dict[Any, ThreadJob[Any]] = {}
+        self.compiles: dict[Any, Any] = {}  # key -> the compile's ThreadJob (device.py types it)
         self.cache = LaunchCache()
         info = acl.mem_info(acl.MemAttr.HBM)
         self.pool = BlockPool(self.handle, info[1] // 4 if info is not None else 1 << 30)

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,6 +169,25 @@ int64_t hrt_handle_count(hrt_kind kind) {
     int64_t n = h_counts[kind];
     HRT_UNLOCK(&h_mu);
     return n;
+}
+
+/* ----------------------------------------------------------------- hash */
+uint64_t hrt_hash_bytes(const void *data, size_t n, uint64_t h) {
+    const uint8_t *p = data;
+    h ^= n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    return h;
 }
 
 /* ----------------------------------------------------------------- time */

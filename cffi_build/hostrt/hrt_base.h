@@ -35,6 +35,12 @@ void hrt_handles_unlock(void);
 bool hrt_handle_valid_locked(const void *p, hrt_kind kind);
 int64_t hrt_handle_count(hrt_kind kind);
 
+/* ----------------------------------------------------------- hash (common.c) */
+/* A 64-bit hash of n bytes, continuing from h (HRT_HASH_SEED to start; chain calls to hash
+ * several pieces): the op cache's keys, the shared packed weights' values */
+#define HRT_HASH_SEED 0x9e3779b97f4a7c15ull
+uint64_t hrt_hash_bytes(const void *data, size_t n, uint64_t h);
+
 /* ----------------------------------------------------------- time (common.c) */
 uint64_t hrt_now_ns(void);
 /* deadline for a timeout in ms (-1 = forever -> 0) */

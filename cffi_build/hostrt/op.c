@@ -136,23 +136,6 @@ void hrt_opcache_snapshot(int64_t out[7]) {
     HRT_UNLOCK(&cache_mu);
 }
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-        p += 8;
-        n -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, p, n);
-    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 29;
-    return h;
-}
-
 static void kernel_free(hrt_kernel *k) {
     if (k->plan_free && k->plan) k->plan_free(k->plan);
     for (int i = 0; i < k->n_in; i++) free((void *)k->in[i].data);
@@ -355,7 +338,7 @@ static void put_view_key(hrt_buf *b, const hrt_tensor *t, const void *value) {
     hrt_buf_put(b, hdr, sizeof hdr);
     hrt_buf_put(b, t->dims, sizeof(int64_t) * (size_t)t->ndim);
     if (by_digest(t, value)) {
-        uint64_t digest[2] = {(uint64_t)t->nbytes, hash_bytes(value, t->nbytes)};
+        uint64_t digest[2] = {(uint64_t)t->nbytes, hrt_hash_bytes(value, t->nbytes, HRT_HASH_SEED)};
         hrt_buf_put(b, digest, sizeof digest);
     } else if (value) {
         hrt_buf_put(b, value, t->nbytes);
@@ -489,7 +472,7 @@ aclError hrt_kernel_get(const char *opType, int nin, const hrt_tensor *in, const
     for (int i = 0; i < nin; i++) put_view_key(&key, &in[i], values[i]);
     for (int j = 0; j < nout; j++) put_view_key(&key, &out[j], NULL);
     hrt_attr_encode(attr, &key);
-    uint64_t h = hash_bytes(key.p, key.len);
+    uint64_t h = hrt_hash_bytes(key.p, key.len, HRT_HASH_SEED);
     aclError rc = ACL_SUCCESS;
     hrt_kernel *k = cache_get(key.p, key.len, h, nin, in, values);
     if (!k) {

@@ -29,23 +29,8 @@ static pc_entry *pc_list;
 static _Atomic int64_t pc_shared_hits;
 
 static uint64_t hash_floats(const float *b, int64_t rows, int64_t cols, int64_t ld) {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)(rows * 1000003 + cols);
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *p = (const uint8_t *)(b + r * ld);
-        size_t n = sizeof(float) * (size_t)cols;
-        while (n >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            h = (h ^ w) * 0xff51afd7ed558ccdull;
-            h ^= h >> 32;
-            p += 8;
-            n -= 8;
-        }
-        uint64_t w = 0;
-        memcpy(&w, p, n);
-        h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
-        h ^= h >> 29;
-    }
+    uint64_t h = HRT_HASH_SEED;
+    for (int64_t r = 0; r < rows; r++) h = hrt_hash_bytes(b + r * ld, sizeof(float) * (size_t)cols, h);
     return h;
 }
 
