@@ -29,6 +29,8 @@ __all__ = ("fold_constants",)
 
 #: (op type, input index) that read weights
 _WEIGHT_USES = frozenset({("Conv", 1), ("ConvTranspose", 1), ("Gemm", 1), ("MatMul", 1)})
+#: ConstantOfShape results above this many elements fold to a broadcast view of their scalar
+_FILL_VIEW_ELEMENTS = 4096
 
 
 def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
@@ -61,9 +63,9 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
             in_elems = sum(g.constants[i].size for i in n.inputs if i)
             if out_elems > max_elements and out_elems > in_elems and not weights_only(n.outputs):
                 continue
-            if n.op_type == "ConstantOfShape" and out_elems > max_elements:
-                # a big fill folded (weights): a read-only broadcast of the scalar, so nothing is
-                # written (or copied) until it is uploaded
+            if n.op_type == "ConstantOfShape" and out_elems > _FILL_VIEW_ELEMENTS:
+                # a fill folded (weights): a read-only broadcast of the scalar, so nothing is written
+                # (or copied, or compared element by element by CSE) until it is uploaded
                 val = get_attr(n, "value")
                 fill = np.asarray(val if val is not None else np.zeros(1, np.float32))
                 outs = [np.broadcast_to(fill.reshape(-1)[:1].reshape(()), g.values[n.outputs[0]].shape or ())]

@@ -119,7 +119,7 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         scale, beta, mean, var = (g.constants[i].astype(np.float64) for i in bn.inputs[1:5])
         s = scale / np.sqrt(var + float(get_attr(bn, "epsilon")))
         b0 = g.constants[bias].astype(np.float64) if bias else np.zeros(w.shape[0])
-        w_new = (w.astype(np.float64) * s.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
+        w_new = _scaled(w, s)
         b_new = ((b0 - mean) * s + beta).astype(w.dtype)
         w_name, b_name = g.fresh_name(f"{conv.name}/w_bn"), g.fresh_name(f"{conv.name}/b_bn")
         g.set_constant(w_name, w_new)
@@ -131,6 +131,20 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         g.values.pop(old_out, None)
     _drop(g, dead)
     return _fold_conv_affine(g)
+
+
+def _scaled(w: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``w`` with output channel ``i`` scaled by ``s[i]`` (float64 scale factors), in ``w``'s dtype.
+
+    The product is taken in ``w``'s dtype when that is float32 (as onnxruntime folds): the scale
+    is rounded once, the product once, and no float64 copy of the weights is made."""
+    shape = (-1, *([1] * (w.ndim - 1)))
+    if w.dtype == np.float32:
+        out = np.multiply(w, s.astype(np.float32).reshape(shape), dtype=np.float32)
+    else:
+        out = (w.astype(np.float64) * s.reshape(shape)).astype(w.dtype)
+    out.setflags(write=False)  # fresh: set_constant keeps it without a copy
+    return out
 
 
 def _const_conv(g: Graph, n: Node) -> bool:
@@ -207,7 +221,7 @@ def _fold_conv_affine(g: Graph) -> Graph:
         if not absorbed:
             continue
         w_name, b_name = g.fresh_name(f"{conv.name}/w_affine"), g.fresh_name(f"{conv.name}/b_affine")
-        g.set_constant(w_name, (w.astype(np.float64) * scale.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype))
+        g.set_constant(w_name, _scaled(w, scale))
         g.set_constant(b_name, shift.astype(w.dtype))
         old_out = conv.outputs[0]
         conv.inputs = [conv.inputs[0], w_name, b_name]
