@@ -139,6 +139,7 @@ def _scaled(w: np.ndarray, s: np.ndarray) -> np.ndarray:
     The product is taken in ``w``'s dtype when that is float32 (as onnxruntime folds): the scale
     is rounded once, the product once, and no float64 copy of the weights is made."""
     shape = (-1, *([1] * (w.ndim - 1)))
+    out: np.ndarray
     if w.dtype == np.float32:
         out = np.multiply(w, s.astype(np.float32).reshape(shape), dtype=np.float32)
     else:
