@@ -46,17 +46,52 @@ def _is_noop(g: Graph, n: Node) -> bool:
     return False
 
 
-def _bypass(g: Graph, n: Node) -> bool:
+class _Sweep:
+    """One pass over the nodes: who reads each value (a superset, checked on use), and the nodes
+    removed so far (dropped from the graph in one go at the end: removing them one at a time
+    rescanned every node, quadratic on transformer exports)."""
+
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.prods = g.producers()
+        self.readers = g.consumers()
+        self.dead: list[Node] = []
+        self._dead_ids: set[int] = set()
+
+    def read(self, value: str) -> bool:
+        """Whether a live node reads ``value``."""
+        return any(id(m) not in self._dead_ids and value in m.inputs for m in self.readers.get(value, ()))
+
+    def rewire(self, n: Node, inputs: list[str]) -> None:
+        """Make ``n`` read ``inputs``."""
+        n.inputs = inputs
+        for x in inputs:
+            if x:
+                self.readers.setdefault(x, []).append(n)
+
+    def drop(self, n: Node) -> None:
+        self.dead.append(n)
+        self._dead_ids.add(id(n))
+
+    def is_dead(self, n: Node) -> bool:
+        return id(n) in self._dead_ids
+
+
+def _bypass(sw: _Sweep, n: Node) -> bool:
     """Remove single-input-passthrough node ``n``; False if it must stay."""
+    g = sw.g
     src, dst = n.inputs[0], n.outputs[0]
     if dst in g.outputs:
         if src in g.inputs or src in g.constants or src in g.outputs:
             return False
         g.nodes.remove(n)
         rename_output(g, src, dst)
+        sw.prods = g.producers()
         return True
-    g.nodes.remove(n)
-    g.replace_uses(dst, src)
+    sw.drop(n)
+    for m in sw.readers.pop(dst, ()):
+        if not sw.is_dead(m) and dst in m.inputs:
+            sw.rewire(m, [src if i == dst else i for i in m.inputs])
     g.values.pop(dst, None)
     return True
 
@@ -68,47 +103,55 @@ def simplify(graph: Graph) -> Graph:
     changed = True
     while changed:
         changed = False
-        # built once per sweep (not per reshape: that was quadratic); a bypass or collapse leaves the
-        # entries of every value still read valid (the values it strands are no longer read)
-        prods = g.producers()
+        # producers and readers built once per sweep (not per node: that was quadratic); a bypass or
+        # collapse leaves the entries of every value still read valid (the values it strands are no
+        # longer read)
+        sw = _Sweep(g)
         for n in list(g.topological_order()):
+            if sw.is_dead(n):
+                continue
             if n.op_type in _RESHAPE_LIKE | {"Identity", "Dropout", "Cast", "Transpose"} and _is_noop(g, n):
-                if _bypass(g, n):
+                if _bypass(sw, n):
                     changed = True
                     continue
             if n.op_type in _RESHAPE_LIKE:
-                changed |= _collapse_reshape(g, n, prods)
+                changed |= _collapse_reshape(sw, n)
             elif n.op_type == "Transpose":
-                changed |= _compose_transpose(g, n, prods)
+                changed |= _compose_transpose(sw, n)
+        if sw.dead:
+            g.remove_nodes(sw.dead)
     g.prune_values()
     return g
 
 
-def _collapse_reshape(g: Graph, n: Node, prods: dict[str, Node]) -> bool:
+def _collapse_reshape(sw: _Sweep, n: Node) -> bool:
     """Reshape-like fed by a reshape-like with no other use -> one Reshape from the first input."""
-    prod = prods.get(n.inputs[0])
-    if prod is None or prod.op_type not in _RESHAPE_LIKE:
+    g = sw.g
+    prod = sw.prods.get(n.inputs[0])
+    if prod is None or prod.op_type not in _RESHAPE_LIKE or sw.is_dead(prod):
         return False
     src = prod.inputs[0]
     shape_name = g.fresh_name(f"{n.name}/shape")
     g.set_constant(shape_name, np.array(g.values[n.outputs[0]].shape, np.int64))
-    n.op_type, n.inputs, n.attrs = "Reshape", [src, shape_name], {}
+    n.op_type, n.attrs = "Reshape", {}
+    sw.rewire(n, [src, shape_name])
     # the producer may still have other consumers; DCE drops it otherwise
-    if not any(prod.outputs[0] in m.inputs for m in g.nodes) and prod.outputs[0] not in g.outputs:
-        g.remove_nodes([prod])
+    if not sw.read(prod.outputs[0]) and prod.outputs[0] not in g.outputs:
+        sw.drop(prod)
     return True
 
 
-def _compose_transpose(g: Graph, n: Node, prods: dict[str, Node]) -> bool:
+def _compose_transpose(sw: _Sweep, n: Node) -> bool:
     """Transpose fed by a Transpose -> one Transpose of the first input (perm q[k] = p1[p2[k]])."""
-    prod = prods.get(n.inputs[0])
-    if prod is None or prod.op_type != "Transpose":
+    g = sw.g
+    prod = sw.prods.get(n.inputs[0])
+    if prod is None or prod.op_type != "Transpose" or sw.is_dead(prod):
         return False
     p1, p2 = get_attr(prod, "perm"), get_attr(n, "perm")
     if p1 is None or p2 is None or len(p1) != len(p2):
         return False
-    n.inputs = [prod.inputs[0]]
     n.attrs = {**n.attrs, "perm": [int(p1[k]) for k in p2]}
-    if not any(prod.outputs[0] in m.inputs for m in g.nodes) and prod.outputs[0] not in g.outputs:
-        g.remove_nodes([prod])
+    sw.rewire(n, [prod.inputs[0]])
+    if not sw.read(prod.outputs[0]) and prod.outputs[0] not in g.outputs:
+        sw.drop(prod)
     return True
