@@ -90,13 +90,11 @@ from .runtime.capture import CapturedGraph
 from .runtime.descs import Attr
 from .runtime.device import Device, device_count, open_device
 from .runtime.dynamic import DynamicCompiledGraph
-from .runtime.event import Event
 from .runtime.executable import CompiledGraph
 from .runtime.launch import Const, HostInput, op
 from .runtime.opcache import OpCacheInfo, op_cache_info, set_op_cache_max_bytes
 from .runtime.scheduler import Completion
-from .runtime.stream import Stream
-from .runtime.tensor import Tensor, TensorSpec
+from .runtime.stream import Event, Stream, Tensor, TensorSpec
 from .session import Session, SessionError
 
 __version__ = "0.1.0"

@@ -28,7 +28,7 @@ import numpy as np
 
 from .errors import AioGeError
 from .runtime._resources import Resource
-from .runtime.tensor import Tensor
+from .runtime.stream import Tensor
 
 if TYPE_CHECKING:
     from .graph import Graph

@@ -25,9 +25,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from .._tensors import from_numpy, to_numpy
 from ._convert import convert_fx, torch_dtype_to_np
 from ._host import close_runtime, runtime
-from ._tensors import from_numpy, to_numpy
 from .errors import TorchFrontendError, TrainingGraphError, UnsupportedTorchOpError
 
 __all__ = ("aioge_backend", "close_runtime", "MAX_SIGNATURES")

@@ -5,19 +5,18 @@ Hierarchy (all are :class:`aioge.graph.GraphError`, hence ``ValueError``)::
     TorchFrontendError            anything wrong converting a torch program
       UnsupportedTorchOpError     lists EVERY unsupported ATen op with its source location
       TrainingGraphError          a training graph (grad required, buffers mutated, dropout on)
+
+``TorchFrontendError`` and ``TrainingGraphError`` are defined in :mod:`aioge.graph.errors`
+(the runtime raises them for torch feeds, and sits below this package) and re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..graph.errors import GraphError
+from ..graph.errors import TorchFrontendError, TrainingGraphError
 
 __all__ = ("TorchFrontendError", "UnsupportedTorchOpError", "TrainingGraphError")
-
-
-class TorchFrontendError(GraphError):
-    """A torch module or FX graph that aioge cannot convert."""
 
 
 class UnsupportedTorchOpError(TorchFrontendError):
@@ -44,7 +43,3 @@ class UnsupportedTorchOpError(TorchFrontendError):
     def op_types(self) -> list[str]:
         """Sorted distinct unsupported ATen ops."""
         return sorted({op for op, _, _, _ in self.unsupported})
-
-
-class TrainingGraphError(TorchFrontendError):
-    """aioge runs inference only: no autograd, no buffer updates, no active dropout."""

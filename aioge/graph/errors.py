@@ -22,6 +22,11 @@ Hierarchy::
           MalformedModelError         bytes/protobuf/graph structure broken
           ExternalDataError           escaping path, missing file, bad size
           UnsupportedOpsetError       opset outside 9..21
+        TorchFrontendError            anything wrong converting a torch program
+          TrainingGraphError          a training graph (grad required, buffers mutated, dropout on)
+
+``TorchFrontendError`` and ``TrainingGraphError`` are defined here, below the runtime (which
+raises them for torch feeds), and exported from :mod:`aioge.frontends.errors`, their public home.
 """
 
 from __future__ import annotations
@@ -132,3 +137,11 @@ class ExternalDataError(OnnxImportError):
 
 class UnsupportedOpsetError(OnnxImportError):
     """A default-domain opset outside the supported range."""
+
+
+class TorchFrontendError(GraphError):
+    """A torch module or FX graph that aioge cannot convert (re-exported by :mod:`aioge.frontends.errors`)."""
+
+
+class TrainingGraphError(TorchFrontendError):
+    """aioge runs inference only: no autograd, no buffer updates, no active dropout."""

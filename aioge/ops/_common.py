@@ -10,7 +10,7 @@ import numpy as np
 from .. import _shapes, dtypes
 from ..errors import UnsupportedDataTypeError
 from ..runtime.launch import Const, HostInput, launch
-from ..runtime.tensor import Tensor
+from ..runtime.stream import Tensor
 
 if TYPE_CHECKING:
     from ..runtime.stream import Stream

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..runtime.tensor import Tensor
+from ..runtime.stream import Tensor
 from ._common import (
     ALL,
     FLOATS,

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.launch import Const
-from ..runtime.tensor import Tensor
+from ..runtime.stream import Tensor
 from ._common import (
     FLOATS,
     as_tensor_like,

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import _shapes, dtypes
 from .._layout import pads4, spatial4
-from ..runtime.tensor import Tensor
+from ..runtime.stream import Tensor
 from ._common import FLOATS, check_dtype, emit, host_ints, int_list, normalize_axis, require_tensor
 
 __all__ = (

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..runtime.tensor import Tensor
+from ..runtime.stream import Tensor
 from ._common import ALL, FLOATS, INTS, check_dtype, emit, normalize_axes, normalize_axis, require_tensor
 
 __all__ = ("argmax", "argmin", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum")

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from ..runtime.launch import Const
-from ..runtime.tensor import Tensor
+from ..runtime.stream import Tensor
 from ._common import (
     MOVABLE,
     check_dtype,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidParamError
-from .tensor import Tensor
+from .stream import Tensor
 
 INPLACE = frozenset(
     """Abs Add AddV2 Ceil ClipByValue Cos Div Erf Exp ExpandDims FastGelu Fills Flatten Floor FloorMod Gelu GeluV2

@@ -25,7 +25,7 @@ path (ops, ``aioge.op``, compiled graphs, copies) is captured the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._native import acl
@@ -35,8 +35,6 @@ from .scheduler import Completion, Lane, deadline
 
 if TYPE_CHECKING:
     from types import TracebackType
-
-    from .tensor import DeviceMemory
 
 __all__ = ("CaptureMode", "CapturedGraph", "CapturedLaunch", "StreamCapture")
 
@@ -119,8 +117,8 @@ class CapturedGraph(Resource):
         self._keep: list[Any] = []
         self._names: list[str] = []
         # insertion-ordered sets of the memories the captured launches read and wrote
-        self._reads: dict[DeviceMemory, None] = {}
-        self._writes: dict[DeviceMemory, None] = {}
+        self._reads: dict[Hashable, None] = {}
+        self._writes: dict[Hashable, None] = {}
         self._capturing = False
         with stream._enqueue as tx:
             if tx.capture is not None:
@@ -138,23 +136,18 @@ class CapturedGraph(Resource):
         return f"<aioge.CapturedGraph launches={self.launches} {state}>"
 
     # ---- recording (Enqueue.commit calls it while the stream captures) ----
-    def _record(self, keep: Any, what: str, reads: Sequence[DeviceMemory], writes: Sequence[DeviceMemory],
+    def _record(self, keep: Any, what: str, reads: Sequence[Hashable], writes: Sequence[Hashable],
                 name: str | None) -> Completion:  # fmt: skip
+        """Record one launch; the enqueue transaction notes its readers and writers."""
         comp = CapturedLaunch(self, None, what, name)
         if keep is not None:
             self._keep.append(keep)
         self._names.append(name or what)
         self.launches += 1
-        lane, s = comp.lane, self.stream
         for m in reads:
             self._reads[m] = None
-            m.readers[lane] = comp
         for m in writes:
             self._writes[m] = None
-            m.writer = comp
-            m.stream = s  # type: ignore[assignment]  # the Stream itself, seen through the protocol
-            if m.readers:
-                m.readers.clear()
         return comp
 
     def _end(self, ok: bool) -> None:

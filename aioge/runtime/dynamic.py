@@ -41,7 +41,7 @@ from .compile import SHARED_WEIGHTS
 from .executable import CompiledGraph, SharedWeights, check_feed_names, feeds_dict
 from .memory import trim_host_heap
 from .scheduler import Completion, ThreadJob
-from .tensor import Tensor
+from .stream import Tensor
 
 if TYPE_CHECKING:
     from ..graph import Graph

@@ -26,7 +26,7 @@ from ..dtypes import ACL_CODE as _ACL_CODE
 from . import _trace, aliasing
 from .descs import Attr
 from .scheduler import SEQ_MODE, Completion
-from .tensor import DeviceMemory, Tensor, TensorSpec
+from .stream import DeviceMemory, Tensor, TensorSpec
 
 if TYPE_CHECKING:
     from .stream import Stream

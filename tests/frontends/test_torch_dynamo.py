@@ -76,7 +76,7 @@ def test_one_compile_per_signature_and_new_shapes():
 
 
 def test_outputs_share_memory_with_results_and_inputs_are_not_copied():
-    from aioge.frontends._tensors import from_numpy, to_numpy
+    from aioge._tensors import from_numpy, to_numpy
 
     t = torch.randn(4, 5, generator=_G)
     a = to_numpy(t)

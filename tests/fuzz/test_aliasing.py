@@ -19,7 +19,7 @@ from aioge import TensorSpec
 from aioge.errors import InvalidParamError
 from aioge.runtime import aliasing as _aliasing
 from aioge.runtime.launch import launch
-from aioge.runtime.tensor import Tensor
+from aioge.runtime.stream import Tensor
 from tests.fuzz.test_fuzz_ops import _materialise
 from tests.ops.errors.cases import CASES
 from tests.support.rawacl import raw_runtime

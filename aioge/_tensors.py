@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..graph.ir import normalize_dtype
-from .errors import TorchFrontendError, TrainingGraphError
+from .graph.errors import TorchFrontendError, TrainingGraphError
+from .graph.ir import normalize_dtype
 
 __all__ = ("to_numpy", "from_numpy")
 
