@@ -24,7 +24,10 @@ BENCH_ORT_NO_SPIN environment variable alone selects ``off``.
 A single MatMul with a constant B and the MLP 784-512-512-10 at batch 1 and 64: aioge time /
 onnxruntime time (default options, spinning) in one process, alternating blocks; each model is
 compiled twice, with its weights packed once at load (the default) and without (the kernels pack B
-on every call), so the table also shows what packing gains.  ``--cpu``: one thread each (AIOGE_HOST_THREADS=1,
+on every call), so the table also shows what packing gains; in braces the host runtime's product
+alone (below) on the same threads, and the share of the packed runs' pool chunks that the pool's
+helper threads ran (near 0 with two threads: the caller did the product alone, the helper was not
+on a core in time).  ``--cpu``: one thread each (AIOGE_HOST_THREADS=1,
 onnxruntime intra_op 1), process CPU time per call, best of alternating blocks -- the kernels
 compared where wall clock on a loaded machine mostly measures which thread got a core. In brackets, the
 host runtime's product alone (hrt_sgemm_packed called directly on the packed B, no graph around
@@ -191,8 +194,24 @@ def _matmul_model(m: int, k: int, n: int) -> tuple[object, dict[str, np.ndarray]
     return proto, {"x": rng.standard_normal((m, k)).astype(np.float32)}
 
 
-async def bench_packed(dev, proto, feeds, budget_s: float) -> tuple[float, float, float]:
-    """Median seconds of (aioge with weights packed at load, aioge packing per call, onnxruntime)."""
+def _pool_stats() -> tuple[int, int, int, int] | None:
+    """The host runtime's pool counters (hrt_pool_stats: jobs, chunks, chunks run by the helpers,
+    jobs that woke a sleeping helper), or None on another backend."""
+    import ctypes
+
+    from aioge import _native
+
+    if _native.backend != "host":
+        return None
+    out = (ctypes.c_int64 * 4)()
+    ctypes.CDLL(_native.library_path).hrt_pool_stats(out)
+    return out[0], out[1], out[2], out[3]
+
+
+async def bench_packed(dev, proto, feeds, budget_s: float, alone=None) -> tuple[float, float, float, float, float]:
+    """Median seconds of (aioge with weights packed at load, aioge packing per call, onnxruntime,
+    ``alone``: a fourth callable such as the product without the graph, nan without one), and the
+    share of the packed runs' pool chunks that the pool's helper threads ran (nan: not known)."""
     from aioge.runtime import executable as ex
 
     sess = ort_session(proto.SerializeToString(), True)
@@ -212,23 +231,34 @@ async def bench_packed(dev, proto, feeds, budget_s: float) -> tuple[float, float
     await models[0].execute(feeds)
     one = (time.perf_counter() - t0) / 2
     blocks = 9
-    per_block = max(10, int(budget_s / 3 / blocks / max(one, 1e-6)))
-    times: list[list[float]] = [[], [], []]
+    sides = 4 if alone else 3
+    per_block = max(10, int(budget_s / sides / blocks / max(one, 1e-6)))
+    times: list[list[float]] = [[], [], [], []]
+    chunks = helped = 0
     for blk in range(blocks):
         # the order rotates: whichever side runs right after onnxruntime meets its pool threads still
         # spinning, so each side takes that place equally often
-        for side in (blk % 3, (blk + 1) % 3, (blk + 2) % 3):
+        for side in [(blk + i) % sides for i in range(sides)]:
+            before = _pool_stats() if side == 0 else None
             for _ in range(per_block):
                 t0 = time.perf_counter()
                 if side == 2:
                     sess.run(None, feeds)
+                elif side == 3:
+                    alone()
                 else:
                     await models[side].execute(feeds)
                 times[side].append(time.perf_counter() - t0)
+            after = _pool_stats() if side == 0 else None
+            if before and after:
+                chunks += after[1] - before[1]
+                helped += after[2] - before[2]
             await asyncio.sleep(0.02)
     for md in models:
         await md.aclose()
-    return statistics.median(times[0]), statistics.median(times[1]), statistics.median(times[2])
+    share = helped / chunks if chunks else math.nan
+    med = [statistics.median(t) if t else math.nan for t in times]
+    return med[0], med[1], med[2], med[3], share
 
 
 def _product_alone(m: int, k: int, n: int, proto) -> tuple[object, object] | None:
@@ -319,28 +349,41 @@ async def matmul_table_cpu(ms: list[int], kns: list[tuple[int, int]], budget_s: 
         for batch in (1, 64):
             proto = M.mlp(batch=batch, sizes=(784, 512, 512, 10))
             ta, to, _ = await bench_cpu(dev, proto, M.sample_inputs(proto), budget_s)
-            print(f"mlp 784-512-512-10 batch {batch:3d}: {ta * 1e3:.3f} ms ({ta / to:.2f}x), "
-                  f"onnxruntime {to * 1e3:.3f} ms")
+            print(
+                f"mlp 784-512-512-10 batch {batch:3d}: {ta * 1e3:.3f} ms ({ta / to:.2f}x), "
+                f"onnxruntime {to * 1e3:.3f} ms"
+            )
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
 
 
 async def matmul_table(ms: list[int], kns: list[tuple[int, int]], budget_s: float) -> None:
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
-    print("single MatMul, constant B: aioge / onnxruntime, packed at load (per-call packing in brackets)")
-    print("M \\ (K, N)".rjust(10) + " " + " ".join(f"({k}, {n})".rjust(22) for k, n in kns))
+    print("single MatMul, constant B: aioge / onnxruntime wall clock, packed at load; [per-call packing];")
+    print("{the host runtime's packed product alone, no graph around it}; h: share of the packed runs' pool")
+    print("chunks run by the pool's helper threads (0% with 2 threads: one core did the product); then")
+    print("onnxruntime's time")
+    print("M \\ (K, N)".rjust(10) + " " + " ".join(f"({k}, {n})".rjust(36) for k, n in kns))
     async with aioge.open_device(0) as dev:
         for m in ms:
             cells = []
             for k, n in kns:
                 proto, feeds = _matmul_model(m, k, n)
-                tp, tu, to = await bench_packed(dev, proto, feeds, budget_s)
-                cells.append(f"{tp / to:5.2f}x [{tu / to:5.2f}x] {to * 1e6:6.0f}us")
-            print(f"{m:>10d} " + " ".join(f"{c:>22s}" for c in cells), flush=True)
+                alone = _product_alone(m, k, n, proto)
+                tp, tu, to, ta, share = await bench_packed(dev, proto, feeds, budget_s, alone[0] if alone else None)
+                if alone:
+                    alone[1]()
+                cells.append(
+                    f"{tp / to:5.2f}x [{tu / to:5.2f}x] {{{ta / to:5.2f}x}} h{share * 100:3.0f}% {to * 1e6:6.0f}us"
+                )
+            print(f"{m:>10d} " + " ".join(f"{c:>36s}" for c in cells), flush=True)
         for batch in (1, 64):
             proto = M.mlp(batch=batch, sizes=(784, 512, 512, 10))
-            tp, tu, to = await bench_packed(dev, proto, M.sample_inputs(proto), budget_s)
-            print(f"mlp 784-512-512-10 batch {batch:3d}: {tp * 1e3:.3f} ms packed ({tp / to:.2f}x), "
-                  f"{tu * 1e3:.3f} ms per-call packing ({tu / to:.2f}x), onnxruntime {to * 1e3:.3f} ms", flush=True)
+            tp, tu, to, _, share = await bench_packed(dev, proto, M.sample_inputs(proto), budget_s)
+            print(
+                f"mlp 784-512-512-10 batch {batch:3d}: {tp * 1e3:.3f} ms packed ({tp / to:.2f}x, h{share * 100:.0f}%), "
+                f"{tu * 1e3:.3f} ms per-call packing ({tu / to:.2f}x), onnxruntime {to * 1e3:.3f} ms",
+                flush=True,
+            )
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
 
 

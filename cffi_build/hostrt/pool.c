@@ -42,6 +42,9 @@ static int pool_target;   /* total threads, caller included; 0 = not read yet */
 static int pool_started;  /* helper threads started */
 static atomic_uint jobs_posted;  /* bumped per job: what a polling helper watches */
 static int sleepers;             /* helpers in pthread_cond_wait (under pool_mu) */
+/* What the pool did, process-wide (hrt_pool_stats): jobs split, their chunks, the chunks helpers
+ * ran, and the jobs that found a helper asleep (a condition-variable wake-up) */
+static atomic_int_least64_t st_jobs, st_chunks, st_helper_chunks, st_woke;
 static int64_t spin_ns(void) { return hrt_env_get()->pool_spin_us * 1000; }
 
 /* Poll `cond` (a predicate on atomics) for up to the spin budget, yielding. */
@@ -105,6 +108,7 @@ static void *helper(void *arg) {
         }
         HRT_LOCK(&pool_mu, HRT_RANK_LEAF);
         atomic_fetch_add(&j->done, finished);
+        atomic_fetch_add_explicit(&st_helper_chunks, finished, memory_order_relaxed);
         j->active--;
         pthread_cond_broadcast(&done_cv);
         seen = atomic_load(&jobs_posted);
@@ -170,7 +174,12 @@ void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx) {
     j.next_job = open_jobs;
     open_jobs = &j;
     atomic_fetch_add(&jobs_posted, 1);
-    if (sleepers) pthread_cond_broadcast(&pool_cv);
+    atomic_fetch_add_explicit(&st_jobs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st_chunks, j.nchunks, memory_order_relaxed);
+    if (sleepers) {
+        atomic_fetch_add_explicit(&st_woke, 1, memory_order_relaxed);
+        pthread_cond_broadcast(&pool_cv);
+    }
     HRT_UNLOCK(&pool_mu);
 
     int64_t finished = 0, c;
@@ -187,4 +196,14 @@ void hrt_parallel_for(int64_t n, int64_t grain, hrt_range_fn fn, void *ctx) {
     /* the job lives on this stack: wait until no helper is inside it */
     while (atomic_load(&j.done) < j.nchunks || j.active > 0) pthread_cond_wait(&done_cv, &pool_mu);
     HRT_UNLOCK(&pool_mu);
+}
+
+/* out: jobs split over the pool, their chunks, the chunks the helpers ran (the rest: the callers),
+ * the jobs that had to wake a sleeping helper -- how much of the kernels a second core took
+ * (benchmarks/bench_graph.py --matmul prints the helpers' share) */
+void hrt_pool_stats(int64_t out[4]) {
+    out[0] = atomic_load_explicit(&st_jobs, memory_order_relaxed);
+    out[1] = atomic_load_explicit(&st_chunks, memory_order_relaxed);
+    out[2] = atomic_load_explicit(&st_helper_chunks, memory_order_relaxed);
+    out[3] = atomic_load_explicit(&st_woke, memory_order_relaxed);
 }

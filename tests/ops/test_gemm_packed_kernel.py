@@ -80,3 +80,29 @@ def test_panel_and_k_block_orders_vs_numpy(family, m, k):
                                                             (97, 700, 33, 0, 16), (200, 130, 129, 1, 3)])  # fmt: skip
 def test_strided_a_and_c_vs_numpy(m, k, n, pad_a, pad_c):
     packed_product(m, k, n, tb=False, pad_a=pad_a, pad_c=pad_c, seed=m * n)
+
+
+def _pool_stats() -> tuple[int, int, int, int]:
+    out = (ctypes.c_int64 * 4)()
+    ctypes.CDLL(_native.library_path).hrt_pool_stats(out)
+    return out[0], out[1], out[2], out[3]
+
+
+@pytest.mark.parametrize(("m", "n"), [(8, 768), (33, 250)])
+def test_pool_stats_count_the_products_split_over_two_threads(m, n):
+    """hrt_pool_stats (what bench_graph.py --matmul prints as the helpers' share): each product
+    split over 2 threads is a job of at least 2 chunks; helpers ran no more chunks than there were
+    and woke for no more jobs than there were -- whichever thread got the cores."""
+    lib = _native.lib
+    threads = lib.aiogeHostGetNumThreads()
+    assert lib.aiogeHostSetNumThreads(2) == 0
+    try:
+        before = _pool_stats()
+        for seed in range(5):
+            packed_product(m, 768, n, tb=False, pad_a=1, pad_c=3, seed=seed)
+        after = _pool_stats()
+    finally:
+        assert lib.aiogeHostSetNumThreads(threads) == 0
+    jobs, chunks, helped, woke = (a - b for a, b in zip(after, before, strict=True))
+    assert jobs >= 5 and chunks >= 2 * jobs
+    assert 0 <= helped <= chunks and 0 <= woke <= jobs
