@@ -290,9 +290,11 @@ def load_onnx(
     from .passes.infer_shapes import infer_shapes
 
     try:
-        g.validate(shapes=False)  # shapes: inferred next
-        if not g.is_dynamic:  # a dynamic graph is inferred per concrete shape (Graph.specialize)
-            g = infer_shapes(g)
+        if g.is_dynamic:  # inferred per concrete shape (Graph.specialize)
+            g.validate(shapes=False)
+        else:  # validate(shapes=False)'s node checks are infer_shapes' own: not run twice
+            g._validate_structure(signatures=False)
+            g = infer_shapes(g, declared_dtypes=True)
     except (DynamicShapeError, OnnxImportError):
         raise
     except GraphError as e:

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import _shapes as S
-from ..errors import DynamicShapeError, GraphError, ShapeInferenceError
+from ..errors import DynamicShapeError, GraphError, GraphTypeError, ShapeInferenceError
 from ..ewprogram import ACTIVATIONS, validate_program
 from ..ir import Graph, Node, normalize_dtype, register_shape_inference
 from ..reference import evaluate_node, shape_slice
@@ -524,8 +524,14 @@ def _check_size(shape: Shape, dtype: np.dtype, what: str, node: Node | None) -> 
         raise ShapeInferenceError(f"{what} of shape {shape} would need {nbytes} bytes (more than 2^62)", **where)
 
 
-def infer_shapes(graph: Graph) -> Graph:
+def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
     """Return a copy of ``graph`` with every Value's shape and dtype inferred.
+
+    ``declared_dtypes``: a dtype a Value already has must be the one its node produces (a
+    :class:`GraphTypeError` otherwise, as :meth:`Graph.validate` raises); by default an inferred
+    dtype replaces it.  With it, ``validate(shapes=False)`` before this adds only the structural
+    checks (``Graph._validate_structure(signatures=False)``): this checks each node's signature
+    and dtypes.
 
     Raises:
         GraphError subclasses naming the node (see the module docstring).
@@ -588,6 +594,10 @@ def infer_shapes(graph: Graph) -> Graph:
                     f"cannot infer the dtype of {o!r}", node=node.name, op_type=node.op_type
                 )
             dt = normalize_dtype(dt)
+            if declared_dtypes and v.dtype is not None and v.dtype != dt:
+                raise GraphTypeError(
+                    f"output {o!r} is declared {v.dtype} but the op produces {dt}", node=node.name, op_type=node.op_type
+                )
             _check_size(s, dt, f"output {o!r}", node)
             v.shape, v.dtype = s, dt
         _propagate(g, node, known)
