@@ -1,7 +1,7 @@
-"""float32 NCHW pooling on the direct kernel (pooling.c, stride 2 and stride-1 rows shorter than 16:
-window rows folded into an identity-bordered scratch row, 8 outputs a register) and beside it the separable one (wider
-stride-1 rows) against onnxruntime: rows wider than one and several vectors with ragged ends,
-windows up to 5, pads, ceil mode, both average modes, NaN propagation (max)."""
+"""float32 NCHW pooling on the direct kernel (pooling.c, strides 1 and 2: window rows folded into an
+identity-bordered scratch row, 8 outputs a register; a max plane without NaN folds with vmaxps, one with a NaN with
+the NaN-propagating select) against onnxruntime: rows wider than one and several vectors with ragged ends,
+windows up to 5, pads, ceil mode, both average modes, NaN propagation (max) in one plane of several."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def direct_case(draw):
     k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
     s = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     p = tuple(draw(st.integers(0, kk - 1)) for kk in (k[0], k[1], k[0], k[1]))  # ONNX: pads < kernel
-    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 63)))
+    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 63)))  # stride-1 rows of 16+ run direct too
     return draw(st.integers(1, 2)), draw(st.integers(1, 4)), k, s, p, hw
 
 
@@ -58,6 +58,9 @@ async def test_direct_pool_vs_onnxruntime(stream, case, is_max, ceil, incl, nan,
     ((1, 24, 28, 28), 3, 1, (1, 1, 1, 1), False),
     ((1, 16, 7, 7), 3, 1, (1, 1, 1, 1), True),
     ((1, 8, 109, 109), 3, 2, (0, 0, 0, 0), True),
+    ((1, 12, 27, 27), 3, 1, (1, 1, 1, 1), True),
+    ((1, 6, 13, 13), 3, 1, (1, 1, 1, 1), True),
+    ((1, 10, 28, 28), 3, 1, (1, 1, 1, 1), False),
 ])  # fmt: skip
 async def test_direct_pool_network_shapes(stream, shape, k, s, p, is_max):
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
@@ -69,3 +72,21 @@ async def test_direct_pool_network_shapes(stream, shape, k, s, p, is_max):
         ref = ort_run("AveragePool", [x], opset=19, **kw)
         y = ops.avg_pool2d(up(stream, x), (k, k), (s, s), p)
     check(await y.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fill", [np.inf, -np.inf])
+async def test_direct_max_pool_infinities_and_nan_planes(stream, fill):
+    """Planes without NaN (the vmaxps fold) holding infinities, beside a plane holding a NaN (the select),
+    against numpy's NaN-propagating max over the -inf padded windows (onnxruntime starts a window at
+    -FLT_MAX, so its all -inf windows differ)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 3, 21, 30)).astype(np.float32)
+    x[0, 0, 4, 5:9] = fill
+    x[0, 1, :, 3:] = fill
+    x[0, 2, 10, 17] = np.nan
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    ref = win.max(axis=(-2, -1))
+    got = await ops.max_pool2d(up(stream, x), (3, 3), (1, 1), (1, 1, 1, 1)).numpy()
+    assert np.isnan(ref[0, 2, 9:12, 16:19]).all() and np.isnan(ref).sum() == 9
+    np.testing.assert_array_equal(got, ref)

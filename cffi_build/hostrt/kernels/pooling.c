@@ -41,14 +41,20 @@ static inline double k_row_max_f64(const double *x, int64_t n) { return k_row_ma
 static inline float pmax_f32(float a, float b) { return k_maxf(a, b); }
 static inline double pmax_f64(double a, double b) { return k_maxd(a, b); }
 
-/* float32 NCHW at stride 2 (and at stride 1 on rows shorter than 16), directly: each plane's rows
- * are folded per output row: the window's input rows first (vertically, 8 columns a vector) into a
- * scratch row whose border columns hold the identity (-inf for a max, 0 for a sum), then 8 outputs
- * take the kw taps of that row with no edge cases (stride 2: two loads deinterleaved) and are stored
- * once; rows outside the input are skipped (an average divides by its count).  (Every tap of every
- * window row from a padded copy of the plane: 2-3x onnxruntime's CPU time on 3x3 stride 2.)  The separable passes (pool_plane) fold with a scalar NaN-propagating max and
- * per-row calls: 576 planes of 14x14 -> 7x7 took ~1 us a plane (onnxruntime: 26 us for all). */
+/* float32 NCHW at strides 1 and 2, directly: each plane's rows are folded per output row: the
+ * window's input rows first (vertically, 8 columns a vector) into a scratch row whose border columns
+ * hold the identity (-inf for a max, 0 for a sum), then 8 outputs take the kw taps of that row with no
+ * edge cases (stride 2: two loads deinterleaved) and are stored once; rows outside the input are
+ * skipped (an average divides by its count).  A max plane without NaN (one vector compare per 16
+ * inputs finds out) folds with vmaxps; one holding a NaN with the NaN-propagating select (k_maxf's
+ * rule: four instructions a fold in a dependency chain twice as long: 1.3-1.9x the time of 3x3
+ * stride-1 pools).  (Every tap of every window row from a padded copy of the plane: 2-3x onnxruntime's CPU
+ * time on 3x3 stride 2.  The separable passes of pool_plane, which now run only strides above 2 and
+ * float64, fold with a scalar max and per-row calls: 1.9x this kernel's time on inception's 3x3
+ * stride-1 pools of 27x27 and 28x28 planes.) */
 #if K_VL == 8
+#include <immintrin.h>
+
 static inline k_vf pv_ld(const float *q) {
     k_vf v;
     memcpy(&v, q, sizeof v);
@@ -60,13 +66,41 @@ static inline k_vf pv_max(k_vf x, k_vf acc) {
     return (k_vf)((m & (k_vi)x) | (~m & (k_vi)acc));
 }
 
+/* the fold of a plane: a sum, a max of a plane without NaN (vmaxps: x > acc ? x : acc, one
+ * instruction) or the NaN-propagating select above (four, in a chain twice as long) */
+enum { PV_SUM, PV_MAX, PV_MAX_NAN };
+static inline __attribute__((always_inline)) k_vf pv_op(int mode, k_vf x, k_vf acc) {
+    if (mode == PV_SUM) return acc + x;
+    if (mode == PV_MAX) return (k_vf)_mm256_max_ps((__m256)x, (__m256)acc);
+    return pv_max(x, acc);
+}
+
+/* whether n floats hold a NaN: two vectors a step (one compare), no early exit */
+static bool pv_any_nan(const float *x, int64_t n) {
+    k_vi nan = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        k_vf a = pv_ld(x + i), b = pv_ld(x + i + 8);
+        nan |= (a != a) | (b != b);
+    }
+    for (; i + 8 <= n; i += 8) {
+        k_vf a = pv_ld(x + i);
+        nan |= a != a;
+    }
+    bool any = false;
+    for (int j = 0; j < 8; j++) any |= nan[j] != 0;
+    for (; i < n; i++) any |= x[i] != x[i];
+    return any;
+}
+
 /* padded row width: every column a (rounded-up) row of output vectors reads, plus 8 of slack */
 static int64_t pool_direct_wp(const pl_plan *p) {
     int64_t wo8 = (p->Wo + 7) / 8 * 8, need = (wo8 - 1) * p->sw + p->kw + 8, wp = p->pl + p->W;
     return (need > wp ? need : wp) + 8;
 }
 
-static void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float *vr, int64_t Wp) {
+static inline __attribute__((always_inline)) void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float *vr,
+                                                                    int64_t Wp, int mode) {
     const int64_t H = p->H, W = p->W, Wo = p->Wo, kw = p->kw, sw = p->sw, pl = p->pl;
     const bool mx = p->is_max;
     const float id = mx ? -__builtin_inff() : 0.0f;
@@ -87,7 +121,7 @@ static void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float 
                     j = W - 8;
                 }
                 k_vf acc = pv_ld(x0 + j);
-                for (int64_t iy = 1; iy < h1 - h0; iy++) acc = mx ? pv_max(pv_ld(x0 + iy * W + j), acc) : acc + pv_ld(x0 + iy * W + j);
+                for (int64_t iy = 1; iy < h1 - h0; iy++) acc = pv_op(mode, pv_ld(x0 + iy * W + j), acc);
                 memcpy(vi + j, &acc, sizeof acc);
                 if (j + 8 == W) {
                     j = W;
@@ -106,12 +140,12 @@ static void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float 
             k_vf acc;
             if (sw == 1) {
                 acc = pv_ld(t);
-                for (int64_t kx = 1; kx < kw; kx++) acc = mx ? pv_max(pv_ld(t + kx), acc) : acc + pv_ld(t + kx);
+                for (int64_t kx = 1; kx < kw; kx++) acc = pv_op(mode, pv_ld(t + kx), acc);
             } else {
                 acc = __builtin_shufflevector(pv_ld(t), pv_ld(t + 8), 0, 2, 4, 6, 8, 10, 12, 14);
                 for (int64_t kx = 1; kx < kw; kx++) {
                     k_vf v = __builtin_shufflevector(pv_ld(t + kx), pv_ld(t + kx + 8), 0, 2, 4, 6, 8, 10, 12, 14);
-                    acc = mx ? pv_max(v, acc) : acc + v;
+                    acc = pv_op(mode, v, acc);
                 }
             }
             const int64_t n = Wo - ox < 8 ? Wo - ox : 8;
@@ -143,8 +177,13 @@ static void pool_direct_chunk(void *vp, int64_t b0, int64_t b1) {
     }
     const float id = p->is_max ? -__builtin_inff() : 0.0f;
     for (size_t i = 0; i < n; i++) vr[i] = id; /* the border columns stay the identity */
-    for (int64_t pc = b0; pc < b1; pc++)
-        pool_direct_f32(p, (const float *)c->x + pc * p->H * p->W, (float *)c->y + pc * p->Ho * p->Wo, vr, Wp);
+    for (int64_t pc = b0; pc < b1; pc++) {
+        const float *xp = (const float *)c->x + pc * p->H * p->W;
+        float *yp = (float *)c->y + pc * p->Ho * p->Wo;
+        if (!p->is_max) pool_direct_f32(p, xp, yp, vr, Wp, PV_SUM);
+        else if (pv_any_nan(xp, p->H * p->W)) pool_direct_f32(p, xp, yp, vr, Wp, PV_MAX_NAN);
+        else pool_direct_f32(p, xp, yp, vr, Wp, PV_MAX);
+    }
     if (vr != stackbuf) free(vr);
 }
 #endif
@@ -503,7 +542,7 @@ static aclError pl_compile(hrt_kernel *k, const aclopAttr *attrs) {
             if (hi < p->edge_hi) p->edge_hi = hi;
         }
         if (p->edge_hi < p->edge_lo) p->edge_hi = p->edge_lo;
-        p->direct = !p->whole_rows && K_VL == 8 && (p->sw == 2 || (p->sw == 1 && p->W < 16));
+        p->direct = !p->whole_rows && K_VL == 8 && (p->sw == 2 || p->sw == 1);
         if (!is_max) {
             p->count = malloc(sizeof(int32_t) * (size_t)(p->Ho * p->Wo + 1));
             if (!p->count) {
