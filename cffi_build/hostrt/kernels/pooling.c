@@ -104,12 +104,13 @@ static inline __attribute__((always_inline)) void pool_direct_f32(const pl_plan 
     const int64_t H = p->H, W = p->W, Wo = p->Wo, kw = p->kw, sw = p->sw, pl = p->pl;
     const bool mx = p->is_max;
     const float id = mx ? -__builtin_inff() : 0.0f;
-    float *vi = vr + pl; /* the row's input columns; the border columns hold the identity */
-    (void)Wp;
+    /* the windows' rows folded first (vertical) for every output row, then the kw taps over the folded
+     * rows: the taps' unaligned loads read stores that have retired (folding and tapping a row at a time
+     * made each tap wait on a store it straddled) */
     for (int64_t oy = 0; oy < p->Ho; oy++) {
+        float *vi = vr + oy * Wp + pl; /* the row's input columns; the border columns hold the identity */
         int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;
         int64_t h0 = hs < 0 ? 0 : hs, h1 = he > H ? H : he;
-        /* the window's rows folded first (vertical), then the kw taps over the folded row */
         if (h1 <= h0) {
             for (int64_t j = 0; j < W; j++) vi[j] = id;
         } else {
@@ -134,9 +135,13 @@ static inline __attribute__((always_inline)) void pool_direct_f32(const pl_plan 
                 vi[j] = acc;
             }
         }
+    }
+    for (int64_t oy = 0; oy < p->Ho; oy++) {
         float *yr = yp + oy * Wo;
+        /* below the plane's last row a short last vector is stored whole: the next row overwrites the rest */
+        const bool spill = oy + 1 < p->Ho;
         for (int64_t ox = 0; ox < Wo; ox += 8) {
-            const float *t = vr + ox * sw;
+            const float *t = vr + oy * Wp + ox * sw;
             k_vf acc;
             if (sw == 1) {
                 acc = pv_ld(t);
@@ -148,7 +153,7 @@ static inline __attribute__((always_inline)) void pool_direct_f32(const pl_plan 
                     acc = pv_op(mode, v, acc);
                 }
             }
-            const int64_t n = Wo - ox < 8 ? Wo - ox : 8;
+            const int64_t n = Wo - ox < 8 && !spill ? Wo - ox : 8;
             if (!mx) {
                 k_vi c = {1, 1, 1, 1, 1, 1, 1, 1};
                 if (n == 8) memcpy(&c, p->count + oy * Wo + ox, sizeof c); /* fixed size: no call */
@@ -168,8 +173,8 @@ static void pool_direct_chunk(void *vp, int64_t b0, int64_t b1) {
     pl_ctx *c = vp;
     const pl_plan *p = c->p;
     const int64_t Wp = pool_direct_wp(p);
-    const size_t n = (size_t)(Wp + 8);
-    float stackbuf[8192]; /* one folded row: no heap block per chunk */
+    const size_t n = (size_t)(p->Ho * Wp + 8);
+    float stackbuf[8192]; /* the folded rows of a plane: no heap block per chunk for most planes */
     float *vr = n <= 8192 ? stackbuf : malloc(sizeof(float) * n);
     if (!vr) {
         c->failed = 1;
