@@ -89,8 +89,8 @@ from .profiler import Profiler, profile
 from .runtime.capture import CapturedGraph
 from .runtime.descs import Attr
 from .runtime.device import Device, device_count, open_device
-from .runtime.dynamic import DynamicCompiledGraph
-from .runtime.executable import CompiledGraph
+from .runtime.graphs.dynamic import DynamicCompiledGraph
+from .runtime.graphs.executable import CompiledGraph
 from .runtime.launch import Const, HostInput, op
 from .runtime.opcache import OpCacheInfo, op_cache_info, set_op_cache_max_bytes
 from .runtime.scheduler import Completion

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import _native
 from .runtime import _trace
+from .runtime.stream import lane_totals
 
 if TYPE_CHECKING:
-    from .runtime.executable import CompiledGraph
+    from .runtime.graphs.executable import CompiledGraph
     from .runtime.scheduler import Completion
     from .runtime.stream import Stream
 
@@ -66,7 +67,7 @@ class Histogram:
         return out
 
 
-class _Counting(_trace.Observer):
+class _Counting(_trace.Observer["Stream", "Completion", "CompiledGraph"]):
     """The hook-fed part of the metrics (while enabled)."""
 
     def __init__(self) -> None:
@@ -160,7 +161,7 @@ def reset() -> None:
 
 def snapshot() -> dict[str, Any]:
     """Every metric as plain data (see the module docstring for what is always there)."""
-    lanes = _trace.lane_totals()
+    lanes = lane_totals()
     out: dict[str, Any] = {
         "enabled": _enabled,
         "launches": lanes["launched"],

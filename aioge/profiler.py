@@ -42,9 +42,10 @@ import anyio
 from . import _native
 from ._native import acl
 from .runtime import _trace
+from .runtime.stream import live_streams
 
 if TYPE_CHECKING:
-    from .runtime.executable import CompiledGraph
+    from .runtime.graphs.executable import CompiledGraph
     from .runtime.scheduler import Completion, Lane
     from .runtime.stream import Stream
 
@@ -182,7 +183,7 @@ def _timing_release() -> None:
         _saved_timing.clear()
 
 
-class Profiler(_trace.Observer):
+class Profiler(_trace.Observer["Stream", "Completion", "CompiledGraph"]):
     """Records the runtime's launches while started; see :func:`profile`.
 
     Attributes:
@@ -222,7 +223,7 @@ class Profiler(_trace.Observer):
             _timing_users += 1
         self._recording = True
         _trace.attach(self)
-        for s in _trace.live_streams():
+        for s in live_streams():
             self.stream_opened(s)
         return self
 

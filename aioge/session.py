@@ -33,8 +33,8 @@ from .runtime.stream import Tensor
 if TYPE_CHECKING:
     from .graph import Graph
     from .runtime.device import Device
-    from .runtime.dynamic import DynamicCompiledGraph
-    from .runtime.executable import CompiledGraph
+    from .runtime.graphs.dynamic import DynamicCompiledGraph
+    from .runtime.graphs.executable import CompiledGraph
     from .runtime.stream import Stream
 
 __all__ = ("Session", "SessionError")

@@ -212,7 +212,7 @@ async def bench_packed(dev, proto, feeds, budget_s: float, alone=None) -> tuple[
     """Median seconds of (aioge with weights packed at load, aioge packing per call, onnxruntime,
     ``alone``: a fourth callable such as the product without the graph, nan without one), and the
     share of the packed runs' pool chunks that the pool's helper threads ran (nan: not known)."""
-    from aioge.runtime import executable as ex
+    from aioge.runtime.graphs import executable as ex
 
     sess = ort_session(proto.SerializeToString(), True)
     models = []

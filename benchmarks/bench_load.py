@@ -137,7 +137,7 @@ async def main() -> None:
         if a.profile:
             data = catalog[a.profile]
             await aioge_create(dev, data)  # warm: imports, kernel caches
-            from aioge.runtime.compile import compile_graph
+            from aioge.runtime.graphs.compile import compile_graph
 
             pr = cProfile.Profile()  # compile_graph here: dev.compile runs it on a thread cProfile does not see
             pr.enable()

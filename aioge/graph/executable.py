@@ -3,7 +3,7 @@
 Places every operand of every lowered op -- an input, a weight, an output, an
 arena offset, a constant or an absent optional -- and cuts each stream's
 steps into *segments* (runs of consecutive steps between waits and records),
-which the runtime's executor (:mod:`aioge.runtime.executable`) loads as one
+which the runtime's executor (:mod:`aioge.runtime.graphs.executable`) loads as one
 ``aiogeGraph`` and enqueues segment by segment.
 """
 

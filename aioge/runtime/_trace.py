@@ -10,8 +10,9 @@ hook costs one global load and a compare.  Observers (:mod:`aioge.profiler`,
 
 The hook sites, and what the hub passes on:
 
-* ``Stream.__init__`` -> :func:`stream_opened` (always: the registry of streams
-  that metrics read, and timing for streams opened while profiling);
+* ``Stream.__init__`` -> ``stream_opened(stream)`` (after the stream module's
+  registry of streams, which metrics read, took it): timing for streams opened
+  while profiling;
 * ``Lane.submit`` -> ``recorded(comp)``: every launch, copy, marker and event record;
 * ``Lane._finish`` -> ``finished(comp, rc)``: its completion, while its events are live;
 * ``Stream._wait_for`` / ``Stream.wait_event`` -> ``waited(stream, comp)``: a
@@ -25,6 +26,11 @@ The hook sites, and what the hub passes on:
 
 Hooks run on whatever thread enqueues or completes, some with runtime locks
 held: observers must not block, launch work or take a stream's lock.
+
+This module sits below everything it observes and imports none of it: the hub
+reads nothing of the streams, completions and compiled graphs it passes on, so
+an :class:`Observer` names their types itself (``Observer[Stream, Completion,
+CompiledGraph]``), and each hook parameter is exactly what the runtime passed.
 """
 
 from __future__ import annotations
@@ -33,14 +39,8 @@ import contextlib
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .executable import CompiledGraph
-    from .scheduler import Completion, Lane
-    from .stream import Stream
+from typing import Any, Generic, TypeVar
 
 __all__ = (
     "COPIES",
@@ -52,40 +52,52 @@ __all__ = (
     "detach",
     "hub",
     "kind_of",
-    "lane_totals",
-    "live_streams",
     "moved_bytes",
-    "stream_opened",
 )
 
 log = logging.getLogger("aioge")
 
 
-class Observer:
-    """Base of the hub's observers: every callback is a no-op unless overridden."""
+#: what the hooks pass on, as an observer names them: a stream, a completion, a compiled graph
+S = TypeVar("S")
+C = TypeVar("C")
+M = TypeVar("M")
 
-    def stream_opened(self, stream: Stream) -> None: ...
 
-    def recorded(self, comp: Completion, t_ns: int) -> None: ...
+class Observer(Generic[S, C, M]):
+    """Base of the hub's observers: every callback is a no-op unless overridden.
 
-    def annotate(self, comp: Completion, inputs: Sequence[Any], outputs: Sequence[Any]) -> None: ...
+    ``S``, ``C`` and ``M`` are the runtime's stream, completion and compiled-graph
+    classes (``Observer[Stream, Completion, CompiledGraph]``): the hub hands the
+    runtime's objects through untouched.
+    """
 
-    def waited(self, stream: Stream, comp: Completion, t_ns: int) -> None: ...
+    def stream_opened(self, stream: S) -> None: ...
 
-    def finished(self, comp: Completion, rc: int, t_ns: int) -> None: ...
+    def recorded(self, comp: C, t_ns: int) -> None: ...
 
-    def execution_begins(self, model: CompiledGraph, stream: Stream, t_ns: int) -> Any:
+    def annotate(self, comp: C, inputs: Sequence[Any], outputs: Sequence[Any]) -> None: ...
+
+    def waited(self, stream: S, comp: C, t_ns: int) -> None: ...
+
+    def finished(self, comp: C, rc: int, t_ns: int) -> None: ...
+
+    def execution_begins(self, model: M, stream: S, t_ns: int) -> Any:
         return None
 
-    def execution_ends(self, token: Any, join: Completion, t_ns: int) -> None: ...
+    def execution_ends(self, token: Any, join: C, t_ns: int) -> None: ...
 
-    def node_times(self, model: CompiledGraph, segment: int) -> Any:
+    def node_times(self, model: M, segment: int) -> Any:
         return None
 
-    def segment(self, comp: Completion, model: CompiledGraph, segment: int, times: Any) -> None: ...
+    def segment(self, comp: C, model: M, segment: int, times: Any) -> None: ...
 
-    def ran_inline(self, model: CompiledGraph, stream: Stream, begin_ns: int, end_ns: int, rc: int,
+    def ran_inline(self, model: M, stream: S, begin_ns: int, end_ns: int, rc: int,
                    times: Any) -> None: ...  # fmt: skip
+
+
+#: an observer of whatever types: what the hub holds
+AnyObserver = Observer[Any, Any, Any]
 
 
 class Hub:
@@ -93,44 +105,45 @@ class Hub:
 
     ``recorders`` see new work; ``finishers`` see completions (a profiler that
     stopped recording stays a finisher until the work it recorded completed).
-    Both are tuples replaced whole, so a hook iterates a stable snapshot.
+    Both are tuples replaced whole, so a hook iterates a stable snapshot.  The hub
+    passes the runtime's objects on as they are (hence ``object``: it reads none).
     """
 
     def __init__(self) -> None:
-        self.recorders: tuple[Observer, ...] = ()
-        self.finishers: tuple[Observer, ...] = ()
+        self.recorders: tuple[AnyObserver, ...] = ()
+        self.finishers: tuple[AnyObserver, ...] = ()
 
-    def stream_opened(self, stream: Stream) -> None:
+    def stream_opened(self, stream: object) -> None:
         for o in self.recorders:
             o.stream_opened(stream)
 
-    def recorded(self, comp: Completion) -> None:
+    def recorded(self, comp: object) -> None:
         t = time.monotonic_ns()
         for o in self.recorders:
             o.recorded(comp, t)
 
-    def annotate(self, comp: Completion, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+    def annotate(self, comp: object, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
         for o in self.recorders:
             o.annotate(comp, inputs, outputs)
 
-    def waited(self, stream: Stream, comp: Completion | None) -> None:
+    def waited(self, stream: object, comp: object | None) -> None:
         if comp is None:
             return
         t = time.monotonic_ns()
         for o in self.recorders:
             o.waited(stream, comp, t)
 
-    def finished(self, comp: Completion, rc: int) -> None:
+    def finished(self, comp: object, rc: int) -> None:
         t = time.monotonic_ns()
         for o in self.finishers:
             o.finished(comp, rc, t)
 
-    def execution_begins(self, model: CompiledGraph, stream: Stream) -> list[tuple[Observer, Any]] | None:
+    def execution_begins(self, model: object, stream: object) -> list[tuple[AnyObserver, Any]] | None:
         t = time.monotonic_ns()
         tokens = [(o, o.execution_begins(model, stream, t)) for o in self.recorders]
         return tokens or None
 
-    def execution_ends(self, tokens: list[tuple[Observer, Any]] | None, join: Completion) -> None:
+    def execution_ends(self, tokens: list[tuple[AnyObserver, Any]] | None, join: object) -> None:
         if not tokens:
             return
         t = time.monotonic_ns()
@@ -138,18 +151,18 @@ class Hub:
             if tok is not None:
                 o.execution_ends(tok, join, t)
 
-    def node_times(self, model: CompiledGraph, segment: int) -> Any:
+    def node_times(self, model: object, segment: int) -> Any:
         for o in self.recorders:
             buf = o.node_times(model, segment)
             if buf is not None:
                 return buf
         return None
 
-    def segment(self, comp: Completion, model: CompiledGraph, segment: int, times: Any) -> None:
+    def segment(self, comp: object, model: object, segment: int, times: Any) -> None:
         for o in self.recorders:
             o.segment(comp, model, segment, times)
 
-    def ran_inline(self, model: CompiledGraph, stream: Stream, begin_ns: int, rc: int, times: Any) -> None:
+    def ran_inline(self, model: object, stream: object, begin_ns: int, rc: int, times: Any) -> None:
         """An execution of ``model``'s one segment ran on the caller's thread from ``begin_ns`` to now."""
         t = time.monotonic_ns()
         for o in self.recorders:
@@ -162,7 +175,7 @@ _hub = Hub()
 _lock = threading.Lock()
 
 
-def attach(observer: Observer, *, record: bool = True, finish: bool = True) -> None:
+def attach(observer: AnyObserver, *, record: bool = True, finish: bool = True) -> None:
     """Start sending hooks to ``observer`` (new work if ``record``, completions if ``finish``)."""
     global hub
     with _lock:
@@ -173,7 +186,7 @@ def attach(observer: Observer, *, record: bool = True, finish: bool = True) -> N
         hub = _hub
 
 
-def detach(observer: Observer, *, record: bool = True, finish: bool = True) -> None:
+def detach(observer: AnyObserver, *, record: bool = True, finish: bool = True) -> None:
     """Stop sending ``observer`` new work (``record``) and/or completions (``finish``)."""
     global hub
     with _lock:
@@ -210,63 +223,6 @@ def moved_bytes(what: str, keep: Any) -> int:
         return 0
     n = getattr(keep[0] if what == "zeros" else keep[-1], "nbytes", 0)
     return int(n) if isinstance(n, int) else 0
-
-
-# ---- the stream registry (always on: one entry per stream opened) -------------------------
-_streams: weakref.WeakSet[Stream] = weakref.WeakSet()
-_lanes: dict[int, Lane] = {}
-_retired = {"streams": 0, "launched": 0, "completed": 0, "failed": 0}
-_keys = iter(range(1, 1 << 62))
-
-
-def stream_opened(stream: Stream) -> None:
-    """Called by every new stream (its lane exists)."""
-    with _lock:
-        key = next(_keys)
-        _lanes[key] = stream._lane
-    _streams.add(stream)
-    fin = weakref.finalize(stream, _retire, key)
-    fin.atexit = False
-    h = hub
-    if h is not None:
-        h.stream_opened(stream)
-
-
-def _retire(key: int) -> None:
-    """A stream was collected: fold its lane's counts into the totals (they stay monotonic)."""
-    with _lock:
-        lane = _lanes.pop(key, None)
-        if lane is not None:
-            _retired["streams"] += 1
-            _retired["launched"] += lane.launched
-            _retired["completed"] += lane.completed
-            _retired["failed"] += lane.failed
-
-
-def live_streams() -> list[Stream]:
-    """The streams not yet collected (closed ones included)."""
-    return list(_streams)
-
-
-def lane_totals() -> dict[str, int]:
-    """Launch counts of every stream ever opened: ``launched``, ``completed``, ``failed``,
-    ``in_flight`` (now), ``streams`` (opened) and ``max_queue_depth`` (the deepest queue now)."""
-    with _lock:
-        lanes = list(_lanes.values())
-        out = dict(_retired)
-    out["streams"] += len(lanes)
-    depth = 0
-    in_flight = 0
-    for lane in lanes:
-        out["launched"] += lane.launched
-        out["completed"] += lane.completed
-        out["failed"] += lane.failed
-        n = lane.in_flight
-        in_flight += n
-        depth = max(depth, n)
-    out["in_flight"] = in_flight
-    out["max_queue_depth"] = depth
-    return out
 
 
 # ---- compile steps: DEBUG lines with timings, and progress for the CLI --------------------------

@@ -19,10 +19,11 @@ from .stream import Stream
 
 if TYPE_CHECKING:
     from ..graph import Graph
-    from .dynamic import DynamicCompiledGraph
-    from .executable import CompiledGraph
+    from .graphs.dynamic import DynamicCompiledGraph
+    from .graphs.executable import CompiledGraph
 
 __all__ = ("Device", "open_device", "device_count")
+
 
 def device_count() -> int:
     """Number of devices the backend offers (``aclrtGetDeviceCount``)."""
@@ -112,7 +113,7 @@ class Device(Resource):
         """Compile and load a graph (GE ``CompileGraph`` + ``LoadGraph``), off the event loop.
 
         A graph with symbolic input dims gives a :class:`aioge.DynamicCompiledGraph`
-        (compiled per concrete input shape on first use, see :mod:`aioge.runtime.dynamic`).
+        (compiled per concrete input shape on first use, see :mod:`aioge.runtime.graphs.dynamic`).
 
         Args:
             graph: an :class:`aioge.Graph` (e.g. from :func:`aioge.load_onnx`), or an
@@ -127,7 +128,7 @@ class Device(Resource):
                 segment), ``"per_op"`` (each op through ``aclopCompileAndExecute``)
                 or ``"auto"`` (sunk where the backend supports it).
             max_inflight: executions of the model in flight at once before
-                ``execute()`` waits for room (default ``aioge.runtime.executable.MAX_INFLIGHT``).
+                ``execute()`` waits for room (default ``aioge.runtime.graphs.executable.MAX_INFLIGHT``).
 
         Concurrent calls with the same graph and options share one compile,
         which runs on its own thread (``aioge-compile``).
@@ -139,8 +140,8 @@ class Device(Resource):
         compiles in flight (``close()`` refuses while there are any).
         """
         from ..graph import Graph, load_onnx
-        from .compile import compile_graph
-        from .executable import MAX_INFLIGHT
+        from .graphs.compile import compile_graph
+        from .graphs.executable import MAX_INFLIGHT
 
         self._check_open()
         if not isinstance(graph, Graph):
@@ -151,7 +152,7 @@ class Device(Resource):
                                 f"onnx.ModelProto), not {type(graph).__name__}")  # fmt: skip
         limit = MAX_INFLIGHT if max_inflight is None else max_inflight
         if graph.is_dynamic:  # symbolic dims: a plan per concrete shape, compiled on first use
-            from .dynamic import DynamicCompiledGraph
+            from .graphs.dynamic import DynamicCompiledGraph
 
             opts = {"optimize": optimize, "max_streams": max_streams, "mode": mode, "max_inflight": limit}
             return await DynamicCompiledGraph.create(self, graph, opts)

@@ -252,6 +252,13 @@ class Lane:
             self._progress = acl.StreamProgress(handle)
             acl.stream_log_failures(handle, True)
 
+    def take_unreported(self) -> tuple[int, str, str] | None:
+        """The first error since the last call (``(code, message, what)``), cleared: what a
+        stream's ``synchronize()`` raises."""
+        with self.lock:
+            err, self.unreported = self.unreported, None
+        return err
+
     # ---- launching side ----
     def submit(self, event: Any, keep: Any, what: str, start: Any = None,
                deps: list[Completion] | None = None, name: str | None = None, tseq: int = 0) -> Completion:  # fmt: skip

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from .scheduler import Completion, Lane, deadline
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ("Event", "Stream", "Tensor", "TensorSpec")
+__all__ = ("Event", "Stream", "Tensor", "TensorSpec", "lane_totals", "live_streams")
 
 _MAX_BYTES = (1 << 63) - 1  # the runtime counts elements and bytes in int64
 
@@ -587,6 +588,64 @@ class Enqueue:
                 m.readers.clear()
 
 
+# ---- the stream registry (always on: one entry per stream opened) -------------------------
+_streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+_lanes: dict[int, Lane] = {}
+_retired = {"streams": 0, "launched": 0, "completed": 0, "failed": 0}
+_keys = iter(range(1, 1 << 62))
+_registry_lock = threading.Lock()
+
+
+def _register(stream: Stream) -> None:
+    """Called by every new stream (its lane exists); then the observers hear of it."""
+    with _registry_lock:
+        key = next(_keys)
+        _lanes[key] = stream._lane
+    _streams.add(stream)
+    fin = weakref.finalize(stream, _retire, key)
+    fin.atexit = False
+    h = _trace.hub
+    if h is not None:
+        h.stream_opened(stream)
+
+
+def _retire(key: int) -> None:
+    """A stream was collected: fold its lane's counts into the totals (they stay monotonic)."""
+    with _registry_lock:
+        lane = _lanes.pop(key, None)
+        if lane is not None:
+            _retired["streams"] += 1
+            _retired["launched"] += lane.launched
+            _retired["completed"] += lane.completed
+            _retired["failed"] += lane.failed
+
+
+def live_streams() -> list[Stream]:
+    """The streams not yet collected (closed ones included)."""
+    return list(_streams)
+
+
+def lane_totals() -> dict[str, int]:
+    """Launch counts of every stream ever opened: ``launched``, ``completed``, ``failed``,
+    ``in_flight`` (now), ``streams`` (opened) and ``max_queue_depth`` (the deepest queue now)."""
+    with _registry_lock:
+        lanes = list(_lanes.values())
+        out = dict(_retired)
+    out["streams"] += len(lanes)
+    depth = 0
+    in_flight = 0
+    for lane in lanes:
+        out["launched"] += lane.launched
+        out["completed"] += lane.completed
+        out["failed"] += lane.failed
+        n = lane.in_flight
+        in_flight += n
+        depth = max(depth, n)
+    out["in_flight"] = in_flight
+    out["max_queue_depth"] = depth
+    return out
+
+
 class Stream(Resource):
     """An ACL stream (``aclrtCreateStream``) of a :class:`~aioge.Device`.
 
@@ -617,7 +676,7 @@ class Stream(Resource):
         #: THE enqueue primitive of this stream (see :class:`Enqueue`)
         self._enqueue = Enqueue(self)
         self._opened()
-        _trace.stream_opened(self)
+        _register(self)
 
     def _describe(self) -> str:
         return f"Stream {self.id} of device {self.device.id}"
@@ -828,9 +887,7 @@ class Stream(Resource):
         self._raise_unreported()
 
     def _raise_unreported(self) -> None:
-        lane = self._lane
-        with lane.lock:
-            err, lane.unreported = lane.unreported, None
+        err = self._lane.take_unreported()
         if err is not None:
             code, msg, what = err
             raise error_class(code)(code, msg, what)

@@ -46,7 +46,7 @@ import anyio.lowlevel
 import numpy as np
 
 from ..errors import ClosedResourceError
-from ..runtime.executable import CompiledGraph
+from ..runtime.graphs.executable import CompiledGraph
 from .errors import DeadlineExceededError, InvalidInputError, QueueFullError
 from .runner import BucketedModel, Runner
 from .stats import ModelStatistics

@@ -18,7 +18,7 @@ shapes).
 An ONNX model with symbolic dims besides the batch (a sequence length, say)
 loads as a :class:`DynamicModel` (and so does a :class:`aioge.Graph` with
 symbolic dims, or a builder whose graph has them: it is built once): compiled once into a
-:class:`~aioge.runtime.dynamic.DynamicCompiledGraph`, whose bounded plan cache
+:class:`~aioge.runtime.graphs.dynamic.DynamicCompiledGraph`, whose bounded plan cache
 holds one plan per concrete shape (bucket x sequence length ...).  Its specs
 have ``-1`` for every symbolic dim.
 """
@@ -36,8 +36,8 @@ import numpy as np
 
 from .. import dtypes
 from ..graph import Graph
-from ..runtime.dynamic import MAX_PLANS, DynamicCompiledGraph
-from ..runtime.executable import CompiledGraph
+from ..runtime.graphs.dynamic import MAX_PLANS, DynamicCompiledGraph
+from ..runtime.graphs.executable import CompiledGraph
 from .errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ class BucketedModel:
 class DynamicModel(BucketedModel):
     """A model with symbolic dims besides the batch; implements :class:`Runner`.
 
-    The graph compiles once into a :class:`~aioge.runtime.dynamic.DynamicCompiledGraph`
+    The graph compiles once into a :class:`~aioge.runtime.graphs.dynamic.DynamicCompiledGraph`
     whose plans (one per concrete shape: the bucket and every other symbolic
     dim) are compiled on first use and kept in its bounded LRU
     (``max_plans``, default: twice the buckets, at least the runtime's
@@ -402,7 +402,7 @@ async def load_model(
         max_inflight: the ``max_inflight`` the buckets are compiled with.
         max_plans: the plan bound of a :class:`DynamicModel` (symbolic dims
             besides the batch; default: twice the buckets, at least
-            :data:`aioge.runtime.dynamic.MAX_PLANS`); ignored by other models.
+            :data:`aioge.runtime.graphs.dynamic.MAX_PLANS`); ignored by other models.
 
     Raises:
         ValueError: ``max_plans`` that is not a positive integer.

@@ -146,7 +146,7 @@ async def test_one_compile_runs_every_shape_like_onnxruntime(dev) -> None:
         for b, s in [(1, 5), (3, 7), (2, 1), (1, 5)]:
             x = rng.standard_normal((b, s, D)).astype(np.float32)
             assert_close(await model.execute({"x": x}), run_ort(m, {"x": x}), what=f"{b}x{s}: ")
-        assert model.stats == {"plans": 3, "max_plans": aioge.runtime.dynamic.MAX_PLANS, "hits": 1, "misses": 3,
+        assert model.stats == {"plans": 3, "max_plans": aioge.runtime.graphs.dynamic.MAX_PLANS, "hits": 1, "misses": 3,
                                "compiles": 3, "evictions": 0, "compiling": 0}  # fmt: skip
         assert model.cached_shapes == [{"x": (3, 7, D)}, {"x": (2, 1, D)}, {"x": (1, 5, D)}]
         with pytest.raises(ValueError, match=r"'x' has shape \(2, 5\); the graph takes BxSx16"):

@@ -27,7 +27,7 @@ from onnx import numpy_helper
 import aioge
 from aioge.graph import DynamicShapeError, LoweringError, MalformedModelError, UnsupportedOpError, load_onnx
 from aioge.graph.onnx_import import SUPPORTED_OPS
-from aioge.runtime.compile import compile_graph
+from aioge.runtime.graphs.compile import compile_graph
 from tests.graph.onnx_backend import Case, dir_cases, exotic_types, light_cases, node_cases, to_opset_21
 
 #: implemented ops' node tests that aioge refuses, with the reason (a typed error at load or compile)

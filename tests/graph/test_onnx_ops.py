@@ -43,7 +43,7 @@ def _device() -> Any:
 def run_on_device(g: Any, feeds: dict[str, np.ndarray], *, optimize_level: int, mode: str) -> dict[str, np.ndarray]:
     import asyncio
 
-    from aioge.runtime.compile import compile_graph
+    from aioge.runtime.graphs.compile import compile_graph
 
     model = compile_graph(_DEVICE[0], g, optimize=optimize_level, mode=mode)
     try:

@@ -87,7 +87,7 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])  # the repository root
 from tests.graph import models
 import aioge
-from aioge.runtime.compile import compile_graph
+from aioge.runtime.graphs.compile import compile_graph
 
 async def main():
     async with aioge.open_device(0) as dev:

@@ -380,7 +380,7 @@ def test_finalizers_never_wait_for_a_lock_their_own_thread_holds():
     """Issue 9 item 10: a collection can run a ticket's or a block's ``__del__`` inside
     code that holds the lock it gives back to (any allocation may collect): giving
     back must not take that lock (it deadlocked), and is settled by the next holder."""
-    from aioge.runtime.executable import _Flight
+    from aioge.runtime.graphs.executable import _Flight
 
     flight = _Flight(1)
     tickets = [flight.admit()]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import aioge
-import aioge.runtime.compile
-import aioge.runtime.executable
+import aioge.runtime.graphs.compile
+import aioge.runtime.graphs.executable
 from aioge import _native
 from aioge.graph import Graph, run_reference
 from tests.support.harness import ALL_BACKENDS
@@ -174,7 +174,7 @@ async def test_backpressure_bounds_executions_and_arenas(dev, compiled, mode):
     with pytest.raises(ValueError, match="max_inflight"):
         await dev.compile(branches(64), mode=mode, max_inflight=0)
     model = await compiled(branches(64), mode=mode)
-    assert model.max_inflight == aioge.runtime.executable.MAX_INFLIGHT
+    assert model.max_inflight == aioge.runtime.graphs.executable.MAX_INFLIGHT
     model.max_inflight = 4
     with pytest.raises(ValueError):
         model.max_inflight = 0
@@ -245,7 +245,7 @@ async def test_dropped_model_warns_and_releases_everything(dev):
     before = live()
     # compiled inline: after dev.compile() anyio's idle worker thread keeps the
     # last result (the model) referenced until it runs another job
-    model = aioge.runtime.compile.compile_graph(dev, g, max_streams=2)
+    model = aioge.runtime.graphs.compile.compile_graph(dev, g, max_streams=2)
     outs, _ = model.launch([xd])  # still in flight when the model goes
     assert live()[0] == before[0] + 1 and model.stats["aux_streams"] == 1
     with pytest.warns(ResourceWarning, match="unclosed CompiledGraph 'branches'"):
@@ -395,7 +395,7 @@ async def test_session_graph_options_reach_the_compile(dev):
     assert models[3].mode == "per_op" and not any("Fused" in op.op_type for op in models[3]._build.ops)
     assert models[4].plan.num_streams == 1
     # the host runtime's default
-    assert models[5].plan.num_streams == aioge.runtime.compile.default_max_streams() == 1
+    assert models[5].plan.num_streams == aioge.runtime.graphs.compile.default_max_streams() == 1
     sess.close()
     assert all(m.closed for m in models.values())
 
@@ -445,18 +445,18 @@ async def test_cancelled_compile_returns_at_once_and_its_model_is_not_lost(dev, 
 
     import anyio
 
-    import aioge.runtime.executable
+    import aioge.runtime.graphs.executable
 
     release = threading.Event()
     calls = []
-    real = aioge.runtime.compile.compile_graph
+    real = aioge.runtime.graphs.compile.compile_graph
 
     def held(*args, **kwargs):  # a compile that takes as long as the test wants
         calls.append(1)
         assert release.wait(20)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(aioge.runtime.compile, "compile_graph", held)
+    monkeypatch.setattr(aioge.runtime.graphs.compile, "compile_graph", held)
     g = mlp()
     with anyio.move_on_after(0.05):
         await dev.compile(g)

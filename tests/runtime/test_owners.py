@@ -3,7 +3,12 @@
 * a device's state lives in its :class:`~aioge.runtime.context.DeviceContext`: no module
   but ``device.py`` and ``context.py`` touches a device's private attributes;
 * the enqueue primitive's state is its own: no launch path reads an ``Enqueue``'s
-  privates (``tx._...``).
+  privates (``tx._...``);
+* a memory's reader/writer notes are written only in ``stream.py`` (the enqueue
+  transaction; capture records launches, the transaction notes them);
+* a lane's failure fields (``unreported``, ``failed``, the runtime's failure log) are
+  touched only in ``scheduler.py``;
+* the observation hub (``_trace``) imports nothing of the runtime it observes.
 
 These read the sources, so they fail the moment someone writes the next bypass.
 """
@@ -66,3 +71,24 @@ async def test_device_state_has_one_owner() -> None:
     assert ctx.closed and dev.closed
     with pytest.raises(aioge.ClosedResourceError, match="Device 0"):
         ctx.check_open()
+
+
+def test_reader_writer_notes_only_in_stream() -> None:
+    # a memory's last writer and readers are noted by the enqueue transaction alone
+    # (aioge.graph's passes keep readers indexes of their own: graph values, not device memory)
+    rx = r"\.readers\s*\[[^\]]*\]\s*=|\.readers\.(?:clear|pop|update)\(|\.writer\s*=[^=]"
+    hits = [h for h in _hits(rx, {"runtime/stream.py"}) if not h.startswith("graph/")]
+    assert hits == [], "note readers and writers through Enqueue.commit/note:\n" + "\n".join(hits)
+
+
+def test_lane_failure_fields_only_in_scheduler() -> None:
+    # the first unreported error, the failure count and the runtime's failure log are the lane's
+    hits = _hits(r"\.(?:unreported|_failures|_fails_seen)\b|\.failed\s*[+-]?=[^=]", {"runtime/scheduler.py"})
+    assert hits == [], "read a lane's failures through its methods (take_unreported, ...):\n" + "\n".join(hits)
+
+
+def test_trace_imports_nothing_it_observes() -> None:
+    # the observation hub sits below the runtime it observes, type-only imports included
+    src = (ROOT / "runtime" / "_trace.py").read_text()
+    hits = re.findall(r"^\s*from \.+[a-z_.]* import .*|^\s*import aioge.*", src, re.M)
+    assert hits == [], hits

@@ -1,7 +1,7 @@
 """The compile driver: graph + target -> a loaded :class:`~aioge.CompiledGraph`.
 
 Optimises (the target's passes), plans, lowers for the target, lays the result
-out (:mod:`aioge.graph.executable`) and loads it (:mod:`aioge.runtime.executable`).
+out (:mod:`aioge.graph.executable`) and loads it (:mod:`aioge.runtime.graphs.executable`).
 ``Device.compile`` runs it off the event loop.
 """
 
@@ -10,16 +10,16 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from .. import _native
-from ..graph.executable import ALIGN, Layout
-from ..graph.lower.host import expand_host_ops
-from ..graph.target import Target, target_for
-from . import _trace
+from ... import _native
+from ...graph.executable import ALIGN, Layout
+from ...graph.lower.host import expand_host_ops
+from ...graph.target import Target, target_for
+from .. import _trace
 from .executable import MAX_INFLIGHT, CompiledGraph, SharedWeights
 
 if TYPE_CHECKING:
-    from ..graph import Graph
-    from .device import Device
+    from ...graph import Graph
+    from ..device import Device
 
 __all__ = ("SHARED_WEIGHTS", "compile_graph", "default_max_streams")
 
@@ -55,8 +55,8 @@ def compile_graph(
 
     ``target``: what the compile may emit (default: the backend's, see :mod:`aioge.graph.target`).
     """
-    from ..graph import lower_node, plan
-    from ..graph import optimize as run_passes
+    from ...graph import lower_node, plan
+    from ...graph import optimize as run_passes
 
     if mode not in ("auto", "sunk", "per_op"):
         raise ValueError(f"mode must be 'auto', 'sunk' or 'per_op', not {mode!r}")

@@ -36,24 +36,24 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from .. import _native, dtypes
-from .._layout import NCHW_OPS, data_format
-from .._native import acl
-from ..errors import AclError, BusyResourceError, FeedError, error_class
-from ..graph import LoweredNode
-from ..graph.executable import Layout, aligned, kind_of
-from ..graph.lower.host import host_attrs
-from . import _trace
-from ._resources import Resource
-from .launch import Const, launch
-from .memory import trim_host_heap
-from .scheduler import Completion, deadline, wait_all
-from .stream import DeviceMemory, Tensor
+from ... import _native, dtypes
+from ..._layout import NCHW_OPS, data_format
+from ..._native import acl
+from ...errors import AclError, BusyResourceError, FeedError, error_class
+from ...graph import LoweredNode
+from ...graph.executable import Layout, aligned, kind_of
+from ...graph.lower.host import host_attrs
+from .. import _trace
+from .._resources import Resource
+from ..launch import Const, launch
+from ..memory import trim_host_heap
+from ..scheduler import Completion, deadline, wait_all
+from ..stream import DeviceMemory, Tensor
 
 if TYPE_CHECKING:
-    from ..graph import Graph, Plan
-    from .device import Device
-    from .stream import Stream
+    from ...graph import Graph, Plan
+    from ..device import Device
+    from ..stream import Stream
 
 __all__ = ("MAX_INFLIGHT", "CompiledGraph", "SharedWeights")
 
@@ -890,7 +890,7 @@ def _inline_bytes() -> int:
 
 
 def _as_torch(res: dict[str, Any]) -> dict[str, Any]:
-    from .._tensors import from_numpy
+    from ..._tensors import from_numpy
 
     return {name: from_numpy(a) for name, a in res.items()}
 
@@ -950,7 +950,7 @@ def _host_array(x: Any) -> Any:
     """Feeds as numpy: a torch CPU tensor as a view sharing its memory (no copy), others unchanged."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
-        from .._tensors import to_numpy
+        from ..._tensors import to_numpy
 
         return to_numpy(x, check_grad=False)
     return x if isinstance(x, Tensor) else np.asarray(x)

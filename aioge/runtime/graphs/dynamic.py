@@ -32,21 +32,21 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import numpy as np
 
-from .. import dtypes
-from ..errors import BusyResourceError
-from ..graph import GraphError
-from ..graph.ir import Dim
-from ._resources import Resource
+from ... import dtypes
+from ...errors import BusyResourceError
+from ...graph import GraphError
+from ...graph.ir import Dim
+from .._resources import Resource
+from ..memory import trim_host_heap
+from ..scheduler import Completion, ThreadJob
+from ..stream import Tensor
 from .compile import SHARED_WEIGHTS
 from .executable import CompiledGraph, SharedWeights, check_feed_names, feeds_dict
-from .memory import trim_host_heap
-from .scheduler import Completion, ThreadJob
-from .stream import Tensor
 
 if TYPE_CHECKING:
-    from ..graph import Graph
-    from .device import Device
-    from .stream import Stream
+    from ...graph import Graph
+    from ..device import Device
+    from ..stream import Stream
 
 __all__ = ("DynamicCompiledGraph", "MAX_PLANS")
 
@@ -333,7 +333,7 @@ def _probe_outputs(graph: Graph) -> dict[str, tuple[tuple[Dim, ...] | None, np.d
     position table bounds a sequence length), then multiples of 32 (a
     strided model needs them); a graph that rejects both has unknown outputs.
     """
-    from ..graph.passes.infer_shapes import infer_shapes
+    from ...graph.passes.infer_shapes import infer_shapes
 
     index: dict[Any, int] = {}  # a dim name, or (input, axis) for an anonymous dim -> its number
     for n in graph.inputs:
