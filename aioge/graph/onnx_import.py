@@ -64,6 +64,7 @@ from .errors import (
     UnsupportedOpsetError,
 )
 from .ir import Graph, normalize_dtype
+from .onnx_wire import split_weights
 from .schema import check_node_dtypes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -283,10 +284,12 @@ def load_onnx(
         UnsupportedOpsetError, DynamicShapeError (see the module docstring).
     """
     onnx = _import_onnx()
-    proto, base = _read(onnx, model, base_dir)
+    proto, base, weights = _read(onnx, model, base_dir)
     source_opset = _declared_opset(proto)
+    if weights and source_opset < MIN_OPSET:  # the version converter reads the weights in the message
+        proto, base, weights = _read(onnx, model, base_dir, split=False)
     proto, upgraded = _upgrade(onnx, proto)
-    g = _Importer(onnx, proto, base, dict(input_shapes or {}), source_opset).run()
+    g = _Importer(onnx, proto, base, dict(input_shapes or {}), source_opset, weights).run()
     from .passes.infer_shapes import infer_shapes
 
     try:
@@ -304,12 +307,15 @@ def load_onnx(
     return g
 
 
-def _read(onnx: Any, model: Any, base_dir: Any) -> tuple[Any, str | None]:
+def _read(onnx: Any, model: Any, base_dir: Any, split: bool = True) -> tuple[Any, str | None, dict[str, memoryview]]:
+    """The ModelProto, the directory of external data, and the initializers' raw bytes that
+    :func:`~aioge.graph.onnx_wire.split_weights` cut out of the message (views into the model's
+    bytes: protobuf then copies neither into the message nor out of it)."""
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
     base = os.fspath(base_dir) if base_dir is not None else None
     if isinstance(model, onnx.ModelProto):
-        return model, base
+        return model, base, {}
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         with open(path, "rb") as f:
@@ -319,14 +325,20 @@ def _read(onnx: Any, model: Any, base_dir: Any) -> tuple[Any, str | None]:
         data = bytes(model)
     else:
         raise TypeError(f"load_onnx takes a path, bytes or onnx.ModelProto, not {type(model).__name__}")
+    cut = split_weights(data) if split and _LITTLE else None
+    weights: dict[str, memoryview] = {}
+    if cut is not None:
+        stripped, weights = cut
     proto = onnx.ModelProto()
     try:
-        proto.ParseFromString(data)
+        proto.ParseFromString(stripped if cut is not None else data)
     except (DecodeError, ValueError, RuntimeError) as e:
+        if cut is not None:  # the model's own bytes give protobuf's error
+            return _read(onnx, model, base_dir, split=False)
         raise MalformedModelError(f"cannot decode the ONNX protobuf ({len(data)} bytes): {e}") from e
     if not proto.HasField("graph"):
         raise MalformedModelError("the model has no graph (truncated or not an ONNX model?)")
-    return proto, base
+    return proto, base, weights
 
 
 def _declared_opset(proto: Any) -> int:
@@ -408,9 +420,12 @@ class _Importer:
         base: str | None,
         input_shapes: dict[str, Sequence[int]],
         source_opset: int | None = None,
+        weights: dict[str, memoryview] | None = None,
     ) -> None:
         self.onnx = onnx
         self.proto = proto
+        #: initializers' raw_data cut out of the message (:func:`_read`), by name
+        self.weights = weights or {}
         self.base = base
         self.input_shapes = input_shapes
         self.g = Graph(proto.graph.name or "onnx_graph")
@@ -458,7 +473,8 @@ class _Importer:
             raise MalformedModelError(f"{what} has an invalid element type {onnx_type}") from e
 
     # ------------------------------------------------------------- tensors
-    def tensor(self, t: Any, what: str) -> np.ndarray:
+    def tensor(self, t: Any, what: str, raw: memoryview | None = None) -> np.ndarray:
+        """``t`` as an array; ``raw``: its raw_data, cut out of the message (:func:`_read`)."""
         onnx = self.onnx
         if t.HasField("segment"):
             raise MalformedModelError(f"{what}: segmented tensors are not supported")
@@ -466,6 +482,17 @@ class _Importer:
         dims = [int(d) for d in t.dims]
         if any(d < 0 for d in dims):
             raise MalformedModelError(f"{what} has negative dims {dims}")
+        if raw is not None:
+            if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or len(raw) != math.prod(dims) * dt.itemsize:
+                raise MalformedModelError(
+                    f"{what}: raw data of {len(raw)} bytes for {dims} x {dt} = {math.prod(dims) * dt.itemsize} bytes"
+                )
+            arr = np.frombuffer(raw, dtype=dt).reshape(dims)  # a read-only view of the model's bytes
+            # aligned as protobuf's own bytes are (16), or copied once (the kernels read it in place)
+            if arr.ctypes.data % 16:
+                arr = arr.copy()
+                arr.setflags(write=False)  # as the view: set_constant keeps it without a copy
+            return arr
         if t.data_location == onnx.TensorProto.EXTERNAL:
             t = self._load_external(t, dt, dims, what)
         if t.HasField("raw_data") and _LITTLE and dt.kind in "biuf" and dt.itemsize in (1, 2, 4, 8):
@@ -550,7 +577,7 @@ class _Importer:
             if t.name in init_names:
                 raise MalformedModelError(f"initializer {t.name!r} is defined twice")
             init_names.add(t.name)
-            arr = self.tensor(t, f"initializer {t.name!r}")
+            arr = self.tensor(t, f"initializer {t.name!r}", self.weights.get(t.name))
             g.set_constant(t.name, arr)
             self.dtypes[t.name] = arr.dtype
         real = [vi.name for vi in gp.input if vi.name not in init_names]
