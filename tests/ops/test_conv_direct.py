@@ -66,6 +66,7 @@ SHAPES = [
     (300, 6, 14, 1, 2, 0, 1),  # strided 1x1, K = 300
     (48, 13, 36, 3, 2, 1, 3),  # groups of 16 -> 12 at stride 2
     (3, 33, 8, 7, 2, 3, 1),  # an image stem
+    (3, 41, 10, 3, 2, 1, 1),  # stride 2: padded rows split into phases of 22 columns (a ragged vector)
 ]
 
 
@@ -86,4 +87,14 @@ async def test_direct_conv_shapes(stream, shape, act):
         (y,) = aioge.op("_FusedConv2D", [up(stream, x), up(stream, w), up(stream, b)],
                         [TensorSpec(ref.shape, np.float32)], attrs, formats=[NCHW, NCHW, ND, NCHW])  # fmt: skip
         ref = np.maximum(ref, 0)
+    check(await y.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+async def test_direct_conv_stride2_wide_rows(stream):
+    """Stride-2 rows too wide for the phase split's row buffer keep the element-wise split."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 2, 5, 2100)).astype(np.float32)
+    w = rng.standard_normal((7, 2, 3, 3)).astype(np.float32)
+    ref = ort_run("Conv", [x, w], kernel_shape=[3, 3], pads=[1, 2, 1, 0], strides=[2, 2])
+    y = ops.conv2d(up(stream, x), up(stream, w), strides=2, pads=(1, 2, 1, 0))
     check(await y.numpy(), ref, rtol=1e-4, atol=1e-4)

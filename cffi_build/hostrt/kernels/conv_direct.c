@@ -213,13 +213,40 @@ typedef struct {
 } pad_ctx;
 
 /* plane p of x -> rows [pt, pt + H) x cols [pl, pl + W) of an Hp x Wp zero
- * plane, stored as sw column phases of Hp x Wps */
+ * plane, stored as sw column phases of Hp x Wps.  Stride 2: each row padded once, then split into
+ * its two phases 16 columns a step with vector shuffles (an element-wise split took 13% of a 3->64
+ * 3x3 stride-2 conv at 224x224) */
 static void pad_planes(void *vp, int64_t b, int64_t e) {
     const pad_ctx *c = vp;
     const cd_geom *g = c->g;
     const int64_t sw = g->sw;
+    float row[2048] __attribute__((aligned(32))); /* stride 2: one padded row, then split with vector shuffles */
+    const bool split2 = sw == 2 && 2 * c->Wps + 16 <= 2048;
     for (int64_t p = b; p < e; p++) {
         const float *src = c->x + p * g->H * g->W;
+        if (split2) {
+            float *d0 = c->xp + p * 2 * c->Hp * c->Wps, *d1 = d0 + c->Hp * c->Wps;
+            const int64_t Wps = c->Wps, pl = g->pl, W = g->W;
+            for (int64_t r = 0; r < c->Hp; r++, d0 += Wps, d1 += Wps) {
+                const int64_t iy = r - g->pt;
+                if (iy < 0 || iy >= g->H) {
+                    memset(d0, 0, sizeof(float) * (size_t)Wps);
+                    memset(d1, 0, sizeof(float) * (size_t)Wps);
+                    continue;
+                }
+                memset(row, 0, sizeof(float) * (size_t)pl);
+                memcpy(row + pl, src + iy * W, sizeof(float) * (size_t)W); /* pl + W <= Wp <= 2 * Wps */
+                memset(row + pl + W, 0, sizeof(float) * (size_t)(2 * Wps + 16 - pl - W));
+                int64_t j = 0;
+                for (; j + 8 <= Wps; j += 8) {
+                    v8f a = ld8(row + 2 * j), b2 = ld8(row + 2 * j + 8);
+                    st8(d0 + j, __builtin_shufflevector(a, b2, 0, 2, 4, 6, 8, 10, 12, 14));
+                    st8(d1 + j, __builtin_shufflevector(a, b2, 1, 3, 5, 7, 9, 11, 13, 15));
+                }
+                for (; j < Wps; j++) d0[j] = row[2 * j], d1[j] = row[2 * j + 1];
+            }
+            continue;
+        }
         for (int64_t ph = 0; ph < sw; ph++) {
             float *dst = c->xp + (p * sw + ph) * c->Hp * c->Wps;
             for (int64_t r = 0; r < c->Hp; r++) {
