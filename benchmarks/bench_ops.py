@@ -8,6 +8,8 @@
 3. 3x3 conv, N=1, 64->64 ch, 56x56, pad 1           vs onnxruntime single-node Conv   target >= 0.8x
    depthwise 3x3 convs (MobileNet v1/v2 shapes) and small-channel convs (16->16 at 28x28, ...)
                                                     vs onnxruntime single-node Conv   target >= 1.0x
+   the networks' pools (max/average, 3x3 at strides 1 and 2, a global average; aioge allocates its
+   output on each call, onnxruntime from its arena)  vs onnxruntime single-node pool  target >= 1.0x
 4. softmax over the last axis of (64, 1024) f32     vs numpy (max, exp, sum, divide)  target >= 1.0x
 5. layernorm over the last axis of (64, 1024) f32   vs numpy (mean, var, affine)      target >= 1.0x
 6. launch cost of a cached tiny op (Add of 16 floats), pipelined and awaited one by one
@@ -112,6 +114,8 @@ async def main(quick: bool, conv_only: bool = False) -> None:
         if conv_only:
             for case in CONV_CASES:
                 await conv_case(s, rng, *case, quick=quick, rounds=rounds)
+            for pcase in POOL_CASES:
+                await pool_case(s, rng, *pcase, quick=quick, rounds=rounds)
             print(f"load {os.getloadavg()[0]:.2f}")
             return
 
@@ -162,6 +166,8 @@ async def main(quick: bool, conv_only: bool = False) -> None:
              t_r / t_a, ">= 0.8x")  # fmt: skip
         for case in CONV_CASES:
             await conv_case(s, rng, *case, quick=quick, rounds=rounds)
+        for pcase in POOL_CASES:
+            await pool_case(s, rng, *pcase, quick=quick, rounds=rounds)
 
         # 4. softmax / 5. layernorm
         xs = rng.standard_normal((64, 1024)).astype(np.float32)
@@ -276,6 +282,47 @@ async def conv_case(s: Any, rng: np.random.Generator, label: str, ci: int, hw: i
     line(f"{label} (us, GFLOP/s)",
          f"{t_a * 1e6:7.1f} us {fl / t_a / 1e9:5.1f} vs ORT {t_r * 1e6:7.1f} us {fl / t_r / 1e9:5.1f}",
          t_r / t_a, ">= 1.0x")  # fmt: skip
+
+
+# (label, op, C, H=W, kernel, stride, pad): the networks' pools (squeezenet's and resnet's stems, inception's
+# stride-1 3x3 pools, shufflenet's stride-2 average, a global average)
+POOL_CASES = [
+    ("maxpool 3x3 s2 64ch 111x111", "MaxPool", 64, 111, 3, 2, 0),
+    ("maxpool 3x3 s2 p1 64ch 112x112", "MaxPool", 64, 112, 3, 2, 1),
+    ("maxpool 3x3 s1 p1 192ch 28x28", "MaxPool", 192, 28, 3, 1, 1),
+    ("avgpool 3x3 s1 p1 576ch 14x14", "AveragePool", 576, 14, 3, 1, 1),
+    ("avgpool 3x3 s2 p1 136ch 28x28", "AveragePool", 136, 28, 3, 2, 1),
+    ("global avgpool 1024ch 7x7", "AveragePool", 1024, 7, 7, 1, 0),
+]
+
+
+async def pool_case(s: Any, rng: np.random.Generator, label: str, op: str, c: int, hw: int, k: int, stride: int,
+                    pad: int, *, quick: bool, rounds: int) -> None:  # fmt: skip
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    node = helper.make_node(op, ["x"], ["y"], kernel_shape=[k, k], strides=[stride] * 2, pads=[pad] * 4)
+    g = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"x": x})[0]
+    tx = s.upload(x)
+    pool = ops.max_pool2d if op == "MaxPool" else ops.avg_pool2d
+
+    def launch() -> Any:
+        return pool(tx, (k, k), (stride, stride), (pad,) * 4)
+
+    assert np.allclose(await launch().numpy(), ref, rtol=1e-5, atol=1e-5), f"{label}: result differs from onnxruntime"
+    t_r1 = _np_time(lambda: sess.run(None, {"x": x}), 3)
+    reps = max(5, min(200, int((0.02 if quick else 0.06) / max(t_r1, 1e-6))))
+    t_a, t_r = await compare(launch, lambda: sess.run(None, {"x": x}), reps, rounds)
+    line(f"{label} (us)", f"{t_a * 1e6:7.1f} us vs ORT {t_r * 1e6:7.1f} us", t_r / t_a, ">= 1.0x")
 
 
 def raw_launch_cost(s: Any, t16: Any, reps: int, rounds: int) -> float:
