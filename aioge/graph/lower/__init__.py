@@ -72,8 +72,8 @@ InstanceNormalization  ``ReduceMeanD`` / ``Sub`` / ``Mul`` / ``ReduceMeanD`` / `
 LayerNormalization     ``LayerNorm`` begin_norm_axis = begin_params_axis = axis, epsilon
                        (InvStdDev output: ``Add`` eps -> ``Rsqrt`` of the variance)
 LRN                    ``Mul`` (square) -> ``Reshape`` (N,1,C,HW) -> ``AvgPoolV2`` over C
-                       (exclusive=false) -> ``Reshape`` -> ``Mul`` alpha -> ``Add`` bias ->
-                       ``Pow`` beta -> ``Div``
+                       (exclusive=false) -> ``Reshape`` -> ``Log`` (scale alpha, shift bias)
+                       -> ``Exp`` (scale -beta) -> ``Mul`` x
 Softmax, LogSoftmax    ``SoftmaxV2`` / ``LogSoftmaxV2`` axes=[axis]
 MaxPool                ``MaxPoolV3`` ksize/strides [1,1,h,w], padding_mode "CALCULATED",
                        pads [t,b,l,r], data_format "NCHW", global_pooling false, ceil_mode

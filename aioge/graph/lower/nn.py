@@ -394,10 +394,11 @@ def _lrn(L: Builder) -> None:
         exclusive=False,
         divisor_override=0,
     )
-    a = L.to("Mul", [L.reshape(avg, s), L.scalar(alpha, dt)], s, dt)
-    ab = L.to("Add", [a, L.scalar(bias, dt)], s, dt)
-    den = L.to("Pow", [ab, L.scalar(beta, dt)], s, dt)
-    L.op("Div", [x, den], [out])
+    # x * (bias + alpha * mean)^-beta as exp(-beta * ln(bias + alpha * mean)): two vectorised
+    # passes (the base is at least bias > 0), not a scalar pow per element and a division
+    lg = L.to("Log", [L.reshape(avg, s)], s, dt, base=-1.0, scale=alpha, shift=bias)
+    den = L.to("Exp", [lg], s, dt, base=-1.0, scale=-beta, shift=0.0)
+    L.op("Mul", [x, den], [out])
 
 
 def _softmax(L: Builder) -> None:
