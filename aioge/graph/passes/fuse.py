@@ -6,7 +6,8 @@ Three rewrites, applied in this order by :func:`fuse`:
    ``Conv`` with constant weights whose only consumer is an inference
    ``BatchNormalization`` with constant parameters becomes one ``Conv`` with
    ``W' = W * s`` and ``B' = (B - mean) * s + beta``, ``s = scale / sqrt(var + eps)``
-   (computed in float64, stored in the weight dtype).  So does a chain of
+   (``s`` and ``B'`` computed in float64; ``W * s`` in float32 for float32 weights, as
+   onnxruntime folds, else in float64; stored in the weight dtype).  So does a chain of
    ``Mul``/``Div``/``Add``/``Sub`` by constants that are per output channel
    (shape ``(C, 1, ...)`` aligned to the conv's output, or one element), each
    the only consumer of the value before it: BatchNormalization as older
