@@ -16,7 +16,7 @@ Three rewrites, applied in this order by :func:`fuse`:
    stops the chain (its infinities are the graph's to produce).
 
 2. **Bias + activation fusion** (:func:`fuse_bias_activation`), after exporters' decomposed erf
-   Gelu became one ``Gelu`` (:func:`fuse_gelu`): ``Conv``,
+   and tanh Gelu became one ``Gelu`` (:func:`fuse_gelu`): ``Conv``,
    ``MatMul`` or ``Gemm``, [for MatMul/Gemm without a C input: optionally
    followed by ``Mul``/``Div`` by a scalar constant], optionally followed by
    an ``Add`` of a constant bias, optionally followed by an activation, becomes
@@ -112,42 +112,113 @@ def _near(v: float | None, want: float) -> bool:
     return v is not None and abs(v - want) <= 1e-5 * abs(want)
 
 
-def _erf_argument(g: Graph, n: Node | None) -> str | None:
-    """``x`` if ``n`` computes ``x / sqrt(2)`` (a Div, or a Mul by 1/sqrt(2)); else None."""
-    if n is None or len(n.inputs) != 2:
+_MAX_DEGREE = 4
+#: the argument of Erf / Tanh in each Gelu, as polynomial coefficients of x
+_GELU_ARGUMENTS: dict[str, dict[int, float]] = {
+    "Erf": {1: math.sqrt(0.5)},
+    "Tanh": {1: math.sqrt(2.0 / math.pi), 3: math.sqrt(2.0 / math.pi) * 0.044715},
+}
+_POLY_OPS = ("Add", "Sub", "Mul", "Div", "Pow")
+
+
+def _pmul(a: dict[int, float], b: dict[int, float]) -> dict[int, float]:
+    r: dict[int, float] = {}
+    for i, u in a.items():
+        for j, v in b.items():
+            r[i + j] = r.get(i + j, 0.0) + u * v
+    return r
+
+
+def _polynomial(g: Graph, prods: dict[str, Node], consumers: dict[str, list[Node]],
+                root: str) -> tuple[str, dict[int, float], list[Node]] | None:  # fmt: skip
+    """``(x, coefficients, nodes)`` if ``root`` is a polynomial of degree <= 4 in one value ``x``
+    computed by ``nodes`` (Add, Sub, Mul, Div by a constant, Pow by a constant integer; one-element
+    constants), every value between them with one consumer and not a graph output; else None.
+    ``x`` is where the walk stops: a value with another consumer, or not computed by those ops."""
+    leaves: set[str] = set()
+    nodes: list[Node] = []
+
+    def walk(v: str, parent: Node | None) -> dict[int, float] | None:
+        c = scalar_constant(g, v)
+        if c is not None:
+            return {0: c}
+        p = prods.get(v)
+        e = scalar_constant(g, p.inputs[1]) if p is not None and len(p.inputs) == 2 else None
+        if (
+            p is None
+            or p.op_type not in _POLY_OPS
+            or len(p.inputs) != 2
+            or (parent is not None and single_consumer(g, consumers, v) is not parent)
+            or (p.op_type == "Pow" and (e is None or e != int(e) or not 0 <= e <= _MAX_DEGREE))
+            or (p.op_type == "Div" and not e)
+        ):
+            leaves.add(v)
+            return {1: 1.0}
+        a = walk(p.inputs[0], p)
+        if a is None:
+            return None
+        r: dict[int, float] | None
+        if p.op_type == "Pow":
+            r = {0: 1.0}
+            for _ in range(int(e or 0)):
+                r = _pmul(r, a)
+        elif p.op_type == "Div":
+            r = {k: u / (e or 1.0) for k, u in a.items()}
+        else:
+            b = walk(p.inputs[1], p)
+            if b is None:
+                return None
+            if p.op_type == "Mul":
+                r = _pmul(a, b)
+            else:
+                sign = -1.0 if p.op_type == "Sub" else 1.0
+                r = dict(a)
+                for k, u in b.items():
+                    r[k] = r.get(k, 0.0) + sign * u
+        if max(r) > _MAX_DEGREE:
+            return None
+        nodes.append(p)
+        return r
+
+    poly = walk(root, None)
+    if poly is None or len(leaves) != 1:
         return None
-    if n.op_type == "Div" and _near(scalar_constant(g, n.inputs[1]), math.sqrt(2.0)):
-        return n.inputs[0]
-    if n.op_type == "Mul":
-        for x, c in (n.inputs, n.inputs[::-1]):
-            if _near(scalar_constant(g, c), math.sqrt(0.5)):
-                return x
-    return None
+    return leaves.pop(), poly, nodes
+
+
+def _same_polynomial(got: dict[int, float], want: dict[int, float]) -> bool:
+    return all(_near(got.get(k, 0.0), want[k]) if k in want else got[k] == 0.0 for k in set(got) | set(want))
 
 
 def fuse_gelu(graph: Graph) -> Graph:
-    """The erf Gelu as exporters write it, ``x * 0.5 * (1 + erf(x / sqrt(2)))`` (the 0.5 on ``x``,
-    on ``1 + erf`` or on the product; ``/ sqrt(2)`` or ``* (1 / sqrt(2))``), becomes one ``Gelu``
-    (which the bias + activation fusion then puts in a matrix product's epilogue, as
-    onnxruntime's Gelu fusion does).  Every inner value must have one consumer and not be a
-    graph output; ``x`` keeps its other consumers."""
+    """Gelu as exporters write it becomes one ``Gelu`` (which the bias + activation fusion then puts
+    in a matrix product's epilogue, as onnxruntime's Gelu fusion does): the erf form
+    ``x * 0.5 * (1 + erf(x / sqrt(2)))`` and the tanh form (``approximate="tanh"``, GPT-2's
+    gelu_new) ``x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x ** 3)))``.  The 0.5 may be on
+    ``x``, on ``1 + erf`` / ``1 + tanh`` or on the product; the argument of erf / tanh may be written
+    any way Add/Sub/Mul/Div/Pow by constants write that polynomial in ``x`` (``x / sqrt(2)`` or
+    ``x * (1 / sqrt(2))``; ``Pow(x, 3)`` or ``x * x * x``; ``c * x * (1 + 0.044715 * x * x)``).
+    Constants must match within 1e-5 relative; every inner value must have one consumer and not be a
+    graph output; ``x`` keeps its other consumers, and the result must have ``x``'s shape and dtype."""
     require_shapes(graph, "fuse_gelu")
     g = working_copy(graph)
     consumers = g.consumers()
     prods = g.producers()
     dead: list[Node] = []
-    for e in [n for n in g.nodes if n.op_type == "Erf"]:
-        scaled = prods.get(e.inputs[0])
-        x = _erf_argument(g, scaled)
-        if scaled is None or x is None or single_consumer(g, consumers, e.inputs[0]) is not e:
+    for e in [n for n in g.nodes if n.op_type in _GELU_ARGUMENTS]:
+        if single_consumer(g, consumers, e.inputs[0]) is not e:
             continue
+        arg = _polynomial(g, prods, consumers, e.inputs[0])
+        if arg is None or not arg[2] or not _same_polynomial(arg[1], _GELU_ARGUMENTS[e.op_type]):
+            continue
+        x = arg[0]
         add = single_consumer(g, consumers, e.outputs[0])
         if add is None or add.op_type != "Add" or not _near(scalar_constant(g, _other(add, e.outputs[0])), 1.0):
             continue
         m1 = single_consumer(g, consumers, add.outputs[0])
         if m1 is None or m1.op_type != "Mul":
             continue
-        chain = [scaled, e, add, m1]
+        chain = [*arg[2], e, add, m1]
         o = _other(m1, add.outputs[0])
         h = prods.get(o)
         if o == x or _near(scalar_constant(g, o), 0.5):  # then a Mul by the other factor: 0.5 or x
@@ -167,10 +238,13 @@ def fuse_gelu(graph: Graph) -> Graph:
         xv, yv = g.values[x], g.values[last.outputs[0]]
         if xv.shape != yv.shape or xv.dtype != yv.dtype or xv.dtype not in FLOAT_TYPES:
             continue  # a constant broadcast the result, or changed its dtype
+        if any(g.values[n.outputs[0]].dtype != xv.dtype for n in chain):
+            continue
         for n in chain[:-1]:
             dead.append(n)
             g.values.pop(n.outputs[0], None)
-        last.op_type, last.inputs, last.attrs, last.domain = "Gelu", [x], {}, ""
+        attrs: dict[str, Any] = {"approximate": "tanh"} if e.op_type == "Tanh" else {}
+        last.op_type, last.inputs, last.attrs, last.domain = "Gelu", [x], attrs, ""
     if dead:
         _drop(g, dead)
     return g

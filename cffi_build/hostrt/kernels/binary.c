@@ -98,8 +98,18 @@ DEF_BIN_INTS(max, IMAX)
 DEF_BIN(min_f32, float, float, k_minf(x, y))
 DEF_BIN(min_f64, double, double, k_mind(x, y))
 DEF_BIN_INTS(min, IMIN)
-DEF_BIN(pow_f32, float, float, powf(x, y))
-DEF_BIN(pow_f64, double, double, pow(x, y))
+/* Pow: an exponent broadcast over the row (LayerNorm's x ** 2, gelu's x ** 3,
+ * x ** 0.5, x ** -1 ...) takes kmath.h's short forms; anything else libm's pow */
+DEF_BIN(pow_libm_f32, float, float, powf(x, y))
+DEF_BIN(pow_libm_f64, double, double, pow(x, y))
+static void pow_f32(const void *pa, int64_t sa, const void *pb, int64_t sb, void *po, int64_t n) {
+    if (sa && !sb && k_pow_const_f32(pa, *(const float *)pb, po, n)) return;
+    pow_libm_f32(pa, sa, pb, sb, po, n);
+}
+static void pow_f64(const void *pa, int64_t sa, const void *pb, int64_t sb, void *po, int64_t n) {
+    if (sa && !sb && k_pow_const_f64(pa, *(const double *)pb, po, n)) return;
+    pow_libm_f64(pa, sa, pb, sb, po, n);
+}
 DEF_BIN(sqdiff_f32, float, float, (x - y) * (x - y))
 DEF_BIN(sqdiff_f64, double, double, (x - y) * (x - y))
 DEF_BIN_INTS(sqdiff, (x - y) * (x - y))

@@ -43,6 +43,15 @@ static int opcode_of(const char *name) {
 /* ---------------------------------------------------------- math, 2 types */
 static inline float k_log1pf(float x) { return k_logf(1.0f + x); }
 static inline float k_powf(float x, float y) { return powf(x, y); }
+/* x ** y over a block where every y is y[0] (a broadcast exponent), if kmath.h has its short form */
+#define DEF_POW_BLOCK(T, SUF, KSUF)                                                                           \
+    static inline int pow_block_##SUF(const T *x, const T *y, T *o, int64_t n) {                        \
+        int same = 1;                                                                                   \
+        for (int64_t i = 1; i < n; i++) same &= y[i] == y[0];                                           \
+        return n > 0 && same && k_pow_const_##KSUF(x, y[0], o, n);                                       \
+    }
+DEF_POW_BLOCK(float, f, f32)
+DEF_POW_BLOCK(double, d, f64)
 #define DEF_MATH(T, SUF, EXP, LOG, SQRT, TANH, ERF, POW, LOG1P)                                         \
     static void unary_##SUF(int op, T *x, int64_t n, double p0, double p1) {                             \
         const T a = (T)p0, b = (T)p1;                                                                   \
@@ -93,7 +102,10 @@ static inline float k_powf(float x, float y) { return powf(x, y); }
         case E_SUB: for (int64_t i = 0; i < n; i++) o[i] = x[i] - y[i]; break;                          \
         case E_MUL: for (int64_t i = 0; i < n; i++) o[i] = x[i] * y[i]; break;                          \
         case E_DIV: for (int64_t i = 0; i < n; i++) o[i] = x[i] / y[i]; break;                          \
-        case E_POW: for (int64_t i = 0; i < n; i++) o[i] = POW(x[i], y[i]); break;                      \
+        case E_POW: /* an exponent equal over the block: kmath.h's short forms */                       \
+            if (!pow_block_##SUF(x, y, o, n))                                                           \
+                for (int64_t i = 0; i < n; i++) o[i] = POW(x[i], y[i]);                                 \
+            break;                                                                                      \
         case E_MAX:                                                                                     \
             for (int64_t i = 0; i < n; i++) o[i] = (x[i] != x[i] || y[i] != y[i]) ? x[i] + y[i] : (x[i] > y[i] ? x[i] : y[i]); \
             break;                                                                                      \

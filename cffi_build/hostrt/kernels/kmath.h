@@ -243,4 +243,93 @@ K_ROW_EXT(k_row_minf, float, k_vf, k_vi, K_VL, <, k_minf)
 K_ROW_EXT(k_row_maxd, double, k_vd, k_vl, K_VL / 2, >, k_maxd)
 K_ROW_EXT(k_row_mind, double, k_vd, k_vl, K_VL / 2, <, k_mind)
 
+/* ---------------------------------------------------- pow by a constant
+ * x ** y for a constant exponent with a short exact-enough form, as libm's
+ * pow gives it (C99 Annex F special values: pow(x, 0) = 1 even for NaN,
+ * pow(-0, 0.5) = +0, pow(-inf, 0.5) = +inf, pow(-0, -0.5) = +inf,
+ * pow(-inf, -0.5) = +0, negative bases with a non-integer exponent NaN).
+ * y = 2, 1, 0, -1 are correctly rounded; float32's 3 and -2 are computed in
+ * double and round once; 0.5 is sqrt; -0.5 and float64's 3 and -2 round
+ * twice (<= 1.5 ulp).  Returns 0, writing nothing, for any other y (the
+ * caller runs libm's pow).  o may be x. */
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+/* sqrt with pow's signs: sqrt(-0) = +0 (adding +0), sqrt(-inf) = +inf */
+static inline float k_pow_halff(float x) {
+    float r = __builtin_sqrtf(x) + 0.0f;
+    return k_self(x == -__builtin_inff(), __builtin_inff(), r);
+}
+static inline double k_pow_halfd(double x) {
+    double r = __builtin_sqrt(x) + 0.0;
+    return k_seld(x == -__builtin_inf(), __builtin_inf(), r);
+}
+
+static inline int k_pow_const_f32(const float *x, float y, float *o, int64_t n) {
+    int64_t i = 0;
+    if (y == 2.0f) {
+        for (; i < n; i++) o[i] = x[i] * x[i];
+    } else if (y == 3.0f) {
+        for (; i < n; i++) o[i] = (float)((double)x[i] * x[i] * x[i]);
+    } else if (y == 1.0f) {
+        if (o != x) memmove(o, x, sizeof(float) * (size_t)n);
+    } else if (y == 0.0f) {
+        for (; i < n; i++) o[i] = 1.0f;
+    } else if (y == -1.0f) {
+        for (; i < n; i++) o[i] = 1.0f / x[i];
+    } else if (y == -2.0f) {
+        for (; i < n; i++) o[i] = (float)(1.0 / ((double)x[i] * x[i]));
+    } else if (y == 0.5f || y == -0.5f) {
+        const bool inv = y < 0;
+#if defined(__AVX__)
+        const __m256 zero = _mm256_setzero_ps(), ninf = _mm256_set1_ps(-__builtin_inff());
+        const __m256 one = _mm256_set1_ps(1.0f), big = _mm256_set1_ps(inv ? 0.0f : __builtin_inff());
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_loadu_ps(x + i);
+            __m256 r = _mm256_add_ps(_mm256_sqrt_ps(v), zero);
+            if (inv) r = _mm256_div_ps(one, r);
+            _mm256_storeu_ps(o + i, _mm256_blendv_ps(r, big, _mm256_cmp_ps(v, ninf, _CMP_EQ_OQ)));
+        }
+#endif
+        for (; i < n; i++) o[i] = inv ? 1.0f / k_pow_halff(x[i]) : k_pow_halff(x[i]);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static inline int k_pow_const_f64(const double *x, double y, double *o, int64_t n) {
+    int64_t i = 0;
+    if (y == 2.0) {
+        for (; i < n; i++) o[i] = x[i] * x[i];
+    } else if (y == 3.0) {
+        for (; i < n; i++) o[i] = x[i] * x[i] * x[i];
+    } else if (y == 1.0) {
+        if (o != x) memmove(o, x, sizeof(double) * (size_t)n);
+    } else if (y == 0.0) {
+        for (; i < n; i++) o[i] = 1.0;
+    } else if (y == -1.0) {
+        for (; i < n; i++) o[i] = 1.0 / x[i];
+    } else if (y == -2.0) {
+        for (; i < n; i++) o[i] = 1.0 / (x[i] * x[i]);
+    } else if (y == 0.5 || y == -0.5) {
+        const bool inv = y < 0;
+#if defined(__AVX__)
+        const __m256d zero = _mm256_setzero_pd(), ninf = _mm256_set1_pd(-__builtin_inf());
+        const __m256d one = _mm256_set1_pd(1.0), big = _mm256_set1_pd(inv ? 0.0 : __builtin_inf());
+        for (; i + 4 <= n; i += 4) {
+            __m256d v = _mm256_loadu_pd(x + i);
+            __m256d r = _mm256_add_pd(_mm256_sqrt_pd(v), zero);
+            if (inv) r = _mm256_div_pd(one, r);
+            _mm256_storeu_pd(o + i, _mm256_blendv_pd(r, big, _mm256_cmp_pd(v, ninf, _CMP_EQ_OQ)));
+        }
+#endif
+        for (; i < n; i++) o[i] = inv ? 1.0 / k_pow_halfd(x[i]) : k_pow_halfd(x[i]);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 #endif
