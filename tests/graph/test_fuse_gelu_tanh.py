@@ -156,3 +156,49 @@ async def test_on_the_device_it_matches_the_unfused_graph(arrangement):
         got = (await model.execute(f))[g.outputs[0]]
         await model.aclose()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+class _TanhGelu:
+    """torch modules whose legacy ONNX export writes the tanh Gelu three ways."""
+
+    @staticmethod
+    def module(kind: str) -> object:
+        torch = pytest.importorskip("torch")
+
+        class M(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.fc = torch.nn.Linear(K, N)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                x = self.fc(x)
+                if kind == "gelu_new":  # GPT-2 (Hugging Face NewGELUActivation)
+                    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+                if kind == "megatron":
+                    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+                return torch.nn.functional.gelu(x, approximate="tanh")  # opset 17: decomposed
+
+        torch.manual_seed(0)
+        return M().eval()
+
+
+@pytest.mark.parametrize("kind", ["gelu_new", "megatron", "functional"])
+def test_torch_exports_end_in_the_products_epilogue(kind):
+    import io
+    import warnings
+
+    torch = pytest.importorskip("torch")
+    m = _TanhGelu.module(kind)
+    x = torch.randn(8, K) * 3
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the legacy exporter's deprecation warning
+        torch.onnx.export(m, (x,), buf, dynamo=False, opset_version=17)
+    g = aioge.load_onnx(buf.getvalue())
+    assert "Tanh" in ops_of(g)
+    f = optimize(g)
+    assert ops_of(f) == ["_FusedMatMul"] and f.nodes[0].attrs["activation"] == "GeluTanh"
+    got = next(iter(run_reference(f, {g.inputs[0]: x.numpy()}).values()))
+    with torch.no_grad():
+        want = m(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
