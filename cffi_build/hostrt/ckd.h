@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #ifndef ckd_add
 #define ckd_add(r, a, b) __builtin_add_overflow((a), (b), (r))
@@ -65,6 +66,20 @@ static inline void *hrt_aligned_array(size_t align, int64_t count, size_t esz) {
     size_t n;
     if (ckd_bytes(&n, count, esz)) return NULL;
     return hrt_aligned_alloc(align, n);
+}
+
+/* hrt_aligned_array(64, ...) for an array written once and read often (packed weights): from
+ * 4 MiB up, 2 MiB aligned and backed by transparent huge pages, as big device blocks are
+ * (memory.c) -- page faults otherwise dominate its first write (411 MB: 139 -> 48 ms) */
+static inline void *hrt_big_array(int64_t count, size_t esz) {
+    size_t n;
+    if (ckd_bytes(&n, count, esz)) return NULL;
+    if (n < ((size_t)4 << 20)) return hrt_aligned_alloc(64, n);
+    void *p = hrt_aligned_alloc((size_t)2 << 20, n);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, n, MADV_HUGEPAGE); /* (rounded up to 2 MiB by hrt_aligned_alloc) */
+#endif
+    return p;
 }
 
 #endif

@@ -152,6 +152,19 @@ void hrt_sgemm_pb_free(hrt_sgemm_pb *pb) {
     free(pb);
 }
 
+typedef struct {
+    gs_ctx g;
+    float *p;
+} pack_job;
+
+/* panels per pool chunk: about 256 KB of packed B each (small weights: one chunk, no hand-off) */
+#define PACK_GRAIN(k) ((int64_t)(65536 / ((k) * NR)) + 1)
+
+static void pack_panels(void *vp, int64_t p0, int64_t p1) {
+    const pack_job *j = vp;
+    gs_pack(&j->g, 0, j->g.k, p0, p1, j->p + p0 * j->g.k * NR);
+}
+
 hrt_sgemm_pb *hrt_sgemm_pack_b(bool tb, int64_t n, int64_t k, const float *b, int64_t ldb) {
     if (n <= 0 || k <= 0 || !b) return NULL;
     hrt_sgemm_pb *pb = calloc(1, sizeof *pb);
@@ -159,15 +172,17 @@ hrt_sgemm_pb *hrt_sgemm_pack_b(bool tb, int64_t n, int64_t k, const float *b, in
     pb->n = n;
     pb->k = k;
     pb->npan = (n + NR - 1) / NR;
-    pb->p = hrt_aligned_array(64, pb->npan * k * NR, sizeof(float));
+    pb->p = hrt_big_array(pb->npan * k * NR, sizeof(float));
     if (!pb->p) {
         free(pb);
         return NULL;
     }
     pb->bytes = sizeof(float) * (size_t)(pb->npan * k * NR);
-    /* gs_pack over the whole K, one panel at a time (its layout: kc x NR per panel) */
-    gs_ctx g = {tb, false, 0, n, k, 0, ldb, 0, pb->npan, 1, NULL, b, NULL, NULL};
-    for (int64_t pp = 0; pp < pb->npan; pp++) gs_pack(&g, 0, k, pp, pp + 1, pb->p + pp * k * NR);
+    /* gs_pack over the whole K (its layout: k x NR per panel), panel ranges spread over the pool:
+     * B's rows are read contiguously across a range's panels (one panel at a time read a 64-byte
+     * line per row of B: 411 MB of vgg19's first FC packed at 0.9 GB/s) */
+    pack_job j = {{tb, false, 0, n, k, 0, ldb, 0, pb->npan, 1, NULL, b, NULL, NULL}, pb->p};
+    hrt_parallel_for(pb->npan, PACK_GRAIN(k), pack_panels, &j);
     atomic_fetch_add(&pb_packs, 1);
     return pb;
 }

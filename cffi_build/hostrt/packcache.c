@@ -28,9 +28,37 @@ static pthread_mutex_t pc_mu = PTHREAD_MUTEX_INITIALIZER;
 static pc_entry *pc_list;
 static _Atomic int64_t pc_shared_hits;
 
+typedef struct {
+    const float *b;
+    int64_t rows, cols, ld, per; /* per: rows of one chunk */
+    uint64_t *out;              /* a hash per chunk */
+} hash_job;
+
+static void hash_chunks(void *vp, int64_t c0, int64_t c1) {
+    const hash_job *j = vp;
+    for (int64_t c = c0; c < c1; c++) {
+        uint64_t h = HRT_HASH_SEED ^ (uint64_t)c;
+        int64_t r1 = (c + 1) * j->per < j->rows ? (c + 1) * j->per : j->rows;
+        for (int64_t r = c * j->per; r < r1; r++) h = hrt_hash_bytes(j->b + r * j->ld, sizeof(float) * (size_t)j->cols, h);
+        j->out[c] = h;
+    }
+}
+
+/* A hash of the rows x cols floats (row stride ld): of each 1 MiB chunk of rows (chunks spread
+ * over the pool: a 411 MB weight took 100 ms on one thread), then of the chunks' hashes in order.
+ * The chunking depends on the shape only, so equal weights hash equal. */
 static uint64_t hash_floats(const float *b, int64_t rows, int64_t cols, int64_t ld) {
-    uint64_t h = HRT_HASH_SEED;
-    for (int64_t r = 0; r < rows; r++) h = hrt_hash_bytes(b + r * ld, sizeof(float) * (size_t)cols, h);
+    int64_t per = ((int64_t)1 << 18) / cols + 1, n = (rows + per - 1) / per;
+    uint64_t one, *out = n > 1 ? malloc(sizeof(uint64_t) * (size_t)n) : &one;
+    if (!out) { /* no memory for the chunk hashes: one chunk */
+        per = rows;
+        n = 1;
+        out = &one;
+    }
+    hash_job j = {b, rows, cols, ld, per, out};
+    hrt_parallel_for(n, 1, hash_chunks, &j);
+    uint64_t h = n > 1 ? hrt_hash_bytes(out, sizeof(uint64_t) * (size_t)n, HRT_HASH_SEED) : out[0];
+    if (out != &one) free(out);
     return h;
 }
 

@@ -135,7 +135,9 @@ async def test_packed_epilogue_shapes_vs_numpy(compiled, act, m, k, n):
 
 
 SHAPES = [(1, 784, 512, False), (1, 17, 3, True), (8, 768, 768, True), (64, 784, 512, False), (512, 300, 70, False),
-          (3, 1, 1, False), (200, 1100, 1000, True)]  # fmt: skip
+          (3, 1, 1, False), (200, 1100, 1000, True),
+          # 4 MiB and up: huge-page panels, packed and hashed in chunks over the pool; a partial last panel
+          (3, 1100, 1030, False), (2, 2500, 1001, True)]  # fmt: skip
 
 
 @pytest.mark.parametrize(("m", "k", "n", "tb"), SHAPES)
