@@ -90,3 +90,19 @@ async def test_direct_max_pool_infinities_and_nan_planes(stream, fill):
     got = await ops.max_pool2d(up(stream, x), (3, 3), (1, 1), (1, 1, 1, 1)).numpy()
     assert np.isnan(ref[0, 2, 9:12, 16:19]).all() and np.isnan(ref).sum() == 9
     np.testing.assert_array_equal(got, ref)
+
+
+# planes whose output rows are shorter than one vector (Wo 2-7), several planes, float16 (computed in a float32
+# scratch block of exactly the planes' size): a row's whole-vector store may spill only into its plane's next row
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize(("hw", "k", "s"), [((4, 4), 2, 2), ((5, 5), 3, 1), ((9, 9), 3, 1), ((7, 15), 2, 2),
+                                            ((6, 8), 3, 2), ((3, 9), 1, 1)])  # fmt: skip
+@pytest.mark.parametrize("is_max", [True, False])
+async def test_short_output_rows_stay_in_their_plane(stream, dtype, hw, k, s, is_max):
+    x = np.random.default_rng(sum(hw) + k + s).standard_normal((2, 5, *hw)).astype(np.float32)
+    kw = {"kernel_shape": [k, k], "strides": [s, s], "pads": [0, 0, 0, 0]}
+    ref = ort_run("MaxPool" if is_max else "AveragePool", [x], opset=12, **kw)
+    xd = up(stream, x.astype(dtype))
+    y = ops.max_pool2d(xd, (k, k), (s, s), (0, 0, 0, 0)) if is_max else ops.avg_pool2d(xd, (k, k), (s, s), (0, 0, 0, 0))
+    tol = 1e-5 if dtype == "float32" else 2e-3
+    check((await y.numpy()).astype(np.float32), ref, rtol=tol, atol=tol)

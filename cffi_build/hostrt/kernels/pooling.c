@@ -138,7 +138,9 @@ static inline __attribute__((always_inline)) void pool_direct_f32(const pl_plan 
     }
     for (int64_t oy = 0; oy < p->Ho; oy++) {
         float *yr = yp + oy * Wo;
-        /* below the plane's last row a short last vector is stored whole: the next row overwrites the rest */
+        /* below the plane's last row a short last vector is stored whole when the next row, which
+         * overwrites the rest, is long enough to hold it (else it would reach the next plane, another
+         * thread's, or past the output's end) */
         const bool spill = oy + 1 < p->Ho;
         for (int64_t ox = 0; ox < Wo; ox += 8) {
             const float *t = vr + oy * Wp + ox * sw;
@@ -153,7 +155,7 @@ static inline __attribute__((always_inline)) void pool_direct_f32(const pl_plan 
                     acc = pv_op(mode, v, acc);
                 }
             }
-            const int64_t n = Wo - ox < 8 && !spill ? Wo - ox : 8;
+            const int64_t n = Wo - ox < 8 && !(spill && ox + 8 <= 2 * Wo) ? Wo - ox : 8;
             if (!mx) {
                 k_vi c = {1, 1, 1, 1, 1, 1, 1, 1};
                 if (n == 8) memcpy(&c, p->count + oy * Wo + ox, sizeof c); /* fixed size: no call */
