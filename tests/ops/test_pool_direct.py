@@ -106,3 +106,26 @@ async def test_short_output_rows_stay_in_their_plane(stream, dtype, hw, k, s, is
     y = ops.max_pool2d(xd, (k, k), (s, s), (0, 0, 0, 0)) if is_max else ops.avg_pool2d(xd, (k, k), (s, s), (0, 0, 0, 0))
     tol = 1e-5 if dtype == "float32" else 2e-3
     check((await y.numpy()).astype(np.float32), ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(("hw", "k", "s", "p"), [
+    ((9, 19), 3, 2, (0, 0, 0, 0)),  # 16 columns, then the last 16 overlapping by one and one scalar column
+    ((7, 20), 3, 2, (1, 1, 1, 1)),  # an odd left pad: column 0 is an odd padded column
+    ((6, 35), 2, 2, (0, 1, 0, 1)),
+    ((5, 13), 3, 2, (1, 1, 1, 1)),  # rows under 16 columns: every column scalar
+    ((8, 21), 3, 1, (1, 1, 1, 1)),
+    ((3, 9), 1, 2, (0, 0, 0, 0)),  # one row a window
+])  # fmt: skip
+async def test_direct_max_pool_nan_at_every_position(stream, hw, k, s, p):
+    """One plane per input position, each holding a NaN there (every row and column of the folds: the first
+    and later rows of a window, the vector and the scalar columns, before and after rows without NaN), against
+    numpy's NaN-propagating max over the -inf padded windows."""
+    h, w = hw
+    rng = np.random.default_rng(11)
+    x = np.repeat(rng.standard_normal((1, 1, h, w)).astype(np.float32), h * w, axis=1)
+    x[0, np.arange(h * w), np.arange(h * w) // w, np.arange(h * w) % w] = np.nan
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])), constant_values=-np.inf)
+    ref = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::s, ::s].max(axis=(-2, -1))
+    got = await ops.max_pool2d(up(stream, x), (k, k), (s, s), p).numpy()
+    assert np.isnan(ref).any(axis=(2, 3)).sum() > 0
+    np.testing.assert_array_equal(got, ref)

@@ -23,6 +23,7 @@ typedef struct {
     aclDataType dt;
     bool whole_rows;  /* NCHW, Wo == 1 and the window covers every column: reduce rows as one run */
     bool direct;      /* NCHW: per output row (pool_direct), not in separable whole-plane passes */
+    bool prefetch;    /* direct, stride 2: planes of 128 KiB and up prefetch the next output row's input rows */
     int64_t *lohi;    /* NCHW: per kx, the output columns [lo, hi) whose window column is inside the row */
     int64_t edge_lo, edge_hi; /* NCHW: columns [edge_lo, edge_hi) have every kx inside the row */
     int32_t *count;   /* average: the divisor of each output of a plane (Ho x Wo) */
@@ -43,15 +44,17 @@ static inline double pmax_f64(double a, double b) { return k_maxd(a, b); }
 
 /* float32 NCHW at strides 1 and 2, directly: each plane's rows are folded per output row: the
  * window's input rows first (vertically, 8 columns a vector) into a scratch row whose border columns
- * hold the identity (-inf for a max, 0 for a sum), then 8 outputs take the kw taps of that row with no
- * edge cases (stride 2: two loads deinterleaved) and are stored once; rows outside the input are
- * skipped (an average divides by its count).  A max plane without NaN (one vector compare per 16
- * inputs finds out) folds with vmaxps; one holding a NaN with the NaN-propagating select (k_maxf's
- * rule: four instructions a fold in a dependency chain twice as long: 1.3-1.9x the time of 3x3
- * stride-1 pools).  (Every tap of every window row from a padded copy of the plane: 2-3x onnxruntime's CPU
- * time on 3x3 stride 2.  The separable passes of pool_plane, which now run only strides above 2 and
- * float64, fold with a scalar max and per-row calls: 1.9x this kernel's time on inception's 3x3
- * stride-1 pools of 27x27 and 28x28 planes.) */
+ * hold the identity (-inf for a max, 0 for a sum; stride 2 stores the row split into its even and odd
+ * columns), then 8 outputs take the kw taps of that row with no edge cases (one plain load a tap) and
+ * are stored once, PV_ROWS output rows a block; rows outside the input are skipped (an average divides
+ * by its count).  A max folds with vmaxps while an unordered compare of each value folded watches for
+ * NaN; from the row where one shows, the plane folds with the NaN-propagating select (k_maxf's rule:
+ * four instructions a fold in a dependency chain twice as long).  (A compare pass over the plane
+ * before the folds, the whole plane's folded rows between the passes (out to L2) and stride 2's two
+ * loads and three shuffles a tap: 1.2-1.6x this kernel's time.  Every tap of every window row from a
+ * padded copy of the plane: 2-3x onnxruntime's CPU time on 3x3 stride 2.  The separable passes of
+ * pool_plane, which now run only strides above 2 and float64, fold with a scalar max and per-row
+ * calls.) */
 #if K_VL == 8
 #include <immintrin.h>
 
@@ -75,85 +78,130 @@ static inline __attribute__((always_inline)) k_vf pv_op(int mode, k_vf x, k_vf a
     return pv_max(x, acc);
 }
 
-/* whether n floats hold a NaN: two vectors a step (one compare), no early exit */
-static bool pv_any_nan(const float *x, int64_t n) {
-    k_vi nan = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        k_vf a = pv_ld(x + i), b = pv_ld(x + i + 8);
-        nan |= (a != a) | (b != b);
-    }
-    for (; i + 8 <= n; i += 8) {
-        k_vf a = pv_ld(x + i);
-        nan |= a != a;
-    }
-    bool any = false;
-    for (int j = 0; j < 8; j++) any |= nan[j] != 0;
-    for (; i < n; i++) any |= x[i] != x[i];
-    return any;
-}
-
 /* padded row width: every column a (rounded-up) row of output vectors reads, plus 8 of slack */
 static int64_t pool_direct_wp(const pl_plan *p) {
     int64_t wo8 = (p->Wo + 7) / 8 * 8, need = (wo8 - 1) * p->sw + p->kw + 8, wp = p->pl + p->W;
-    return (need > wp ? need : wp) + 8;
+    return ((need > wp ? need : wp) + 9) / 2 * 2; /* even: stride 2 splits each row in halves */
 }
 
-static inline __attribute__((always_inline)) void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float *vr,
-                                                                    int64_t Wp, int mode) {
-    const int64_t H = p->H, W = p->W, Wo = p->Wo, kw = p->kw, sw = p->sw, pl = p->pl;
+/* one output row's window rows folded (vertically, 8 columns a vector) into the scratch row vr (its input
+ * columns start at padded column pl).  Stride 1 stores the row as it is; stride 2 stores it split, the even
+ * padded columns in vr[0, Wp/2) and the odd ones in vr[Wp/2, Wp), so each tap of the horizontal pass is one
+ * plain load (16 columns folded, then deinterleaved: four shuffles, not two loads and three shuffles per
+ * tap). */
+static inline __attribute__((always_inline)) bool pool_vrow_f32(const pl_plan *p, const float *x0, int64_t nr, float *vr,
+                                                                  int64_t Wp, int mode) {
+    const int64_t W = p->W, pl = p->pl;
     const bool mx = p->is_max;
-    const float id = mx ? -__builtin_inff() : 0.0f;
-    /* the windows' rows folded first (vertical) for every output row, then the kw taps over the folded
-     * rows: the taps' unaligned loads read stores that have retired (folding and tapping a row at a time
-     * made each tap wait on a store it straddled) */
-    for (int64_t oy = 0; oy < p->Ho; oy++) {
-        float *vi = vr + oy * Wp + pl; /* the row's input columns; the border columns hold the identity */
-        int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;
-        int64_t h0 = hs < 0 ? 0 : hs, h1 = he > H ? H : he;
-        if (h1 <= h0) {
-            for (int64_t j = 0; j < W; j++) vi[j] = id;
-        } else {
-            const float *x0 = xp + h0 * W;
-            int64_t j = 0;
-            for (;; j += 8) { /* the last vector overlaps the one before: no scalar tail when W >= 8 */
-                if (j + 8 > W) {
-                    if (j == W || W < 8) break;
-                    j = W - 8;
+    __m256 u = _mm256_setzero_ps(); /* PV_MAX: a NaN among the values folded (vmaxps drops it) */
+    bool un = false;
+    if (nr <= 0) {
+        const float id = mx ? -__builtin_inff() : 0.0f;
+        if (p->sw == 2)
+            for (int64_t j = 0; j < W; j++) vr[((pl + j) & 1) * (Wp / 2) + (pl + j) / 2] = id;
+        else
+            for (int64_t j = 0; j < W; j++) vr[pl + j] = id;
+        return false;
+    }
+#define PV_VCOL(J)                                                                           \
+    ({                                                                                       \
+        k_vf a_ = pv_ld(x0 + (J));                                                           \
+        if (mode == PV_MAX && nr == 1) u = _mm256_or_ps(u, _mm256_cmp_ps((__m256)a_, (__m256)a_, _CMP_UNORD_Q)); \
+        for (int64_t iy = 1; iy < nr; iy++) {                                                \
+            k_vf t_ = pv_ld(x0 + iy * W + (J));                                              \
+            if (mode == PV_MAX) u = _mm256_or_ps(u, _mm256_cmp_ps((__m256)t_, (__m256)a_, _CMP_UNORD_Q)); \
+            a_ = pv_op(mode, t_, a_);                                                        \
+        }                                                                                    \
+        a_;                                                                                  \
+    })
+    if (p->sw == 2) {
+        float *ev = vr, *od = vr + Wp / 2;
+        int64_t j = 0, done = 0; /* columns [0, done) stored */
+        const int64_t j0 = pl & 1;   /* the first column at an even padded column */
+        if (W - j0 >= 16) {
+            for (j = j0;; j += 16) { /* the last 16 overlap the ones before (same parity) */
+                if (j + 16 > W) {
+                    j = W - 16 - ((pl + W - 16) & 1);
                 }
-                k_vf acc = pv_ld(x0 + j);
-                for (int64_t iy = 1; iy < h1 - h0; iy++) acc = pv_op(mode, pv_ld(x0 + iy * W + j), acc);
-                memcpy(vi + j, &acc, sizeof acc);
-                if (j + 8 == W) {
-                    j = W;
-                    break;
-                }
+                if (p->prefetch) /* the next output row's new input rows: a plane out of cache streams from memory */
+                    for (int64_t q = 0; q < p->sh; q++) __builtin_prefetch(x0 + (nr + q) * W + j);
+                __m256 a = (__m256)PV_VCOL(j), b = (__m256)PV_VCOL(j + 8);
+                __m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
+                __m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
+                memcpy(ev + (pl + j) / 2, &e, sizeof e);
+                memcpy(od + (pl + j) / 2, &o, sizeof o);
+                if (j + 16 >= W - 1) break;
             }
-            for (; j < W; j++) {
-                float acc = x0[j];
-                for (int64_t iy = 1; iy < h1 - h0; iy++) acc = mx ? pmax_f32(x0[iy * W + j], acc) : acc + x0[iy * W + j];
-                vi[j] = acc;
+            done = j + 16;
+            for (int64_t c = 0; c < j0; c++) { /* column 0 when pl is odd */
+                float acc = x0[c];
+                for (int64_t iy = 1; iy < nr; iy++) acc = mx ? pmax_f32(x0[iy * W + c], acc) : acc + x0[iy * W + c];
+                od[(pl + c) / 2] = acc;
+                un |= acc != acc;
             }
         }
+        for (j = done; j < W; j++) {
+            float acc = x0[j];
+            for (int64_t iy = 1; iy < nr; iy++) acc = mx ? pmax_f32(x0[iy * W + j], acc) : acc + x0[iy * W + j];
+            vr[((pl + j) & 1) * (Wp / 2) + (pl + j) / 2] = acc;
+            un |= acc != acc;
+        }
+        return mode == PV_MAX && (un || _mm256_movemask_ps(u));
     }
-    for (int64_t oy = 0; oy < p->Ho; oy++) {
+    float *vi = vr + pl;
+    int64_t j = 0;
+    for (;; j += 8) { /* the last vector overlaps the one before: no scalar tail when W >= 8 */
+        if (j + 8 > W) {
+            if (j == W || W < 8) break;
+            j = W - 8;
+        }
+        k_vf acc = PV_VCOL(j);
+        memcpy(vi + j, &acc, sizeof acc);
+        if (j + 8 == W) {
+            j = W;
+            break;
+        }
+    }
+#undef PV_VCOL
+    for (; j < W; j++) {
+        float acc = x0[j];
+        for (int64_t iy = 1; iy < nr; iy++) acc = mx ? pmax_f32(x0[iy * W + j], acc) : acc + x0[iy * W + j];
+        vi[j] = acc;
+        un |= acc != acc;
+    }
+    return mode == PV_MAX && (un || _mm256_movemask_ps(u));
+}
+
+/* pool_vrow_f32 with the window's row count a constant for the common windows (the fold unrolled) */
+static inline __attribute__((always_inline)) bool pool_vrow_nr(const pl_plan *p, const float *x0, int64_t nr, float *vr,
+                                                                 int64_t Wp, int mode) {
+    switch (nr) {
+    case 2: return pool_vrow_f32(p, x0, 2, vr, Wp, mode);
+    case 3: return pool_vrow_f32(p, x0, 3, vr, Wp, mode);
+    default: return pool_vrow_f32(p, x0, nr, vr, Wp, mode);
+    }
+}
+
+/* the kw taps over the folded rows, 8 outputs a register, each stored once */
+static inline __attribute__((always_inline)) void pool_hpass_f32(const pl_plan *p, float *yp, const float *vr, int64_t Wp,
+                                                                   int64_t oy0, int64_t oy1, int64_t kw, int mode) {
+    const int64_t Wo = p->Wo, sw = p->sw;
+    const bool mx = p->is_max;
+    for (int64_t oy = oy0; oy < oy1; oy++) {
         float *yr = yp + oy * Wo;
+        const float *r = vr + (oy - oy0) * Wp;
         /* below the plane's last row a short last vector is stored whole when the next row, which
          * overwrites the rest, is long enough to hold it (else it would reach the next plane, another
          * thread's, or past the output's end) */
         const bool spill = oy + 1 < p->Ho;
         for (int64_t ox = 0; ox < Wo; ox += 8) {
-            const float *t = vr + oy * Wp + ox * sw;
             k_vf acc;
             if (sw == 1) {
-                acc = pv_ld(t);
-                for (int64_t kx = 1; kx < kw; kx++) acc = pv_op(mode, pv_ld(t + kx), acc);
+                acc = pv_ld(r + ox);
+                for (int64_t kx = 1; kx < kw; kx++) acc = pv_op(mode, pv_ld(r + ox + kx), acc);
             } else {
-                acc = __builtin_shufflevector(pv_ld(t), pv_ld(t + 8), 0, 2, 4, 6, 8, 10, 12, 14);
-                for (int64_t kx = 1; kx < kw; kx++) {
-                    k_vf v = __builtin_shufflevector(pv_ld(t + kx), pv_ld(t + kx + 8), 0, 2, 4, 6, 8, 10, 12, 14);
-                    acc = pv_op(mode, v, acc);
-                }
+                acc = pv_ld(r + ox); /* padded column 2 ox + kx: the even or odd half, at ox + kx / 2 */
+                for (int64_t kx = 1; kx < kw; kx++) acc = pv_op(mode, pv_ld(r + (kx & 1) * (Wp / 2) + ox + kx / 2), acc);
             }
             const int64_t n = Wo - ox < 8 && !(spill && ox + 8 <= 2 * Wo) ? Wo - ox : 8;
             if (!mx) {
@@ -165,9 +213,50 @@ static inline __attribute__((always_inline)) void pool_direct_f32(const pl_plan 
                 acc = (k_vf)((k_vi)acc & (c > 0)); /* an empty window: 0 */
             }
             if (n == 8) memcpy(yr + ox, &acc, sizeof acc);
-            else
-                for (int64_t j = 0; j < n; j++) yr[ox + j] = acc[j];
+            else {
+                float t[8];
+                memcpy(t, &acc, sizeof t);
+                for (int64_t j = 0; j < n; j++) yr[ox + j] = t[j];
+            }
         }
+    }
+}
+
+/* the taps with the window's column count a constant for the common windows (unrolled) */
+static inline __attribute__((always_inline)) void pool_hpass_kw(const pl_plan *p, float *yp, const float *vr, int64_t Wp,
+                                                                  int64_t oy0, int64_t oy1, int mode) {
+    switch (p->kw) {
+    case 2: pool_hpass_f32(p, yp, vr, Wp, oy0, oy1, 2, mode); break;
+    case 3: pool_hpass_f32(p, yp, vr, Wp, oy0, oy1, 3, mode); break;
+    default: pool_hpass_f32(p, yp, vr, Wp, oy0, oy1, p->kw, mode);
+    }
+}
+
+enum { PV_ROWS = 8 }; /* output rows a block: their folded rows stay in L1 between the two passes */
+
+/* a plane in blocks of PV_ROWS output rows: every output row's window rows folded first (vertical), then the kw
+ * taps over the folded rows (the taps' unaligned loads read stores that have retired: folding and tapping a row
+ * at a time made each tap wait on a store it straddled; a whole plane's folded rows went out to L2 between the
+ * passes).  A max folds with vmaxps and an unordered compare of what it folds (no pass over the plane before);
+ * the row where a NaN shows is folded again, and the rows after it and the taps are folded, with the
+ * NaN-propagating select. */
+static void pool_direct_f32(const pl_plan *p, const float *xp, float *yp, float *vr, int64_t Wp) {
+    const int64_t H = p->H, W = p->W;
+    bool nan = false;
+    for (int64_t b0 = 0; b0 < p->Ho; b0 += PV_ROWS) {
+        const int64_t b1 = b0 + PV_ROWS < p->Ho ? b0 + PV_ROWS : p->Ho;
+        for (int64_t oy = b0; oy < b1; oy++) {
+            int64_t hs = oy * p->sh - p->pt, he = hs + p->kh;
+            int64_t h0 = hs < 0 ? 0 : hs, h1 = he > H ? H : he;
+            const float *x0 = xp + h0 * W;
+            float *v = vr + (oy - b0) * Wp;
+            if (!p->is_max) pool_vrow_nr(p, x0, h1 - h0, v, Wp, PV_SUM);
+            else if (nan || (nan = pool_vrow_nr(p, x0, h1 - h0, v, Wp, PV_MAX)))
+                pool_vrow_f32(p, x0, h1 - h0, v, Wp, PV_MAX_NAN);
+        }
+        if (!p->is_max) pool_hpass_kw(p, yp, vr, Wp, b0, b1, PV_SUM);
+        else if (nan) pool_hpass_kw(p, yp, vr, Wp, b0, b1, PV_MAX_NAN);
+        else pool_hpass_kw(p, yp, vr, Wp, b0, b1, PV_MAX);
     }
 }
 
@@ -175,22 +264,17 @@ static void pool_direct_chunk(void *vp, int64_t b0, int64_t b1) {
     pl_ctx *c = vp;
     const pl_plan *p = c->p;
     const int64_t Wp = pool_direct_wp(p);
-    const size_t n = (size_t)(p->Ho * Wp + 8);
-    float stackbuf[8192]; /* the folded rows of a plane: no heap block per chunk for most planes */
-    float *vr = n <= 8192 ? stackbuf : malloc(sizeof(float) * n);
+    const size_t n = (size_t)(PV_ROWS * Wp + 8);
+    float stackbuf[4096]; /* a block's folded rows: no heap block per chunk for rows up to ~500 columns */
+    float *vr = n <= 4096 ? stackbuf : malloc(sizeof(float) * n);
     if (!vr) {
         c->failed = 1;
         return;
     }
     const float id = p->is_max ? -__builtin_inff() : 0.0f;
     for (size_t i = 0; i < n; i++) vr[i] = id; /* the border columns stay the identity */
-    for (int64_t pc = b0; pc < b1; pc++) {
-        const float *xp = (const float *)c->x + pc * p->H * p->W;
-        float *yp = (float *)c->y + pc * p->Ho * p->Wo;
-        if (!p->is_max) pool_direct_f32(p, xp, yp, vr, Wp, PV_SUM);
-        else if (pv_any_nan(xp, p->H * p->W)) pool_direct_f32(p, xp, yp, vr, Wp, PV_MAX_NAN);
-        else pool_direct_f32(p, xp, yp, vr, Wp, PV_MAX);
-    }
+    for (int64_t pc = b0; pc < b1; pc++)
+        pool_direct_f32(p, (const float *)c->x + pc * p->H * p->W, (float *)c->y + pc * p->Ho * p->Wo, vr, Wp);
     if (vr != stackbuf) free(vr);
 }
 #endif
@@ -550,6 +634,7 @@ static aclError pl_compile(hrt_kernel *k, const aclopAttr *attrs) {
         }
         if (p->edge_hi < p->edge_lo) p->edge_hi = p->edge_lo;
         p->direct = !p->whole_rows && K_VL == 8 && (p->sw == 2 || p->sw == 1);
+        p->prefetch = p->H * p->W >= 32768;
         if (!is_max) {
             p->count = malloc(sizeof(int32_t) * (size_t)(p->Ho * p->Wo + 1));
             if (!p->count) {
