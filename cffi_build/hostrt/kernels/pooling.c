@@ -119,20 +119,26 @@ static inline __attribute__((always_inline)) bool pool_vrow_f32(const pl_plan *p
         int64_t j = 0, done = 0; /* columns [0, done) stored */
         const int64_t j0 = pl & 1;   /* the first column at an even padded column */
         if (W - j0 >= 16) {
-            for (j = j0;; j += 16) { /* the last 16 overlap the ones before (same parity) */
-                if (j + 16 > W) {
-                    j = W - 16 - ((pl + W - 16) & 1);
-                }
-                if (p->prefetch) /* the next output row's new input rows: a plane out of cache streams from memory */
-                    for (int64_t q = 0; q < p->sh; q++) __builtin_prefetch(x0 + (nr + q) * W + j);
-                __m256 a = (__m256)PV_VCOL(j), b = (__m256)PV_VCOL(j + 8);
-                __m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8));
-                __m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8));
-                memcpy(ev + (pl + j) / 2, &e, sizeof e);
-                memcpy(od + (pl + j) / 2, &o, sizeof o);
-                if (j + 16 >= W - 1) break;
+            const bool pf = p->prefetch;
+            const int64_t sh = p->sh;
+#define PV_S2(J)                                                                                                  \
+    do {                                                                                                          \
+        if (pf) /* the next output row's new input rows: a plane out of cache streams from memory */            \
+            for (int64_t q = 0; q < sh; q++) __builtin_prefetch(x0 + (nr + q) * W + (J));                      \
+        __m256 a = (__m256)PV_VCOL(J), b = (__m256)PV_VCOL((J) + 8);                                           \
+        __m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xd8)); \
+        __m256 o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xdd)), 0xd8)); \
+        memcpy(ev + (pl + (J)) / 2, &e, sizeof e);                                                             \
+        memcpy(od + (pl + (J)) / 2, &o, sizeof o);                                                             \
+    } while (0)
+            for (j = j0; j + 16 <= W; j += 16) PV_S2(j);
+            done = j;
+            const int64_t jl = W - 16 - ((pl + W - 16) & 1); /* the last 16 overlap the ones before (same parity) */
+            if (jl + 16 > done) {
+                PV_S2(jl);
+                done = jl + 16;
             }
-            done = j + 16;
+#undef PV_S2
             for (int64_t c = 0; c < j0; c++) { /* column 0 when pl is odd */
                 float acc = x0[c];
                 for (int64_t iy = 1; iy < nr; iy++) acc = mx ? pmax_f32(x0[iy * W + c], acc) : acc + x0[iy * W + c];
