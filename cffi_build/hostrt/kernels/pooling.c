@@ -210,20 +210,20 @@ static inline __attribute__((always_inline)) void pool_hpass_f32(const pl_plan *
                 for (int64_t kx = 1; kx < kw; kx++) acc = pv_op(mode, pv_ld(r + (kx & 1) * (Wp / 2) + ox + kx / 2), acc);
             }
             const int64_t n = Wo - ox < 8 && !(spill && ox + 8 <= 2 * Wo) ? Wo - ox : 8;
+            /* a short vector's lanes [0, n) by masked loads and stores (a loop over its lanes kept the
+             * register on the stack, a store and a reload for every vector, and called memcpy) */
+            const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
             if (!mx) {
-                k_vi c = {1, 1, 1, 1, 1, 1, 1, 1};
+                k_vi c;
                 if (n == 8) memcpy(&c, p->count + oy * Wo + ox, sizeof c); /* fixed size: no call */
                 else
-                    for (int64_t j = 0; j < n; j++) c[j] = p->count[oy * Wo + ox + j];
+                    c = (k_vi)_mm256_blendv_epi8(_mm256_set1_epi32(1),
+                                                  _mm256_maskload_epi32((const int *)p->count + oy * Wo + ox, in), in);
                 acc = acc / __builtin_convertvector(c, k_vf);
                 acc = (k_vf)((k_vi)acc & (c > 0)); /* an empty window: 0 */
             }
             if (n == 8) memcpy(yr + ox, &acc, sizeof acc);
-            else {
-                float t[8];
-                memcpy(t, &acc, sizeof t);
-                for (int64_t j = 0; j < n; j++) yr[ox + j] = t[j];
-            }
+            else _mm256_maskstore_ps(yr + ox, in, (__m256)acc);
         }
     }
 }
