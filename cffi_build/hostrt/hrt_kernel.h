@@ -200,7 +200,8 @@ int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);
 void hrt_packed_weight_counted(void); /* another kernel's weight packed: counted with them */
 /* The epilogue a packed product applies as it stores C, so C is written once:
  * C = act(scale * A . op(B) + bias).  bias: N floats or NULL; act: a kernel's k_act (kcommon.h) or
- * NULL; Relu and Clip run on the accumulators, the other activations on the stored rows while in cache. */
+ * NULL; Relu and Clip run on the accumulators, Sigmoid / Tanh / Gelu / GeluTanh on each stored tile while in L1,
+ * the others on the stored rows while in cache. */
 struct k_act;
 typedef struct hrt_sgemm_ep {
     float scale;

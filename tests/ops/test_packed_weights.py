@@ -69,6 +69,12 @@ ACTS = {
     "Sigmoid": ({}, lambda v: 1 / (1 + np.exp(-v))),
     "LeakyRelu": ({"alpha": 0.1}, lambda v: np.where(v < 0, 0.1 * v, v)),
     "Gelu": ({}, lambda v: 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))),
+    "Tanh": ({}, np.tanh),
+    # ONNX Gelu approximate="tanh": GPT-2's gelu_new
+    "GeluTanh": (
+        {"approximate": "tanh"},
+        lambda v: 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
+    ),
 }
 
 #: Gemm's C: its shape as a function of (M, N), broadcast to [M, N]
@@ -94,7 +100,7 @@ def gemm_layer(m: int, k: int, n: int, *, ta: bool, tb: bool, alpha: float, beta
         lo, hi = g.constant("lo", np.float32(attrs["min"])), g.constant("hi", np.float32(attrs["max"]))
         y = g.add_node("Clip", [y, lo, hi])
     elif act != "none":
-        y = g.add_node(act, [y], dict(attrs))
+        y = g.add_node("Gelu" if act == "GeluTanh" else act, [y], dict(attrs))
     g.output(y)
     xv = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
     a64, b64 = xv.astype(np.float64), w.astype(np.float64)

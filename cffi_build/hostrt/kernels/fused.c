@@ -144,7 +144,15 @@ aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *ac
         return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, API, "%s: unknown activation '%s'", k->op_name, name);
     act->a = act->code == E_CLIP ? lo : alpha;
     act->b = hi;
-    act->inl = act->code == E_RELU ? K_ACT_INL_RELU : act->code == E_CLIP ? K_ACT_INL_CLIP : 0;
+    switch (act->code) {
+    case E_RELU: act->inl = K_ACT_INL_RELU; break;
+    case E_CLIP: act->inl = K_ACT_INL_CLIP; break;
+    case E_SIGMOID: act->inl = K_ACT_INL_SIGMOID; break;
+    case E_TANH: act->inl = K_ACT_INL_TANH; break;
+    case E_GELU: act->inl = K_ACT_INL_GELU; break;
+    case E_GELU_TANH: act->inl = K_ACT_INL_GELU_TANH; break;
+    default: act->inl = 0; break;
+    }
     act->lo = (float)lo;
     act->hi = (float)hi;
     act->apply_f32 = k_act_apply_f32;

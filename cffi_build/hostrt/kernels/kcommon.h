@@ -149,7 +149,8 @@ typedef struct {
 typedef struct k_act {
     int code;    /* K_ACT_NONE: nothing to do */
     double a, b; /* LeakyRelu: alpha; Clip: min, max */
-    int inl;     /* set by k_act_from_attrs: K_ACT_INL_RELU / _CLIP (lo, hi), which k_act_tile inlines */
+    int inl;     /* set by k_act_from_attrs: K_ACT_INL_RELU / _CLIP (lo, hi), which k_act_tile inlines;
+                  * K_ACT_INL_SIGMOID / _TANH / _GELU / _GELU_TANH, which the packed GEMM inlines */
     float lo, hi;
     /* k_act_apply_f32, set by k_act_from_attrs: how the layers below the kernels (the packed
      * GEMM's epilogue, gemm_small.c) apply it without calling up into the kernels */
@@ -158,6 +159,10 @@ typedef struct k_act {
 #define K_ACT_NONE 64
 #define K_ACT_INL_RELU 1
 #define K_ACT_INL_CLIP 2
+#define K_ACT_INL_SIGMOID 3
+#define K_ACT_INL_TANH 4
+#define K_ACT_INL_GELU 5
+#define K_ACT_INL_GELU_TANH 6
 /* Read activation/alpha/min/max from attrs (absent: none). */
 aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *act);
 void k_act_apply_f32(const k_act *act, float *x, int64_t n);
