@@ -80,7 +80,7 @@ import numpy as np
 
 from ... import _shapes as S
 from ..ewprogram import Step
-from ..ir import Graph, Node
+from ..ir import Graph, Node, Value
 from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, FLOAT_TYPES, get_attr
 from ._util import require_shapes, scalar_constant, single_consumer, working_copy
 
@@ -435,10 +435,50 @@ def _bias_vector(g: Graph, add: Node, main_out: str, channels: int, channel_axis
     return np.broadcast_to(vec, (channels,)).astype(arr.dtype) if vec.size in (1, channels) else None
 
 
+def _activation_before_reshape(g: Graph) -> None:
+    """``product [-> Add] -> Reshape -> activation`` becomes ``product [-> Add] -> activation ->
+    Reshape`` in ``g`` (an elementwise activation commutes with a reshape), so the activation can join
+    the product's epilogue (GPT-2's ``c_fc`` is ``Gemm -> Reshape -> Gelu``).  Only where the Reshape's
+    output is read by the activation alone, the product's (or its bias Add's) output by the Reshape
+    alone (and the product's by that Add alone), and the activation is a one-input node the epilogue
+    takes."""
+    consumers = g.consumers()
+    producers = g.producers()
+    position = {id(m): i for i, m in enumerate(g.nodes)}
+    for r in list(g.nodes):
+        if r.op_type != "Reshape" or not r.outputs or not r.outputs[0]:
+            continue
+        act = single_consumer(g, consumers, r.outputs[0])
+        if act is None or [i for i in act.inputs if i] != [r.outputs[0]] or _activation(g, act) is None:
+            continue
+        src = r.inputs[0]
+        if single_consumer(g, consumers, src) is not r:
+            continue
+        p = producers.get(src)
+        if p is not None and p.op_type == "Add":  # the bias: the product's output read by it alone
+            add = p
+            p = next((producers[i] for i in add.inputs if i in producers
+                      and single_consumer(g, consumers, i) is add), None)  # fmt: skip
+        if p is None or p.op_type not in ("MatMul", "Gemm"):
+            continue
+        pre = g.values[src]
+        mid = g.fresh_name(f"{act.name or act.op_type}/pre_reshape")
+        g.values[mid] = Value(mid, pre.shape, pre.dtype)
+        out = act.outputs[0]
+        g.values.pop(r.outputs[0], None)
+        new_act = Node(act.op_type, [src], [mid], dict(act.attrs), act.name, act.domain)
+        new_reshape = Node(r.op_type, [mid, *r.inputs[1:]], [out], dict(r.attrs), r.name, r.domain)
+        # the activation takes the Reshape's place and the Reshape the activation's: still topological
+        g.nodes[position[id(r)]] = new_act
+        g.nodes[position[id(act)]] = new_reshape
+
+
 def fuse_bias_activation(graph: Graph) -> Graph:
-    """Conv/MatMul/Gemm [+ constant bias Add] [+ activation] -> _FusedConv/_FusedMatMul."""
+    """Conv/MatMul/Gemm [+ constant bias Add] [+ activation] -> _FusedConv/_FusedMatMul (an
+    activation after a Reshape of a product first moved before it: _activation_before_reshape)."""
     require_shapes(graph, "fuse_bias_activation")
     g = working_copy(graph)
+    _activation_before_reshape(g)
     consumers = g.consumers()
     dead: list[Node] = []
     dead_ids: set[int] = set()
