@@ -14,6 +14,7 @@ import aioge
 from aioge.graph import Graph, optimize
 from aioge.graph.passes import fuse_gelu, infer_shapes
 from aioge.graph.reference import run_reference
+from tests.graph.test_fuse_gelu import feeds, ops_of, same_results
 
 K, N = 16, 24
 C = math.sqrt(2.0 / math.pi)
@@ -58,22 +59,6 @@ def tanh_gelu_graph(arrangement: str, *, c: float = C, k: float = 0.044715, powe
     if extra_use:
         g.output(inner if arrangement != "megatron" else poly)
     return g
-
-
-def ops_of(g: Graph) -> list[str]:
-    return [n.op_type for n in g.nodes]
-
-
-def feeds(g: Graph) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(3)
-    return {name: (rng.standard_normal(g.values[name].shape) * 3).astype(np.float32) for name in g.inputs}
-
-
-def same_results(g: Graph, other: Graph, rtol: float = 1e-5) -> None:
-    f = feeds(g)
-    want, got = run_reference(g, f), run_reference(other, f)
-    for name in g.outputs:
-        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=1e-5)
 
 
 ARRANGEMENTS = ["torch_pow", "cube_mul", "megatron"]
