@@ -3,11 +3,17 @@
     python benchmarks/bench_graph.py [--quick] [--models own|light|all|NAME,...] [--ort-spin on|off|both]
 
 Models: our own (tests/graph/models.py: mlp, residual_cnn, inception,
-attention) and the ``light`` models inside the onnx wheel
+attention), the ``light`` models inside the onnx wheel
 (onnx/backend/test/data/light: alexnet, densenet121, inception_v1/v2,
 resnet50, shufflenet, squeezenet, vgg19, zfnet512; their final Softmax is
-dropped as in tests/graph/onnx_backend.py).  ``--models light`` or a list
-such as ``--models squeezenet,shufflenet`` picks a subset.
+dropped as in tests/graph/onnx_backend.py) and ``tv``: torchvision's
+resnet18, resnet50, mobilenet_v2, mobilenet_v3_small, efficientnet_b0,
+squeezenet1_1, googlenet, densenet121 and convnext_tiny with random weights
+(batch norms calibrated as tests/frontends/zoo.py does), exported with
+``torch.onnx.export`` as bench_load.py does, batch 1, ``--image-size`` pixels
+square (default 224; the exports are cached in the temp dir).  ``--models
+light``, ``tv`` or a list such as ``--models squeezenet,tv_resnet18`` picks a
+subset; each group's geometric mean is printed too.
 
 For each model: the max difference of the outputs, latency aioge /
 onnxruntime (target <= 1.0x geomean, none above 1.3x), compile (load +
@@ -53,6 +59,35 @@ import models as M
 from onnx_backend import light_cases
 
 import aioge
+
+#: torchvision models of the ``tv`` group: name -> constructor keywords
+TV = {"resnet18": {}, "resnet50": {}, "mobilenet_v2": {}, "mobilenet_v3_small": {}, "efficientnet_b0": {},
+      "squeezenet1_1": {}, "googlenet": {"aux_logits": False, "init_weights": True}, "densenet121": {},
+      "convnext_tiny": {}}  # fmt: skip
+
+
+def tv_models(size: int) -> dict[str, tuple[object, dict[str, np.ndarray]]]:
+    """``tv_<name>`` -> (model, feeds) for the torchvision exports (made once, cached in the temp dir)."""
+    import tempfile
+
+    import onnx
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "frontends"))
+    out = {}
+    x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype(np.float32)
+    for name, kw in TV.items():
+        path = os.path.join(tempfile.gettempdir(), f"aioge_bench_graph_{name}_{size}.onnx")
+        if not os.path.exists(path):
+            import zoo
+            from bench_load import export_onnx
+
+            m, args = zoo._tv(name, size, **kw)()
+            with open(path + ".tmp", "wb") as f:
+                f.write(export_onnx(m, args))
+            os.replace(path + ".tmp", path)
+        out[f"tv_{name}"] = (onnx.load(path), {"in0": x})
+    return out
 
 
 def ort_session(model_bytes: bytes, spin: bool) -> ort.InferenceSession:
@@ -393,7 +428,8 @@ OWN = {"mlp": M.mlp, "residual_cnn": M.residual_cnn, "inception": M.inception, "
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="few repetitions, one client round")
-    ap.add_argument("--models", default="all", help="own, light, all, or a comma list of model names")
+    ap.add_argument("--models", default="all", help="own, light, tv, all, or a comma list of model names")
+    ap.add_argument("--image-size", type=int, default=224, help="the tv models' input height and width")
     ap.add_argument("--ort-spin", choices=("on", "off", "both"),
                     default="off" if os.environ.get("BENCH_ORT_NO_SPIN") else "both")  # fmt: skip
     ap.add_argument("--budget", type=float, default=None, help="seconds of timed runs per side per model")
@@ -414,14 +450,18 @@ async def main() -> None:
     reps, per_client = (6, 1) if args.quick else (60, 6)
     budget = args.budget if args.budget is not None else (1.5 if args.quick else 6.0)
     spins = {"on": (True,), "off": (False,), "both": (True, False)}[args.ort_spin]
-    light = light_models() if args.models != "own" else {}
+    asked = [n.strip() for n in args.models.split(",") if n.strip()]
+    want_tv = any(n in ("tv", "all") or n.startswith("tv_") for n in asked)
+    light = light_models() if any(n not in (*OWN, "own", "tv") and not n.startswith("tv_") for n in asked) else {}
+    tv = tv_models(args.image_size) if want_tv else {}
     catalog: dict[str, tuple[object, dict[str, np.ndarray]]] = {}
     for n, b in OWN.items():
         p = b()
         catalog[n] = (p, M.sample_inputs(p))
     catalog.update(light)
-    sel = {"own": list(OWN), "light": list(light), "all": list(catalog)}.get(args.models)
-    names = sel if sel is not None else [n.strip() for n in args.models.split(",") if n.strip()]
+    catalog.update(tv)
+    groups = {"own": list(OWN), "light": list(light), "tv": list(tv), "all": list(catalog)}
+    names = list(dict.fromkeys(m for n in asked for m in groups.get(n, [n])))
     ratios: dict[bool, list[float]] = {spin: [] for spin in spins}
     compile_ratios: list[float] = []
     rows = []
@@ -454,6 +494,10 @@ async def main() -> None:
         worst = max(ratios[spin]) if ratios[spin] else float("nan")
         print(f"geometric mean latency ratio aioge/onnxruntime ({'spinning' if spin else 'no spin'}): "
               f"{geomean(ratios[spin]):.2f}x [target <= 1.0x], worst {worst:.2f}x [<= 1.3x]")  # fmt: skip
+        for group in ("own", "light", "tv"):
+            rs = [r[2][spin] for r in rows if r[0] in groups[group]]
+            if rs and len(rs) < len(rows):
+                print(f"  {group}: geometric mean {geomean(rs):.2f}x, worst {max(rs):.2f}x over {len(rs)} models")
     print(f"geometric mean compile ratio aioge/onnxruntime session creation: {geomean(compile_ratios):.2f}x "
           "[target <= 1.0x]")  # fmt: skip
 

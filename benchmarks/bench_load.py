@@ -68,25 +68,32 @@ def zoo_model(name: str, cache: str) -> bytes:
     if os.path.exists(path):
         with open(path, "rb") as f:
             return f.read()
-    import torch
     import zoo
-    from bench_frontends import _Flat
 
     m, args, _ = zoo.build(name)
+    data = export_onnx(m, args)
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+    return data
+
+
+def export_onnx(m: Any, args: tuple[Any, ...]) -> bytes:
+    """``m`` exported as bench_frontends.py does: the legacy exporter at opset 17 (inputs ``in0``,
+    ``in1``, ...), the dynamo exporter where the legacy one refuses."""
+    import torch
+    from bench_frontends import _Flat
+
     names = [f"in{i}" for i in range(len(args))]
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             torch.onnx.export(_Flat(m).eval(), args, buf, dynamo=False, opset_version=17, input_names=names)
-            data = buf.getvalue()
+            return buf.getvalue()
         except torch.onnx.errors.UnsupportedOperatorError:  # GPT-2: the legacy exporter has no aten::diff
-            data = torch.onnx.export(_Flat(m).eval(), args, dynamo=True, input_names=names).model_proto
-            data = data.SerializeToString()
-    with open(path + ".tmp", "wb") as f:
-        f.write(data)
-    os.replace(path + ".tmp", path)
-    return data
+            proto = torch.onnx.export(_Flat(m).eval(), args, dynamo=True, input_names=names).model_proto
+            return bytes(proto.SerializeToString())
 
 
 def ort_create(data: bytes) -> float:
