@@ -37,7 +37,6 @@ _ND = int(acl.Format.ND)
 _compile_and_execute = acl.compile_and_execute_rc
 #: prepared launches exist (the host runtime): see the module docstring
 _FAST = SEQ_MODE and acl.launch_execute_rc is not None
-_execute = acl.launch_execute_rc
 _NULL = acl.NULL
 
 
@@ -224,10 +223,10 @@ def _launch_prepared(
 ) -> Completion:
     """launch() on the host runtime: a prepared launch, one C call (see the module docstring).
 
-    Device tensors and absent (None) inputs, ND formats: the enqueue primitive's prepared-launch
-    form (:meth:`Enqueue.order_ptrs`, :meth:`Enqueue.commit_seq`) around one C call that returns
-    the launch's sequence number.  Observed (a profiler, metrics) or timed, the same call, with
-    a start event before it and a completion event after it (:meth:`Enqueue.commit`) to observe.
+    Device tensors and absent (None) inputs, ND formats: the prepared launch looked up (or made),
+    then the enqueue primitive's prepared-launch form (:meth:`Enqueue.run_prepared`: order, the one
+    C call that returns the launch's sequence number, commit).  Observed (a profiler, metrics) or
+    timed, the same call, with a start event before it and a completion event after it to observe.
     """
     tx = stream._enqueue
     hub = _trace.hub
@@ -266,15 +265,7 @@ def _launch_prepared(
         if prep is None:
             stream.device.context.bind()
             prep = cache.prepare(k, op_type, inputs, outputs)
-        ptrs, reads, writes = tx.order_ptrs(inputs, outputs)
-        if observed:
-            tx.mark_start()
-        seq = _execute(prep, ptrs, attr_h, tx.handle)
-        if seq < 0:
-            acl.raise_for(-seq, op_type)
-        if not observed:
-            return tx.commit_seq((reads, writes), op_type, seq, reads, writes, what)
-        comp = tx.commit((reads, writes), op_type, reads=reads, writes=writes, name=what)
+        comp = tx.run_prepared(prep, attr_h, inputs, outputs, op_type, what, observed)
         if hub is not None:
             hub.annotate(comp, inputs, outputs)
         return comp

@@ -408,18 +408,20 @@ class Lane:
 
     # ---- completing ----
     def poll(self) -> int:
-        """Complete every pending launch that has finished, without blocking."""
+        """Complete every pending launch that has finished, without blocking; return how many."""
         if not self.seq_mode:
             _native.bind_context(self._ctx)
         batch: list[tuple[Completion, int, str]] = []
         with self.lock:
+            before = self.completed
             self._take_finished(batch)
             if batch:
                 self._finish(batch)
-        return len(batch)
+            return self.completed - before
 
     def _take_finished(self, batch: list[tuple[Completion, int, str]]) -> None:
-        """Move the finished launches at the head of the queue to ``batch``; caller holds the lock."""
+        """Move the finished launches at the head of the queue to ``batch`` (sequence-number
+        lanes settle the plain ones at once: see ``_take_finished_seq``); caller holds the lock."""
         if self.seq_mode:
             self._take_finished_seq(batch)
             return
@@ -441,6 +443,31 @@ class Lane:
         if failures != self._fails_seen:
             self._take_failures(failures)
         fails = self._failures
+        if not fails:  # nothing failed: every finished launch succeeded
+            if _trace.hub is None:
+                # settled here, in order, up to the first one with more to do than mark it done and
+                # drop what it kept (waiters, deps, events): the common case of a pipelined stream
+                released = []
+                last = 0
+                while pending:
+                    head = pending[0]
+                    if head.tseq > done or head._waiters or head.deps or head.event is not None:
+                        break
+                    pending.popleft()
+                    head._done = True
+                    released.append(head.keep)
+                    head.keep = None
+                    last = head.tseq
+                if released:
+                    self.completed += len(released)
+                    self._last_tseq = last
+                    del released  # before any waiter of the rest wakes
+            n = len(batch)
+            while pending and pending[0].tseq <= done:
+                batch.append((pending.popleft(), 0, ""))
+            if len(batch) > n:
+                self._last_tseq = batch[-1][0].tseq
+            return
         while pending and pending[0].tseq <= done:
             head = pending.popleft()
             rc, msg = 0, ""
@@ -531,7 +558,6 @@ class Lane:
                         break
                 comp.deps = None
             comp._done = True
-            self.completed += 1
             if comp._waiters:
                 self.waited -= 1
                 for poster, waiter in comp._waiters:
@@ -541,17 +567,20 @@ class Lane:
                 observers.finished(comp, rc)
             released.append(comp.keep)
             comp.keep = None
-            if comp.start is not None and comp.event is not None:
-                ms = self._elapsed(comp.start, comp.event)
-                if ms is not None:
-                    comp.device_ms = ms
-                    self.device_ms += ms
-                else:
-                    _native.recent_error()
-                self._give_event(comp.start)
-                comp.start = None
-            if comp.event is not None:
-                self._give_event(comp.event)
+            ev = comp.event
+            if ev is not None:
+                start = comp.start
+                if start is not None:
+                    ms = self._elapsed(start, ev)
+                    if ms is not None:
+                        comp.device_ms = ms
+                        self.device_ms += ms
+                    else:
+                        _native.recent_error()
+                    self._give_event(start)
+                    comp.start = None
+                self._give_event(ev)
+        self.completed += len(batch)
         # release before waking anyone: an awaiter that resumes (possibly on
         # another thread, before this one returns) sees every buffer, arena and
         # ticket of its launches already given back

@@ -341,6 +341,7 @@ class _Download:
 _record_event = acl.record_event_rc
 _NULL = acl.NULL
 _submitted = acl.stream_submitted
+_execute = acl.launch_execute_rc
 _wait_seq = acl.stream_wait_seq
 
 #: every launch's completion event: waitable by other streams, and timed on timing streams
@@ -363,10 +364,10 @@ class Enqueue:
     One reusable object per stream (no allocation per launch): the lock
     makes its state exclusive.  Every launch path uses it: ``Stream`` copies,
     ``aioge.op``, compiled graphs (sunk segments and per-op), captured graphs'
-    replays.  The prepared-launch form (``order_ptrs`` + ``commit_seq``) is the
-    host runtime's fast path for ``aioge.op``: the same ordering rules and notes,
-    with the device pointers gathered in the same pass and the completion keyed
-    by the sequence number the launch call returned.  While the stream captures
+    replays.  The prepared-launch form (``run_prepared``) is the host runtime's
+    fast path for ``aioge.op``: the same ordering rules and notes, with the
+    device pointers gathered in the same pass, the launch call made inside it and
+    the completion keyed by the sequence number that call returned.  While the stream captures
     (``capture``), both commits record the launch into the capture instead.
 
     On the host runtime (``Lane.seq_mode``) a commit records no event: the
@@ -375,7 +376,7 @@ class Enqueue:
     streams and while a profiler observes, for the device clock).
     """
 
-    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_lock", "_ptrs", "_start", "cache", "capture", "handle",
+    __slots__ = ("_arrays", "_cap", "_dev", "_lane", "_ptrs", "_start", "cache", "capture", "handle", "lock",
                  "seq_mode", "stream")  # fmt: skip
 
     def __init__(self, stream: Stream) -> None:
@@ -383,7 +384,9 @@ class Enqueue:
         self.handle: Any = stream._handle
         self._dev = stream.device
         self._lane = stream._lane
-        self._lock = stream._lock
+        #: the stream's lock; the prepared-launch form takes it alone (``with tx.lock:``, then the
+        #: stream's open check): it needs no bound context (a wait binds it)
+        self.lock: threading.Lock = stream._lock
         self._start: Any = None
         self._cap = (0, 0)
         self._arrays: tuple[Any, Any, Any, Any] = (None, None, None, None)
@@ -396,29 +399,23 @@ class Enqueue:
         self.capture: CapturedGraph | None = None
 
     def __enter__(self) -> Enqueue:
-        self._lock.acquire()
+        self.lock.acquire()
         try:
             s = self.stream
             if s._closed:
                 s._check_open()
             self._dev.context.bind()
         except BaseException:
-            self._lock.release()
+            self.lock.release()
             raise
         return self
-
-    @property
-    def lock(self) -> threading.Lock:
-        """The stream's lock, for the prepared-launch form (``with tx.lock:``, then the stream's
-        open check): it needs no bound context (a wait binds it)."""
-        return self._lock
 
     def __exit__(self, *exc: object) -> None:
         start = self._start
         if start is not None:  # not committed: the launch was refused
             self._start = None
             self._lane._give_event(start)
-        self._lock.release()
+        self.lock.release()
 
     def scratch(self, n_in: int, n_out: int) -> tuple[Any, Any, Any, Any]:
         """Reusable pointer arrays for an op launch (input descs, input buffers,
@@ -471,15 +468,25 @@ class Enqueue:
                     if other is not lane:
                         self.wait(comp)
 
-    def order_ptrs(self, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor]) -> tuple[Any, list[DeviceMemory],
-                                                                                              list[DeviceMemory]]:
-        """The prepared-launch form of :meth:`order`: the launch's device pointers (inputs then
-        outputs; NULL for an absent input) in a reusable array, and the launch ordered by
-        ``order(reads, writes)``.  Returns ``(ptrs, reads, writes)``."""
-        n = len(inputs) + len(outputs)
+    def run_prepared(self, prep: Any, attr_h: Any, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor],
+                     what: str, name: str | None, observed: bool) -> Completion:  # fmt: skip
+        """The prepared-launch form (``aioge.op`` on the host runtime; the caller holds the lock):
+        the launch's device pointers (inputs then outputs; NULL for an absent input) gathered in
+        a reusable array, the launch ordered as :meth:`order` orders it, the one C call
+        (``aiogeHostLaunchExecute``: it returns the launch's sequence number, which completes
+        it) and the readers and writers noted as :meth:`commit` notes them.  ``observed`` (a
+        profiler, metrics, a timing stream): the same call between a start event and
+        :meth:`commit`'s completion event.  A refused call raises its AclError, nothing enqueued.
+
+        One pass over the tensors: it only checks what :meth:`order` would act on (memory of
+        another device, a pending writer or reader of another stream) and leaves those launches
+        to :meth:`order` itself."""
         ptrs = self._ptrs
+        n = len(inputs) + len(outputs)
         if ptrs is None or len(ptrs) < n:
             ptrs = self._ptrs = acl.pointer_scratch(max(n, 8))
+        dev, lane = self._dev, self._lane
+        plain = True  # nothing for order() to do
         reads: list[DeviceMemory] = []
         i = 0
         for x in inputs:
@@ -491,37 +498,49 @@ class Enqueue:
                     m = x._memory()  # raises ClosedResourceError
                 ptrs[i] = m.ptr
                 reads.append(m)
+                if plain:
+                    w = m.writer
+                    if m.device is not dev or (w is not None and not w._done and w.lane is not lane):
+                        plain = False
             i += 1
         writes: list[DeviceMemory] = []
         for y in outputs:
-            m = y._memory()
+            m = y._mem
+            if m is None or m.ptr is None:
+                m = y._memory()
             ptrs[i] = m.ptr
             writes.append(m)
+            if plain:
+                w = m.writer
+                r = m.readers
+                if (m.device is not dev or (w is not None and not w._done and w.lane is not lane)
+                        or (r and (len(r) > 1 or lane not in r))):  # fmt: skip
+                    plain = False
             i += 1
-        self.order(reads, writes)
-        return ptrs, reads, writes
-
-    def commit_seq(self, keep: Any, what: str, seq: int, reads: Sequence[DeviceMemory],
-                   writes: Sequence[DeviceMemory], name: str | None = None) -> Completion:  # fmt: skip
-        """The prepared-launch form of :meth:`commit`: the runtime's call returned the launch's
-        sequence number ``seq`` (no event to record, no observer), and the readers and writers
-        are noted as ``commit`` notes them."""
+        if not plain:
+            self.order(reads, writes)
+        if observed:
+            self.mark_start()
+        seq = _execute(prep, ptrs, attr_h, self.handle)
+        if seq < 0:
+            acl.raise_for(-seq, what)
+        keep = (reads, writes)
+        if observed:
+            return self.commit(keep, what, reads=reads, writes=writes, name=name)
         cap = self.capture
         if cap is not None:  # recorded by the runtime, not run
             comp = cap._record(keep, what, reads, writes, name)
             self.note(comp, reads=reads, writes=writes)
             return comp
-        lane = self._lane
         comp = lane.submit_seq(keep, what, name, seq)
-        for m in reads:
+        for m in reads:  # as note(), inlined
             m.readers[lane] = comp
-        if writes:
-            s = self.stream
-            for m in writes:
-                m.writer = comp
-                m.stream = s
-                if m.readers:
-                    m.readers.clear()
+        s = self.stream
+        for m in writes:
+            m.writer = comp
+            m.stream = s
+            if m.readers:
+                m.readers.clear()
         return comp
 
     def mark_start(self) -> None:
