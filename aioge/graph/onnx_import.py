@@ -307,6 +307,14 @@ def load_onnx(
     return g
 
 
+def _raw_view(raw: bytes | memoryview, dt: np.dtype, dims: list[int]) -> np.ndarray | None:
+    """A read-only view of little-endian raw tensor bytes as ``dims`` x ``dt`` (no copy); None when
+    the dtype has no such form or the byte count does not match."""
+    if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or len(raw) != math.prod(dims) * dt.itemsize:
+        return None
+    return np.frombuffer(raw, dtype=dt).reshape(dims)
+
+
 def _read(onnx: Any, model: Any, base_dir: Any, split: bool = True) -> tuple[Any, str | None, dict[str, memoryview]]:
     """The ModelProto, the directory of external data, and the initializers' raw bytes that
     :func:`~aioge.graph.onnx_wire.split_weights` cut out of the message (views into the model's
@@ -483,11 +491,11 @@ class _Importer:
         if any(d < 0 for d in dims):
             raise MalformedModelError(f"{what} has negative dims {dims}")
         if raw is not None:
-            if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or len(raw) != math.prod(dims) * dt.itemsize:
+            arr = _raw_view(raw, dt, dims)
+            if arr is None:
                 raise MalformedModelError(
                     f"{what}: raw data of {len(raw)} bytes for {dims} x {dt} = {math.prod(dims) * dt.itemsize} bytes"
                 )
-            arr = np.frombuffer(raw, dtype=dt).reshape(dims)  # a read-only view of the model's bytes
             # aligned as protobuf's own bytes are (16), or copied once (the kernels read it in place)
             if arr.ctypes.data % 16:
                 arr = arr.copy()
@@ -495,10 +503,10 @@ class _Importer:
             return arr
         if t.data_location == onnx.TensorProto.EXTERNAL:
             t = self._load_external(t, dt, dims, what)
-        if t.HasField("raw_data") and _LITTLE and dt.kind in "biuf" and dt.itemsize in (1, 2, 4, 8):
-            raw = t.raw_data  # the common case, as to_array does it (a read-only view over the bytes)
-            if len(raw) == math.prod(dims) * dt.itemsize:
-                return np.frombuffer(raw, dtype=dt).reshape(dims)
+        if t.HasField("raw_data") and _LITTLE:  # the common case, as to_array does it
+            arr = _raw_view(t.raw_data, dt, dims)
+            if arr is not None:
+                return arr
         try:
             arr = onnx.numpy_helper.to_array(t)
         except Exception as e:  # onnx raises ValueError/TypeError/AssertionError for bad payloads
