@@ -232,8 +232,14 @@ def _launch_prepared(
     hub = _trace.hub
     observed = hub is not None or stream.timing
     # the stream's lock also guards the device's caches, as in every launch path; observed, the
-    # whole transaction (it gives back an unused start event)
-    with tx if observed else tx.lock:
+    # whole transaction (it gives back an unused start event).  Entered and left by hand: on a
+    # lock, `with` costs a launch about twice acquire() + release()
+    lock = tx.lock
+    if observed:
+        tx.__enter__()
+    else:
+        lock.acquire()
+    try:
         if stream._closed:
             stream._check_open()
         cache = tx.cache
@@ -269,6 +275,11 @@ def _launch_prepared(
         if hub is not None:
             hub.annotate(comp, inputs, outputs)
         return comp
+    finally:
+        if observed:
+            tx.__exit__()
+        else:
+            lock.release()
 
 
 def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: Stream | None) -> Stream:
