@@ -331,26 +331,25 @@ def op(
     """
     s = _pick_stream(inputs, outputs, stream)
     # before launch, so every backend refuses the same (only outputs given as tensors can overlap)
-    fast = _FAST and formats is None
     outs = []
     given = 0
+    mem = None  # of the given output, when one is
     for y in outputs:
         if type(y) is Tensor:
             given += 1
-            if given > 1:
-                fast = False  # two given outputs: check them below
-            else:
-                mem = y._mem
-                for x in inputs:
-                    if type(x) is Tensor and x._mem is mem:
-                        fast = False
+            mem = y._mem
             outs.append(y)
         else:
             spec = _spec(y)
             outs.append(Tensor._empty(s, spec.shape, spec.dtype))
+    fast = _FAST and formats is None and given < 2  # two given outputs: check them below
     if fast:
-        for x in inputs:
-            if type(x) is not Tensor and x is not None:
+        for x in inputs:  # device tensors and absent inputs, none of them the given output
+            if type(x) is Tensor:
+                if given and x._mem is mem:
+                    fast = False
+                    break
+            elif x is not None:
                 fast = False
                 break
     if fast:

@@ -412,12 +412,16 @@ class Lane:
         if not self.seq_mode:
             _native.bind_context(self._ctx)
         batch: list[tuple[Completion, int, str]] = []
-        with self.lock:
+        lock = self.lock
+        lock.acquire()  # by hand: `with` costs about twice as much, and awaits poll while they spin
+        try:
             before = self.completed
             self._take_finished(batch)
             if batch:
                 self._finish(batch)
             return self.completed - before
+        finally:
+            lock.release()
 
     def _take_finished(self, batch: list[tuple[Completion, int, str]]) -> None:
         """Move the finished launches at the head of the queue to ``batch`` (sequence-number
