@@ -53,12 +53,12 @@ class _SizeClassPool(Generic[B]):
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._free: dict[int, list[B]] = {}
+        #: free items by capacity, each with the number it was pooled under (oldest first): the
+        #: order trim() frees them in, found when it runs (rare), so taking and giving stay cheap
+        self._free: dict[int, list[tuple[int, B]]] = {}
         self._lock = threading.Lock()
         self._returned: collections.deque[tuple[B, int]] = collections.deque()
-        self._seq = 0  # items pooled so far: the order trim() frees them in (oldest first)
-        self._order: collections.OrderedDict[int, int] = collections.OrderedDict()  # seq -> capacity
-        self._seqs: dict[int, list[int]] = {}  # capacity -> the seqs of its free items, oldest first
+        self._seq = 0  # items pooled so far
         #: keys (:meth:`_key`) of items destroyed instead of pooled when given back
         self._transient: set[Any] = set()
         self.cached = 0
@@ -81,30 +81,23 @@ class _SizeClassPool(Generic[B]):
         over = []
         ret = self._returned
         transient = self._transient
+        free = self._free
         while ret:
             item, cap = ret.popleft()
             if transient and self._key(item) in transient:
                 transient.discard(self._key(item))
                 over.append(item)
             elif self.cached + cap <= self.limit:
-                self._free.setdefault(cap, []).append(item)
                 self._seq += 1
-                self._seqs.setdefault(cap, []).append(self._seq)
-                self._order[self._seq] = cap
+                items = free.get(cap)
+                if items is None:
+                    free[cap] = [(self._seq, item)]
+                else:
+                    items.append((self._seq, item))
                 self.cached += cap
             else:
                 over.append(item)
         return over
-
-    def _pop(self, cap: int, oldest: bool) -> B:
-        """Remove a free item of ``cap`` (the newest, or the oldest); caller holds the lock."""
-        items, seqs = self._free[cap], self._seqs[cap]
-        item, seq = (items.pop(0), seqs.pop(0)) if oldest else (items.pop(), seqs.pop())
-        if not items:
-            del self._free[cap], self._seqs[cap]
-        del self._order[seq]
-        self.cached -= cap
-        return item
 
     def trim(self, keep: int = 0) -> int:
         """Free cached items, the longest cached first, until at most ``keep`` bytes stay
@@ -113,50 +106,65 @@ class _SizeClassPool(Generic[B]):
             over = self._settle()
             gone = []
             freed = 0
-            while self.cached > keep and self._order:
-                cap = next(iter(self._order.values()))
-                gone.append(self._pop(cap, oldest=True))
+            free = self._free
+            while self.cached > keep and free:
+                cap = min(free, key=lambda c: free[c][0][0])  # whose oldest item is the oldest
+                items = free[cap]
+                gone.append(items.pop(0)[1])
+                if not items:
+                    del free[cap]
+                self.cached -= cap
                 freed += cap
         for it in (*over, *gone):
             self._destroy(it)
         return freed
 
     def _take(self, nbytes: int) -> tuple[B, int]:
-        """An item of at least ``nbytes`` and its capacity: a cached one, else a new one."""
+        """An item of at least ``nbytes`` and its capacity: a cached one (the newest of its
+        class), else a new one."""
         cap = size_class(nbytes)
         if cap >= 1 << 64:  # cffi would raise a bare OverflowError converting it to size_t
             raise InvalidParamError(100000, f"{nbytes} bytes overflow size_t", "aclrtMalloc")
-        with self._lock:
-            over = self._settle() if self._returned else []
-            item = self._pop(cap, oldest=False) if cap in self._free else None
-            if item is not None:
+        lock = self._lock
+        lock.acquire()  # by hand: `with` on a lock costs about twice acquire() + release(), per tensor
+        try:
+            over = self._settle() if self._returned else None
+            items = self._free.get(cap)
+            hit = items is not None  # (never an empty list: the last one taken deletes it)
+            if items is not None:
+                item = items.pop()[1]
+                if not items:
+                    del self._free[cap]
+                self.cached -= cap
                 self.hits += 1
             else:
                 self.misses += 1
-        for it in over:
-            self._destroy(it)
-        if item is not None:
+        finally:
+            lock.release()
+        if over:
+            for it in over:
+                self._destroy(it)
+        if hit:
             return item, cap
         return self._allocate(cap), cap
 
     def _give(self, item: B, cap: int) -> None:
         """Return an item (lock-free: see the module docstring)."""
         self._returned.append((item, cap))
-        if self._lock.acquire(blocking=False):  # never waits: this thread may hold it already
+        lock = self._lock
+        if lock.acquire(False):  # never waits: this thread may hold it already
             try:
                 over = self._settle()
             finally:
-                self._lock.release()
+                lock.release()
             for it in over:
                 self._destroy(it)
 
     def release(self) -> None:
         """Free every cached item."""
         with self._lock:
-            items = [it for bl in self._free.values() for it in bl]
+            items = [it for bl in self._free.values() for _, it in bl]
             self._free.clear()
-            self._seqs.clear()
-            self._order.clear()
             self.cached = 0
             while self._returned:  # popleft: a finalizer may append meanwhile
                 items.append(self._returned.popleft()[0])

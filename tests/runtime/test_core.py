@@ -115,9 +115,7 @@ async def test_typed_ops_match_numpy(stream):
     np.testing.assert_allclose(await aioge.ops.matmul(v, x.reshape(5, 4)).numpy(), b @ a.reshape(5, 4), rtol=1e-5)
     bt = rng.standard_normal((3, 5, 2)).astype(np.float32)
     np.testing.assert_allclose(await aioge.ops.matmul(x, stream.upload(bt)).numpy(), a @ bt, rtol=1e-5)
-    np.testing.assert_allclose(
-        await aioge.ops.matmul(x, x, transpose_b=True).numpy(), a @ a.T, rtol=1e-5, atol=1e-6
-    )
+    np.testing.assert_allclose(await aioge.ops.matmul(x, x, transpose_b=True).numpy(), a @ a.T, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="inner dims"):
         aioge.ops.matmul(x, x)
     with pytest.raises(TypeError, match="dtypes"):
@@ -351,6 +349,27 @@ def test_allocator_size_classes_and_release():
         assert pool.cached == 2048
         pool.release()
         assert pool.cached == 0
+
+
+def test_allocator_takes_the_newest_and_trims_the_oldest_first():
+    with _sync_device() as d:
+        pool = d.context.pool
+        pool.release()
+        pool.limit = 1 << 20
+        blocks = [pool.take(n) for n in (512, 1024, 512, 512)]  # pooled in this order below
+        for ptr, buf, cap in blocks:
+            pool.give(ptr, buf, cap)
+        assert pool.cached == 512 * 3 + 1024
+        ptr, buf, cap = pool.take(100)  # the newest 512-byte block
+        assert (ptr, cap) == (blocks[3][0], 512) and pool.cached == 512 * 2 + 1024
+        assert pool.trim(keep=1024 + 512) == 512  # the oldest: the first 512-byte block
+        assert pool.trim(keep=512) == 1024  # then the 1024-byte one, pooled second
+        assert pool.cached == 512
+        last = pool.take(512)
+        assert last[0] == blocks[2][0] and pool.cached == 0  # what was left
+        pool.give(*last)
+        pool.give(ptr, buf, cap)
+        assert pool.trim() == 1024 and pool.cached == 0
 
 
 class _sync_device:
