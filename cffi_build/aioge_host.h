@@ -37,10 +37,13 @@ int64_t aiogeHostPackedWeightCount(void);
 /* Packed matrix weights held now, shared by every plan that packed the same weight: out[0] the
  * distinct packed weights, out[1] their bytes, out[2] packings saved by sharing so far. */
 void aiogeHostSharedPackInfo(int64_t out[3]);
-/* The matrix-product kernel family in use ("avx2", "generic"), chosen by what the CPU runs
- * (AIOGE_HOST_ISA forces one); Set changes it (NULL or "auto": the best supported; a family this
- * CPU cannot run is an error). */
+/* The matrix-product kernel family in use ("avx512", "avx2", "avx2-w16", "generic"), chosen by what
+ * the CPU runs (AIOGE_HOST_ISA forces one; avx2-w16, the avx512 family's 16-lane source built for
+ * AVX2, only so); Set changes it (NULL or "auto": the best supported; a family this CPU cannot run
+ * is an error).  FamilyAt: the i-th family built in, best first (NULL past the last), *supported:
+ * 1 if this CPU runs it. */
 const char *aiogeHostKernelFamily(void);
+const char *aiogeHostKernelFamilyAt(int i, int *supported);
 aclError aiogeHostSetKernelFamily(const char *name);
 
 /* Test hooks.  InjectFailure: the next `count` work tasks enqueued on the

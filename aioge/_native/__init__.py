@@ -37,6 +37,7 @@ __all__ = (
     "counters",
     "op_types",
     "blas_info",
+    "kernel_families",
     "kernel_family",
     "contiguous",
     "host_ptr",
@@ -274,10 +275,25 @@ def _load_blas() -> str:
 
 
 def kernel_family() -> str:
-    """The matrix-product kernel family the host runtime chose ("avx2", "generic"; "" on a real backend)."""
+    """The matrix-product kernel family the host runtime chose ("avx512", "avx2", "generic", or one
+    forced by ``AIOGE_HOST_ISA``; "" on a real backend)."""
     if not _has("aiogeHostKernelFamily"):
         return ""
     return str(ffi.string(lib.aiogeHostKernelFamily()).decode())
+
+
+def kernel_families(*, supported: bool = True) -> list[str]:
+    """The matrix-product kernel families built in, best first: those this CPU runs (``supported``)
+    or all of them (``AIOGE_HOST_ISA`` names one; [] on a real backend)."""
+    if not _has("aiogeHostKernelFamilyAt"):
+        return []
+    out, ok = [], ffi.new("int *")
+    i = 0
+    while (name := lib.aiogeHostKernelFamilyAt(i, ok)) != ffi.NULL:
+        if ok[0] or not supported:
+            out.append(str(ffi.string(name).decode()))
+        i += 1
+    return out
 
 
 def blas_info() -> str:

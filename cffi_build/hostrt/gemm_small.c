@@ -225,33 +225,17 @@ typedef struct {
  * time of K blocks outermost (with PB_PF), 64-128 rows unchanged. */
 #define PB_A_L2 (32 * 1024)
 
+/* the kernel families' vectors: 8 lanes (AVX2, SSE pairs in a portable build) and 16 (AVX-512, or
+ * pairs of ymm in the avx2-w16 family); loaded and stored through memcpy (any alignment) */
 typedef int32_t v8i __attribute__((vector_size(32)));
-
-static inline __attribute__((always_inline)) v8f pb_splat(float s) { return (v8f){s, s, s, s, s, s, s, s}; }
-
-/* x > 0 ? x : (NaN ? x : 0), as k_act_tile */
-static inline __attribute__((always_inline)) v8f pb_relu(v8f x) {
-    v8i keep = (x > pb_splat(0.0f)) | (x != x);
-    return (v8f)((v8i)x & keep);
-}
-
-/* x < lo ? lo : (x > hi ? hi : x), as k_act_tile */
-static inline __attribute__((always_inline)) v8f pb_clip(v8f x, float lo, float hi) {
-    const v8f l = pb_splat(lo), h = pb_splat(hi);
-    v8i over = x > h;
-    x = (v8f)(((v8i)h & over) | ((v8i)x & ~over));
-    v8i under = x < l;
-    return (v8f)(((v8i)l & under) | ((v8i)x & ~under));
-}
-
-/* one stored vector of C through the epilogue (b: its 8 bias values, NULL: none) */
-static inline __attribute__((always_inline)) v8f pb_epi8(const pb_epi *e, v8f v, const float *b) {
-    if (e->scaled) v *= pb_splat(e->scale);
-    if (b) v += ld8(b);
-    if (e->inl == K_ACT_INL_RELU) v = pb_relu(v);
-    else if (e->inl == K_ACT_INL_CLIP) v = pb_clip(v, e->lo, e->hi);
-    return v;
-}
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+#define PB_LD(p) __extension__({ PB_V v_; memcpy(&v_, (p), sizeof v_); v_; })
+#define PB_ST(p, v)                                                                                    \
+    do {                                                                                               \
+        PB_V v_ = (v);                                                                                 \
+        memcpy((p), &v_, sizeof v_);                                                                   \
+    } while (0)
 
 static bool pb_epi_of(const hrt_sgemm_ep *ep, pb_epi *e) {
     if (!ep) return false;
@@ -291,7 +275,12 @@ void hrt_sgemm_ep_apply(const hrt_sgemm_ep *ep, int64_t m, int64_t n, float *c, 
 
 /* PB_PIN(v): v stays in a register.  Without it GCC folds the B panel's two loads into every
  * multiply-add as a memory operand (R rows: 2R loads a K step instead of 2), and a 4-row kernel
- * was bound by loads instead of multiply-adds. */
+ * was bound by loads instead of multiply-adds.  (A 64-byte vector has no register without
+ * AVX-512: avx2-w16 leaves it to the compiler.) */
+#define PB_W 8
+#define PB_V v8f
+#define PB_VI v8i
+#define PB_MR MR
 #define PB_TARGET
 #define PB_FN(x) x##_generic
 #define PB_PIN(v) ((void)0)
@@ -300,7 +289,7 @@ void hrt_sgemm_ep_apply(const hrt_sgemm_ep *ep, int64_t m, int64_t n, float *c, 
 #undef PB_FN
 #undef PB_PIN
 #if defined(__x86_64__) && defined(__GNUC__)
-#define PB_HAVE_AVX2 1
+#define PB_HAVE_X86 1
 #define PB_TARGET __attribute__((target("avx2,fma")))
 #define PB_FN(x) x##_avx2
 #define PB_PIN(v) __asm__("" : "+x"(v))
@@ -308,29 +297,67 @@ void hrt_sgemm_ep_apply(const hrt_sgemm_ep *ep, int64_t m, int64_t n, float *c, 
 #undef PB_TARGET
 #undef PB_FN
 #undef PB_PIN
+#undef PB_W
+#undef PB_V
+#undef PB_VI
+#undef PB_MR
+/* 16 lanes: a panel's row is one zmm, so a K step is 1 load of B + 14 FMAs, each with its row's
+ * scalar of A as a {1to16} memory operand: 14 accumulators + B = 15 of the 32 registers, the rest
+ * the compiler's.  14 rows: well past the 8 accumulators two FMA pipes of latency 4 need, and 15
+ * loads a 14 FMAs (2 loads and 2 FMAs a cycle: near FMA bound); more rows would be more streams of
+ * A (each row read in place) and more of a ragged row panel wasted.  A 96-row block: 7 panels of
+ * 13-14 rows. */
+#define PB_W 16
+#define PB_V v16f
+#define PB_VI v16i
+#define PB_MR 14
+#define PB_TARGET __attribute__((target("avx512f,avx2,fma")))
+#define PB_FN(x) x##_avx512
+#define PB_PIN(v) __asm__("" : "+v"(v))
+#include "gemm_packed_tmpl.h"
+#undef PB_TARGET
+#undef PB_FN
+#undef PB_PIN
+/* the same 16 x 14 source at avx2: only reachable by name (AIOGE_HOST_ISA=avx2-w16,
+ * aiogeHostSetKernelFamily), so that a CPU without AVX-512 runs and tests the avx512 family's code */
+#define PB_TARGET __attribute__((target("avx2,fma")))
+#define PB_FN(x) x##_w16
+#define PB_PIN(v) ((void)0)
+#include "gemm_packed_tmpl.h"
+#undef PB_TARGET
+#undef PB_FN
+#undef PB_PIN
 #endif
+#undef PB_W
+#undef PB_V
+#undef PB_VI
+#undef PB_MR
 
-/* Kernel families, best first; AIOGE_HOST_ISA=avx2|generic forces one (an unsupported or unknown
- * name: the best the CPU has), aiogeHostSetKernelFamily changes it at run time (tests). */
+/* Kernel families, best first; AIOGE_HOST_ISA=avx512|avx2|avx2-w16|generic forces one (an
+ * unsupported or unknown name: the best the CPU has), aiogeHostSetKernelFamily changes it at run
+ * time (tests).  avx2-w16 comes after avx2 (what it needs, avx2 has): never the default. */
 typedef struct {
     const char *name;
     hrt_range_fn items, gemv;
 } pb_family;
 
 static const pb_family pb_families[] = {
-#ifdef PB_HAVE_AVX2
+#ifdef PB_HAVE_X86
+    {"avx512", pb_items_avx512, pb_gemv_avx512},
     {"avx2", pb_items_avx2, pb_gemv_avx2},
+    {"avx2-w16", pb_items_w16, pb_gemv_w16},
 #endif
     {"generic", pb_items_generic, pb_gemv_generic},
 };
 #define PB_NFAM ((int)(sizeof pb_families / sizeof pb_families[0]))
 
+/* a family's code runs on this CPU (the avx512 family's zmm instructions run nowhere else) */
 static bool pb_supported(const pb_family *f) {
-#ifdef PB_HAVE_AVX2
-    if (f->items == pb_items_avx2) {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
+#ifdef PB_HAVE_X86
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (f->items == pb_items_avx512) return avx2 && __builtin_cpu_supports("avx512f");
+    if (f->items == pb_items_avx2 || f->items == pb_items_w16) return avx2;
 #endif
     (void)f;
     return true;
@@ -363,6 +390,12 @@ static const pb_family *pb_family_now(void) {
 }
 
 const char *aiogeHostKernelFamily(void) { return pb_family_now()->name; }
+
+const char *aiogeHostKernelFamilyAt(int i, int *supported) {
+    if (i < 0 || i >= PB_NFAM) return NULL;
+    if (supported) *supported = pb_supported(&pb_families[i]);
+    return pb_families[i].name;
+}
 
 aclError aiogeHostSetKernelFamily(const char *name) {
     bool found;

@@ -56,6 +56,8 @@ def test_help_and_info():
     assert all(k.startswith("AIOGE_") or k in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "OPENBLAS_NUM_THREADS",
                "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS") for k in info["env"])  # fmt: skip
     assert info["blas"] == _native.blas_info()
+    # the matrix-product kernel family in use: one this CPU runs (the best unless AIOGE_HOST_ISA says)
+    assert info["kernel_family"] == _native.kernel_family() and info["kernel_family"] in _native.kernel_families()
 
 
 def test_help_on_every_subcommand(capsys):
