@@ -89,7 +89,10 @@ class DeviceContext:
         # typed loosely (Any): the owners of these objects live above this module
         self.streams: weakref.WeakSet[Any] = weakref.WeakSet()
         self.events: weakref.WeakSet[Any] = weakref.WeakSet()
-        self.memory: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: live device memory by id (a plain dict of weak references, cheaper than a WeakSet per
+        #: tensor: each block is added when allocated and removed when freed, which its
+        #: finalizer does)
+        self.memory: dict[int, weakref.ref[Any]] = {}
         self.models: weakref.WeakSet[Any] = weakref.WeakSet()
         self.compiles: dict[Any, Any] = {}  # key -> the compile's ThreadJob (device.py types it)
         self.cache = LaunchCache()
@@ -110,8 +113,10 @@ class DeviceContext:
         """Free the device memory still held, empty the pools and caches, destroy the
         context, reset the device and drop this device's ``aclInit`` reference."""
         self.bind()
-        for m in list(self.memory):
-            m.free()
+        for ref in list(self.memory.values()):
+            m = ref()
+            if m is not None:
+                m.free()
         self.pool.release()
         self.pinned.release()
         self.cache.clear()

@@ -41,7 +41,9 @@ _SMALL = 1 << 20
 
 def size_class(nbytes: int) -> int:
     """Capacity a request is rounded to: 512 B steps up to 1 MiB, then 1 MiB steps."""
-    n = max(int(nbytes), 1)
+    n = nbytes if type(nbytes) is int else int(nbytes)
+    if n < 1:
+        n = 1
     step = 512 if n <= _SMALL else _SMALL
     return (n + step - 1) // step * step
 
@@ -54,7 +56,8 @@ class _SizeClassPool(Generic[B]):
     def __init__(self, limit: int) -> None:
         self.limit = limit
         #: free items by capacity, each with the number it was pooled under (oldest first): the
-        #: order trim() frees them in, found when it runs (rare), so taking and giving stay cheap
+        #: order trim() frees them in, found when it runs (rare), so taking and giving stay cheap;
+        #: a capacity's list stays when emptied (the next give of that size refills it)
         self._free: dict[int, list[tuple[int, B]]] = {}
         self._lock = threading.Lock()
         self._returned: collections.deque[tuple[B, int]] = collections.deque()
@@ -107,12 +110,9 @@ class _SizeClassPool(Generic[B]):
             gone = []
             freed = 0
             free = self._free
-            while self.cached > keep and free:
-                cap = min(free, key=lambda c: free[c][0][0])  # whose oldest item is the oldest
-                items = free[cap]
-                gone.append(items.pop(0)[1])
-                if not items:
-                    del free[cap]
+            while self.cached > keep:  # (then some list holds an item)
+                cap = min((c for c in free if free[c]), key=lambda c: free[c][0][0])  # the oldest item's
+                gone.append(free[cap].pop(0)[1])
                 self.cached -= cap
                 freed += cap
         for it in (*over, *gone):
@@ -130,11 +130,9 @@ class _SizeClassPool(Generic[B]):
         try:
             over = self._settle() if self._returned else None
             items = self._free.get(cap)
-            hit = items is not None  # (never an empty list: the last one taken deletes it)
-            if items is not None:
+            hit = bool(items)
+            if items:
                 item = items.pop()[1]
-                if not items:
-                    del self._free[cap]
                 self.cached -= cap
                 self.hits += 1
             else:

@@ -100,7 +100,7 @@ class DeviceMemory:
         #: latest read per stream (by its lane, which does not keep the stream
         #: alive): a write on another stream waits for them (write-after-read)
         self.readers: dict[Lane, Completion] = {}
-        ctx.memory.add(self)
+        ctx.memory[id(self)] = weakref.ref(self)
 
     def home(self) -> Stream:
         """The stream of the last write, or the device's default stream once that one closed."""
@@ -113,7 +113,7 @@ class DeviceMemory:
         if ptr is None:
             return
         ctx = self.context
-        ctx.memory.discard(self)
+        ctx.memory.pop(id(self), None)
         if not ctx.closed:  # once closed, the device released everything already
             ctx.pool.give(ptr, self.buffer, self.cap)
 

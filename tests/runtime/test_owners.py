@@ -66,7 +66,7 @@ async def test_device_state_has_one_owner() -> None:
             assert s in ctx.streams
             t = s.upload(np.ones(4, np.float32))
             mem = t._memory()
-            assert mem.context is ctx and mem in ctx.memory
+            assert mem.context is ctx and ctx.memory[id(mem)]() is mem
             await t.numpy()
     assert ctx.closed and dev.closed
     with pytest.raises(aioge.ClosedResourceError, match="Device 0"):
