@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aioge import _native
 from aioge.graph import Graph
-from tests.ops.opsutil import check
+from tests.ops.opsutil import check, few
 
 pytestmark = [
     pytest.mark.anyio,
@@ -116,7 +118,13 @@ OTHERS = [
     dict(n=1, c=40, h=13, w=13, co=40, groups=40, stride=2, bias=False),
     dict(n=2, c=24, h=7, w=7, co=48, groups=24, act="clip"),  # depthwise, multiplier 2, small planes
     dict(n=1, c=20, h=5, w=3, co=20, groups=20, act="relu"),
-    dict(n=1, c=34, h=9, w=9, co=18, k=1, pad=0),
+    # depthwise with 8 channels in a vector's lanes (rows < 16 or strided): blocks of 8 across images
+    dict(n=2, c=37, h=4, w=4, co=37, groups=37, stride=2, act="relu"),
+    dict(n=1, c=960, h=2, w=2, co=960, groups=960, act="clip"),
+    dict(n=3, c=19, h=9, w=7, co=19, groups=19, k=5, pad=2, dil=2, bias=False),
+    dict(n=1, c=12, h=6, w=6, co=24, groups=12, act="relu"),  # multiplier 2
+    dict(n=1, c=9, h=33, w=30, co=9, groups=9, stride=2),
+    dict(n=1, c=34, h=9, w=9, co=18, k=1, pad=0),  # 1x1 on 81 pixels: W x X (OpenBLAS)
     dict(n=1, c=33, h=11, w=11, co=21, k=5, pad=2, act="relu"),
 ]
 
@@ -167,3 +175,58 @@ async def test_a_filter_fed_at_run_time_is_not_packed(compiled):
         wv = (rng.standard_normal((16, 32, 3, 3)) * 0.1).astype(np.float32)
         out = await model.execute({"x": xv, "w": wv})
         check(np.asarray(next(iter(out.values()))), conv_ref(xv, wv, None, 1, 1, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+# 1x1 convolutions (groups 1) on planes of up to 64 pixels a batch: W^T packed at load for the packed
+# product (16-column panels), bias and activation in its epilogue, pixels gathered (strides, pads)
+POINTWISE_ACTS = {
+    "": lambda v: v,
+    "Relu": lambda v: np.maximum(v, 0),
+    "Clip": lambda v: np.clip(v, 0, 1),
+    "Sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+    "LeakyRelu": lambda v: np.where(v < 0, 0.01 * v, v),
+}
+
+
+def pointwise_graph(n, c, h, w, co, stride, pads, bias, act, seed):
+    rng = np.random.default_rng(seed)
+    wv = (rng.standard_normal((co, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+    bv = rng.standard_normal(co).astype(np.float32)
+    g = Graph("pointwise")
+    x = g.input("x", (n, c, h, w), "float32")
+    ins = [x, g.constant("w", wv)] + ([g.constant("b", bv)] if bias else [])
+    y = g.add_node("Conv", ins, {"kernel_shape": [1, 1], "pads": list(pads), "strides": [stride[0], stride[1]]})
+    if act == "Clip":
+        y = g.add_node("Clip", [y, g.constant("lo", np.float32(0.0)), g.constant("hi", np.float32(1.0))])
+    elif act:
+        y = g.add_node(act, [y])
+    g.output(y)
+    xv = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    t, lf, b, r = pads  # ONNX order: begins (t, l), ends (b, r)
+    xp = np.pad(xv.astype(np.float64), ((0, 0), (0, 0), (t, b), (lf, r)))[:, :, :: stride[0], :: stride[1]]
+    ref = np.einsum("nchw,oc->nohw", xp, wv[:, :, 0, 0].astype(np.float64))
+    if bias:
+        ref += bv.astype(np.float64)[None, :, None, None]
+    return g, {"x": xv}, POINTWISE_ACTS[act](ref)
+
+
+@few(40)
+@given(n=st.integers(1, 3), c=st.integers(1, 70), co=st.integers(1, 70), h=st.integers(1, 9), w=st.integers(1, 9),
+       stride=st.tuples(st.integers(1, 3), st.integers(1, 3)), pads=st.tuples(*[st.integers(0, 2)] * 4),
+       bias=st.booleans(), act=st.sampled_from(sorted(POINTWISE_ACTS)), seed=st.integers(0, 2**16))  # fmt: skip
+async def test_pointwise_filter_packed_at_load_vs_numpy(compiled, n, c, co, h, w, stride, pads, bias, act, seed):
+    g, feeds, ref = pointwise_graph(n, c, h, w, co, stride, pads, bias, act, seed)
+    model = await compiled(g)
+    pixels = n * ref.shape[2] * ref.shape[3]
+    assert model.plan.packed_weight_bytes == ((co + 15) // 16 * 16 * c * 4 if pixels <= 64 else 0)
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("c", "hw", "co"), [(160, 2, 960), (960, 2, 160), (96, 4, 576), (17, 8, 33)])
+async def test_pointwise_mobilenet_shapes_vs_numpy(compiled, c, hw, co):
+    g, feeds, ref = pointwise_graph(1, c, hw, hw, co, (1, 1), (0, 0, 0, 0), True, "Clip", c + co)
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == (co + 15) // 16 * 16 * c * 4
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-4)

@@ -144,7 +144,8 @@ static aclError cv_run(const hrt_kernel *k, void *const *in, void *const *out) {
  * aiogeGraphPackWeights) into the layout its kernel reads: Winograd's transformed U.  Other
  * convolutions read the OIHW filter in place already (conv_direct.c, conv_dw.c). */
 typedef struct {
-    float *u; /* Winograd: U = G w G^T, [16][Cout panels][Cin][MR] */
+    float *u;         /* Winograd: U = G w G^T, [16][Cout panels][Cin][MR] */
+    hrt_sgemm_pb *pb; /* 1x1 on small planes: W^T packed for the packed product (hrt_conv2d_pointwise_f32) */
 } cv_packed;
 
 static k_conv_geom cv_geom(const cv_plan *p) {
@@ -158,8 +159,20 @@ static void *cv_pack(const hrt_kernel *k, int input, const void *data, size_t *b
     if (input != p->w_in || p->dt != ACL_FLOAT || p->transpose || p->nhwc || p->depthwise || p->wlayout != WL_OIHW)
         return NULL;
     k_conv_geom g = cv_geom(p);
-    bool ok = hrt_conv2d_winograd_packed_ok(&g);
-    if (!ok || g.N == 0 || g.Ho == 0 || g.Wo == 0 || g.Cout == 0) return NULL;
+    if (g.N == 0 || g.Ho == 0 || g.Wo == 0 || g.Cout == 0) return NULL;
+    if (hrt_conv2d_pointwise_ok(&g)) {
+        hrt_sgemm_pb *pb = hrt_sgemm_pack_b_shared(true, g.Cout, g.C, data, g.C);
+        if (!pb) return NULL;
+        cv_packed *pk = calloc(1, sizeof *pk);
+        if (!pk) {
+            hrt_sgemm_pb_release(pb);
+            return NULL;
+        }
+        pk->pb = pb;
+        *bytes = hrt_sgemm_pb_bytes(pb);
+        return pk;
+    }
+    if (!hrt_conv2d_winograd_packed_ok(&g)) return NULL;
     cv_packed *pk = calloc(1, sizeof *pk);
     if (!pk) return NULL;
     pk->u = hrt_conv2d_winograd_pack(&g, data, bytes, false);
@@ -175,6 +188,7 @@ static void cv_pack_free(void *vp) {
     cv_packed *pk = vp;
     if (!pk) return;
     free(pk->u);
+    hrt_sgemm_pb_release(pk->pb);
     free(pk);
 }
 
@@ -182,6 +196,8 @@ static aclError cv_run_packed(const hrt_kernel *k, void *const *in, void *const 
     const cv_plan *p = k->plan;
     const cv_packed *pk = packed;
     k_conv_geom g = cv_geom(p);
+    const float *bias = p->has_bias ? in[p->b_in] : NULL;
+    if (pk->pb) return hrt_conv2d_pointwise_f32(k, &g, in[p->x_in], pk->pb, in[p->w_in], bias, &p->act, out[0]);
     return hrt_conv2d_winograd_packed_f32(k, &g, in[p->x_in], pk->u, p->has_bias ? in[p->b_in] : NULL, &p->act, out[0]);
 }
 

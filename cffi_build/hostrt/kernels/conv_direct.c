@@ -363,3 +363,58 @@ aclError hrt_conv2d_direct_f32(const hrt_kernel *k, const k_conv_geom *gg, const
     if (c.failed) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
     return ACL_SUCCESS;
 }
+
+/* ---- 1x1 NCHW convolutions on small planes, the filter packed once ----
+ * C[N*Ho*Wo, Cout] = X^T[N*Ho*Wo, Cin] . W^T through the packed product (gemm_small.c), W^T packed
+ * when the model loads (conv.c, cv_pack), the bias and the activation in the product's epilogue; the
+ * input pixels are gathered pixel-major into scratch and C is transposed back into the output planes.
+ * On small planes the filter is most of the bytes a 1x1 conv touches: the GEMM the other way round
+ * (W[Cout, Cin] x X[Cin, HoWo], OpenBLAS) packed all of W again every call, and vectorised over a
+ * handful of pixels; here W^T is streamed once, 16 output channels a vector pair. */
+/* Pixels (N*Ho*Wo) up to which a 1x1 conv runs here.  mobilenet_v2 / efficientnet_b0 at 64x64, one
+ * thread, the 1x1 convs' node times by the largest plane routed here: 4-16 pixels and 64 alike,
+ * 256 1.3x and 1024 1.8x those (transposing the input and output planes costs more than packing
+ * W again once the planes are as big as the filter). */
+#define PW_MAX_PIXELS 64
+bool hrt_conv2d_pointwise_ok(const k_conv_geom *g) {
+    return !g->nhwc && g->groups == 1 && g->kh == 1 && g->kw == 1 && g->N * g->Ho * g->Wo <= PW_MAX_PIXELS;
+}
+
+aclError hrt_conv2d_pointwise_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const hrt_sgemm_pb *pb,
+                                  const float *w, const float *bias, const k_act *act, float *y) {
+    const int64_t HoWo = g->Ho * g->Wo, m = g->N * HoWo, Cin = g->C, Cout = g->Cout, HW = g->H * g->W;
+    if (m == 0 || Cout == 0) return ACL_SUCCESS;
+    float *a = malloc(sizeof(float) * (size_t)(m * (Cin + Cout)));
+    if (!a) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
+    float *c = a + m * Cin;
+    /* A[q, ci] = x[n, ci, oy * sh - pt, ox * sw - pl] (0 outside the input) */
+    for (int64_t n = 0; n < g->N; n++)
+        for (int64_t ci = 0; ci < Cin; ci++) {
+            const float *xp = x + (n * Cin + ci) * HW;
+            float *ap = a + n * HoWo * Cin + ci;
+            for (int64_t oy = 0; oy < g->Ho; oy++) {
+                const int64_t iy = oy * g->sh - g->pt;
+                float *ar = ap + oy * g->Wo * Cin;
+                if (iy < 0 || iy >= g->H) {
+                    for (int64_t ox = 0; ox < g->Wo; ox++) ar[ox * Cin] = 0.0f;
+                    continue;
+                }
+                const float *xr = xp + iy * g->W;
+                for (int64_t ox = 0; ox < g->Wo; ox++) {
+                    const int64_t ix = ox * g->sw - g->pl;
+                    ar[ox * Cin] = ix >= 0 && ix < g->W ? xr[ix] : 0.0f;
+                }
+            }
+        }
+    hrt_sgemm_ep ep = {1.0f, bias, act && act->code != K_ACT_NONE ? act : NULL};
+    aclError rc = hrt_sgemm_packed(m, false, a, Cin, pb, true, w, Cin, &ep, c, Cout);
+    if (!rc)
+        for (int64_t n = 0; n < g->N; n++)
+            for (int64_t q = 0; q < HoWo; q++) {
+                const float *cr = c + (n * HoWo + q) * Cout;
+                float *yq = y + n * Cout * HoWo + q;
+                for (int64_t co = 0; co < Cout; co++) yq[co * HoWo] = cr[co];
+            }
+    free(a);
+    return rc;
+}

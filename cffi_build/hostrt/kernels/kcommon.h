@@ -200,6 +200,14 @@ float *hrt_conv2d_winograd_pack(const k_conv_geom *g, const float *w, size_t *by
 aclError hrt_conv2d_winograd_packed_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x,
                                         const float *upack, const float *bias, const k_act *act, float *y);
 
+/* 1x1 NCHW float32 conv (groups 1) on small planes as the packed product C[N*Ho*Wo, Cout] =
+ * X^T . W^T with W^T packed once (pb, hrt_sgemm_pack_b_shared(true, Cout, Cin, w, Cin)) and bias +
+ * activation in its epilogue (conv_direct.c); _ok: the geometry runs there; w: the OIHW filter
+ * (the unpacked route of hrt_sgemm_packed). */
+bool hrt_conv2d_pointwise_ok(const k_conv_geom *g);
+aclError hrt_conv2d_pointwise_f32(const hrt_kernel *k, const k_conv_geom *g, const float *x, const hrt_sgemm_pb *pb,
+                                  const float *w, const float *bias, const k_act *act, float *y);
+
 /* NCHW float32 depthwise conv (groups == C_in, any multiplier) and grouped
  * conv with few input channels a group by a direct register-blocked kernel
  * (conv_dw.c); _ok: the geometry runs there; w is OIHW. */
