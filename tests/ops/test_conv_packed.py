@@ -125,6 +125,8 @@ OTHERS = [
     dict(n=1, c=12, h=6, w=6, co=24, groups=12, act="relu"),  # multiplier 2
     dict(n=1, c=9, h=33, w=30, co=9, groups=9, stride=2),
     dict(n=1, c=34, h=9, w=9, co=18, k=1, pad=0),  # 1x1 on 81 pixels: W x X (OpenBLAS)
+    dict(n=1, c=130, h=9, w=10, co=50, k=1, pad=0, act="relu"),
+    dict(n=2, c=256, h=9, w=9, co=64, k=1, pad=0, groups=2),
     dict(n=1, c=33, h=11, w=11, co=21, k=5, pad=2, act="relu"),
 ]
 
@@ -228,5 +230,17 @@ async def test_pointwise_mobilenet_shapes_vs_numpy(compiled, c, hw, co):
     g, feeds, ref = pointwise_graph(1, c, hw, hw, co, (1, 1), (0, 0, 0, 0), True, "Clip", c + co)
     model = await compiled(g)
     assert model.plan.packed_weight_bytes == (co + 15) // 16 * 16 * c * 4
+    out = await model.execute(feeds)
+    check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-4)
+
+
+@few(20)
+@given(n=st.integers(1, 2), c=st.integers(128, 200), co=st.integers(1, 96), h=st.integers(9, 14), w=st.integers(8, 14),
+       bias=st.booleans(), act=st.sampled_from(sorted(POINTWISE_ACTS)), seed=st.integers(0, 2**16))  # fmt: skip
+async def test_pointwise_above_64_pixels_vs_numpy(compiled, n, c, co, h, w, bias, act, seed):
+    """1x1 on more than 64 pixels: nothing packed, W x X"""
+    g, feeds, ref = pointwise_graph(n, c, h, w, co, (1, 1), (0, 0, 0, 0), bias, act, seed)
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == 0
     out = await model.execute(feeds)
     check(np.asarray(next(iter(out.values()))), ref, rtol=1e-4, atol=1e-4)
