@@ -60,6 +60,10 @@ POLL_EVERY = 512
 #: an await on one of the next two launches of a stream polls this long (s)
 #: before suspending: tiny device work then completes without a loop wake-up
 AWAIT_SPIN_S = _native.env_number("AIOGE_AWAIT_SPIN_US", 20, minimum=0) * 1e-6
+#: a kind of launch that keeps outlasting the spin spins once in ``2**_SPIN_BACKOFF`` awaits
+_SPIN_BACKOFF = 6
+#: kinds of launches whose misses a lane remembers (beyond: it forgets them all)
+_SPIN_KINDS = 64
 _EVENT_TIMEOUT = acl.ERROR_WAIT_TIMEOUT
 _STREAM_TIMEOUT = acl.ERROR_STREAM_TIMEOUT
 #: the host runtime completes launches by stream sequence numbers (see the module docstring)
@@ -235,6 +239,8 @@ class Lane:
         #: first error since the last synchronize(): (code, message, what)
         self.unreported: tuple[int, str, str] | None = None
         self._free_events: list[Any] = []
+        #: awaits whose spin missed, by the launch's ``what``: (misses in a row, spins still to skip)
+        self._spin_misses: dict[str, tuple[int, int]] = {}
         self._elapsed = acl.ElapsedTimer()
         # notify-fd driver (host runtime only)
         self._fd: int | None = None
@@ -297,16 +303,35 @@ class Lane:
                 self.unreported = err
 
     def spin_until(self, comp: Completion) -> bool:
-        """Briefly poll for a launch near the head of the queue; True if it completed."""
+        """Briefly poll for a launch near the head of the queue; True if it completed.
+
+        Launches of a kind (their ``what``) that outlast the spin stop paying for it: after a
+        miss the next ``2**misses - 1`` awaits of that kind (up to 63) suspend at once, then one
+        spins again; a hit forgets the misses.  A graph execution of hundreds of microseconds
+        thus spins once in 64 awaits, and tiny launches of other kinds keep their spin."""
         if AWAIT_SPIN_S <= 0:
             return False
         p = self.pending
         if not (p and (p[0] is comp or (len(p) > 1 and p[1] is comp))):
             return comp._done
+        misses = self._spin_misses  # benign races between loops of several threads: it is advice
+        what = comp.what
+        seen = misses.get(what)
+        if seen is not None and seen[1]:
+            misses[what] = (seen[0], seen[1] - 1)
+            return comp._done
         deadline = time.perf_counter() + AWAIT_SPIN_S
         while not comp._done and time.perf_counter() < deadline:
             self.poll()
-        return comp._done
+        if comp._done:
+            if seen is not None:
+                misses.pop(what, None)
+            return True
+        n = min(seen[0] + 1, _SPIN_BACKOFF) if seen is not None else 1
+        if seen is None and len(misses) >= _SPIN_KINDS:
+            misses.clear()
+        misses[what] = (n, (1 << n) - 1)
+        return False
 
     def take_event(self) -> Any | None:
         """A recycled event of this stream, if any."""

@@ -16,6 +16,7 @@ import pytest
 import aioge
 from aioge import _native
 from aioge._native import ffi, lib
+from aioge.runtime import scheduler
 from aioge.runtime.scheduler import SLICE_MS
 
 pytestmark = pytest.mark.anyio
@@ -157,6 +158,51 @@ async def test_cancelled_wait_keeps_buffers_alive_until_the_launch_ran(stream):
     assert before >= 2  # the upload's block is still held by the queued launches
     open_gate(g)
     np.testing.assert_array_equal(await y.numpy(), np.arange(1 << 16, dtype=np.float32) + 1)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # trio's lane thread may settle the hit before it spins
+async def test_a_kind_of_launch_that_outlasts_the_spin_stops_spinning(stream, monkeypatch):
+    # an await on a launch near the head of its stream polls briefly before suspending; a kind of
+    # launch that keeps outlasting that spin spins again only after 1, 3, 7... awaits skipped it,
+    # a hit forgets its misses, and other kinds keep their spin
+    monkeypatch.setattr(scheduler, "AWAIT_SPIN_S", 20e-6)
+    lane = stream._lane
+    polls = [0]
+    real_poll = lane.poll
+
+    def counting_poll() -> int:
+        polls[0] += 1
+        return real_poll()
+
+    monkeypatch.setattr(lane, "poll", counting_poll)
+    x = stream.upload(np.ones(8, np.float32))
+    await x
+    spun: list[bool] = []
+
+    async def launch_and_await(op, want: float, gated: bool) -> None:
+        g = gate(stream) if gated else None
+        y = op(x, 1.0)
+        if g is None:
+            assert y.launch._ran_within(20_000)  # ran on the worker, not yet settled: the spin's first poll takes it
+        before = polls[0]
+
+        async def opener() -> None:  # runs once the awaiting task suspended (or finished)
+            spun.append(polls[0] > before)
+            if g is not None:
+                open_gate(g)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(opener)
+            await y
+        np.testing.assert_array_equal(await y.numpy(), np.full(8, want, np.float32))
+
+    for i in range(16):
+        await launch_and_await(aioge.ops.add, 2, gated=i != 14)
+    assert [i for i, s in enumerate(spun) if s] == [0, 2, 6, 14, 15]
+    del spun[:]
+    await launch_and_await(aioge.ops.mul, 1, gated=True)  # another kind: its own first spin
+    await launch_and_await(aioge.ops.add, 2, gated=True)  # Add missed once more at 15: this one skips
+    assert spun == [True, False]
 
 
 async def test_a_burst_of_completions_costs_one_wake_up(stream, lane_thread):
