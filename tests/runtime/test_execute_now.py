@@ -221,6 +221,38 @@ async def test_the_runtime_decides_by_measured_cpu_time(dev, compiled):
     assert launched(s) == before + 3  # each on the worker
 
 
+async def test_a_costly_graph_asks_to_run_now_ever_more_rarely(dev, compiled, monkeypatch):
+    """Asking whether a graph may run now costs its outputs' allocation and a C call: a graph
+    measured too costly asks again only after 1, 3, 7, 15 ... executions that took the general
+    path, each of them one task on the stream's worker with its own correct outputs."""
+    from aioge.runtime.graphs import executable
+
+    asked: list[int] = []
+    real = executable._execute_now
+
+    def counting(*args):
+        asked.append(executed)
+        return real(*args)
+
+    monkeypatch.setattr(executable, "_execute_now", counting)
+    g = Graph("heavy2")
+    x = g.input("x", (384, 384), "float32")
+    h = g.add_node("MatMul", [x, g.constant("w0", np.eye(384, dtype=np.float32))])
+    g.output(g.add_node("MatMul", [h, g.constant("w1", 2 * np.eye(384, dtype=np.float32))]))  # 2 x 113 MFLOP
+    heavy = await compiled(g)
+    s = dev.default_stream
+    rng = np.random.default_rng(2)
+    await s.synchronize()
+    before = launched(s)
+    executed = 0
+    while executed < 20:  # unmeasured and over AIOGE_HOST_INLINE_BYTES, then measured far over AIOGE_HOST_INLINE_US
+        b = rng.standard_normal((384, 384)).astype(np.float32)
+        np.testing.assert_allclose((await heavy.execute({"x": b}))[heavy.graph.outputs[0]], 2 * b, rtol=1e-6)
+        executed += 1
+    assert launched(s) == before + 20  # each on the worker
+    assert asked == [0, 2, 6, 14]
+
+
 async def test_observers_see_the_route_production_takes(dev, compiled):
     """A profiled (or metered) execution takes the route an unobserved one takes -- here the
     synchronous one: no launch, the runtime ran it -- and the observers still get it whole: the

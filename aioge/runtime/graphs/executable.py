@@ -170,8 +170,8 @@ class _Now:
     ``max_inflight`` slot: it is over when the call returns.
     """
 
-    __slots__ = ("arena", "host_in", "host_out", "in_ptrs", "ins", "lock", "n_in", "out_ptrs", "outs", "ran",
-                 "weights")  # fmt: skip
+    __slots__ = ("arena", "costly", "host_in", "host_out", "in_ptrs", "ins", "lock", "n_in", "out_ptrs", "outs", "ran",
+                 "skip", "weights")  # fmt: skip
 
     def __init__(self, model: CompiledGraph, arena: DeviceMemory) -> None:
         assert model._io_at is not None
@@ -187,6 +187,9 @@ class _Now:
         self.host_in = acl.pointer_list([acl.NULL] * self.n_in)  # the weights' entries stay NULL
         self.host_out = acl.pointer_list([acl.NULL] * len(out_at))
         self.ran = acl.int32_out()
+        #: verdicts "too costly" in a row, and executions left that take the general path without asking
+        self.costly = 0
+        self.skip = 0
 
     def ready(self) -> bool:
         """The weights' uploads have run (later runs need no ordering at all)."""
@@ -198,8 +201,12 @@ class _Now:
     def run(self, model: CompiledGraph, feeds: Any, s: Stream) -> dict[str, Any] | None:
         """Run now; None when this execution must take the general path (which also reports bad feeds).
 
-        A graph too costly to run now (``ran`` -1) still asks every time: the few microseconds of
-        asking are small beside such a graph, and its measure follows its runs wherever they ran."""
+        A graph too costly to run now (``ran`` -1) asks again only after 1, 3, 7 ... 31 executions
+        that did not (asking costs its outputs' allocation and a C call); its measure follows its
+        runs wherever they ran, so a graph that became cheap runs now within that many."""
+        if self.skip:
+            self.skip -= 1  # benign race between threads: the count is advice
+            return None
         if not self.lock.acquire(blocking=False):
             return None
         try:
@@ -249,7 +256,11 @@ class _Now:
                 if ran[0] != 1:
                     if rc:
                         acl.raise_for(rc, f"execute() of {model._describe()}")
+                    if ran[0] < 0:
+                        self.costly = n = min(self.costly + 1, _NOW_BACKOFF)
+                        self.skip = (1 << n) - 1
                     return None
+                self.costly = 0
                 if rc:
                     err = (rc, _native.recent_error(), f"{model.graph.name}: execution from host memory")
                     s._lane.record_failure(err)  # the stream's next synchronize() reports it too
@@ -304,6 +315,9 @@ class SharedWeights:
             self._tensors.clear()
             self._arrays.clear()
 
+
+#: a graph too costly to run now asks again after at most ``2**_NOW_BACKOFF - 1`` executions
+_NOW_BACKOFF = 5
 
 #: pack constant matrix-product operands once at load (off: the kernels pack per call; benchmarks A/B it)
 _PACK_WEIGHTS = True
