@@ -89,6 +89,9 @@ class Device(Resource):
     @property
     def default_stream(self) -> Stream:
         """A stream owned by the device, opened on first use (for convenience APIs)."""
+        s = self._default_stream
+        if s is not None and not s._closed and not self._closed:  # every execute() asks: no lock once open
+            return s
         self._check_open()
         with self._default_lock:
             if self._default_stream is None or self._default_stream.closed:
