@@ -486,7 +486,8 @@ class CompiledGraph(Resource):
         return d
 
     # ---- execution ----
-    def _check_feeds(self, feeds: Mapping[str, Any]) -> None:
+    def _check_feeds(self, feeds: Mapping[str, Any]) -> bool:
+        """Raise for feeds the model does not take; True when every one is a numpy array."""
         inputs = self.inputs
         if len(feeds) == len(inputs):  # the common case first: numpy arrays of the model's kinds
             for n, (shape, dt) in inputs.items():
@@ -494,7 +495,7 @@ class CompiledGraph(Resource):
                 if type(x) is not np.ndarray or x.shape != shape or x.dtype != dt:
                     break
             else:
-                return  # every input given (as many names as it takes), each of its shape and dtype
+                return True  # every input given (as many names as it takes), each of its shape and dtype
         check_feed_names(self.graph.name, self.inputs, feeds)
         for n, (shape, dt) in self.inputs.items():
             x = _host_array(feeds[n])
@@ -504,6 +505,7 @@ class CompiledGraph(Resource):
                 raise ValueError(f"{self.graph.name}: input {n!r} has shape {tuple(xs)}, the model takes {shape}")
             if dtypes.normalize(xd) != dt:
                 raise TypeError(f"{self.graph.name}: input {n!r} has dtype {xd}, the model takes {dt}")
+        return False
 
     async def execute(
         self,
@@ -550,16 +552,21 @@ class CompiledGraph(Resource):
         self._check_open()
         if as_torch and as_tensors:
             raise ValueError("as_torch and as_tensors exclude each other")
-        self._check_feeds(feeds)
+        arrays = self._check_feeds(feeds)
         await s0.drain()
         ticket: _Ticket | None = await self._admit()
-        if self._io_at is not None and not as_tensors and not any(isinstance(feeds[n], Tensor) for n in self.inputs):
+        if (
+            self._io_at is not None
+            and not as_tensors
+            and (arrays or not any(isinstance(feeds[n], Tensor) for n in self.inputs))
+        ):
             # host memory in and out, one segment: one task, the copies inside it
             assert ticket is not None
-            res, comp = self._run_host([_host_array(feeds[n]) for n in self.inputs], s0, ticket)
+            host = [feeds[n] for n in self.inputs] if arrays else [_host_array(feeds[n]) for n in self.inputs]
+            res, comp = self._run_host(host, s0, ticket)
             ticket = None
             with deadline(timeout, f"execute() of {self._describe()}"):
-                await comp
+                await comp.wait()
         else:
             try:
                 ins: list[Tensor] = []
