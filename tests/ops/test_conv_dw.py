@@ -1,5 +1,6 @@
-"""Depthwise and few-channel grouped convolutions (conv_dw.c: the register-blocked NCHW kernel) against onnxruntime:
-rows wider than one and two vectors, ragged row ends, strides, dilations, multipliers, a fused activation."""
+"""Depthwise, few-channel grouped and image-stem convolutions (conv_dw.c: the register-blocked NCHW kernel) against
+onnxruntime: rows wider than one and two vectors, ragged row ends, strides, dilations, multipliers, a fused
+activation."""
 
 from __future__ import annotations
 
@@ -118,3 +119,54 @@ async def test_fused_grouped_relu(stream, ci, hw, co, s, g):
     (y,) = aioge.op("_FusedConv2D", [up(stream, x), up(stream, w), up(stream, b)], [TensorSpec(ref.shape, F32)], attrs,
                     formats=[NCHW, NCHW, ND, NCHW])  # fmt: skip
     check(await y.numpy(), np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+
+
+@st.composite
+def stem_case(draw):
+    cin = draw(st.integers(1, 4))  # 1-3: the image-stem route; 4: the packed GEMM beside it
+    cout = 4 * draw(st.integers(1, 3)) if draw(st.booleans()) else draw(st.integers(1, 7))  # 4x: 4 channels an item
+    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = tuple(draw(st.integers(0, 3)) for _ in range(4))  # ONNX order t, l, b, r
+    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 45)))
+    n = draw(st.integers(1, 2))
+    return n, cin, cout, k, s, d, p, hw
+
+
+@few(60)
+@given(case=stem_case(), bias=st.booleans(), seed=st.integers(0, 2**16))
+async def test_stem_vs_onnxruntime(stream, case, bias, seed):
+    # ungrouped convs with 1-3 input channels (image stems) run the grouped kernel as one group
+    n, cin, cout, k, s, d, p, hw = case
+    eh, ew = d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1
+    if hw[0] + p[0] + p[2] < eh or hw[1] + p[1] + p[3] < ew:
+        return
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, cin, *hw)).astype(np.float32)
+    w = rng.standard_normal((cout, cin, *k)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    ref = ort_run("Conv", [x, w, b] if bias else [x, w], kernel_shape=list(k), strides=list(s), dilations=list(d),
+                  pads=list(p))  # fmt: skip
+    y = ops.conv2d(up(stream, x), up(stream, w), up(stream, b) if bias else None, strides=s, pads=p, dilations=d)
+    check(await y.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+# (C_in, H, W, C_out, k, stride, pad): MobileNet / EfficientNet stems (3x3 s2 on 224 and an odd plane), a grey
+# image, a 5x5, and ResNet's 7x7 s2 stem (147 taps: past the route, the packed GEMM)
+@pytest.mark.parametrize(
+    ("ci", "h", "w", "co", "k", "s", "pad"),
+    [(3, 224, 224, 32, 3, 2, 1), (3, 67, 45, 16, 3, 2, 1), (1, 28, 28, 8, 3, 1, 1), (2, 33, 31, 12, 5, 1, 2),
+     (3, 64, 64, 64, 7, 2, 3)],
+)  # fmt: skip
+async def test_fused_stem_clip(stream, ci, h, w, co, k, s, pad):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((1, ci, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((co, ci, k, k)) * 0.5).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32)
+    ref = ort_run("Conv", [x, wt, b], kernel_shape=[k, k], pads=[pad] * 4, strides=[s, s])
+    attrs = {"strides": [1, 1, s, s], "pads": [pad] * 4, "dilations": [1, 1, 1, 1], "groups": 1,
+             "data_format": "NCHW", "activation": "Clip", "min": 0.0, "max": 6.0}  # fmt: skip
+    (y,) = aioge.op("_FusedConv2D", [up(stream, x), up(stream, wt), up(stream, b)], [TensorSpec(ref.shape, F32)], attrs,
+                    formats=[NCHW, NCHW, ND, NCHW])  # fmt: skip
+    check(await y.numpy(), np.clip(ref, 0, 6), rtol=1e-4, atol=1e-4)

@@ -8,8 +8,9 @@
  * in place.  A 1x1 stride-1 unpadded conv skips im2col (the input is the
  * GEMM operand).  Depthwise convs (groups == C_in) run a direct kernel
  * vectorised over output columns (NCHW) or channels (NHWC); float32 NCHW
- * depthwise convs, and grouped ones with up to 144 taps (cin_g * kh * kw,
- * not 1x1) a group, run the register-blocked conv_dw.c.  float32
+ * depthwise convs, grouped ones with up to 144 taps (cin_g * kh * kw,
+ * not 1x1) a group, and ungrouped ones with 1-3 input channels (image
+ * stems) run the register-blocked conv_dw.c.  float32
  * convolutions other than 1x1 run conv_direct.c (a packed GEMM with the
  * im2col fused into the panel packing, split over the pool), except 3x3
  * stride-1 NCHW ones with 16+ channels, which run Winograd F(2x2, 3x3)
@@ -125,7 +126,7 @@ static aclError cv_run(const hrt_kernel *k, void *const *in, void *const *out) {
                       p->Ho == p->H && p->Wo == p->W;
     if (dbl) {
         rc = p->transpose ? convt_run_t_f64(k, p, x, w, bias, y) : conv_run_t_f64(k, p, x, w, bias, y);
-    } else if (!p->transpose && hrt_conv2d_dw_ok(&g)) { /* depthwise, or few input channels a group */
+    } else if (!p->transpose && hrt_conv2d_dw_ok(&g)) { /* depthwise, few input channels a group, image stems */
         rc = hrt_conv2d_dw_f32(k, &g, x, w, bias, &p->act, y);
     } else if (!p->transpose && !p->depthwise && !one_by_one) {
         rc = hrt_conv2d_winograd_ok(&g) ? hrt_conv2d_winograd_f32(k, &g, x, w, bias, &p->act, y)

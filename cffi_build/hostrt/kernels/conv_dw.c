@@ -21,9 +21,15 @@
 /* Grouped (not depthwise) convs run here up to this many taps (cin_g * kh * kw), more run the
  * packed GEMM of conv_direct.c.  Measured (CPU time an op, A/B): 3x3 with 4-16 input channels a group
  * 1.1-2x faster here (ResNeXt's 128-512 channels, groups 32, 56x56-14x14); 32 a group at 7x7 1.2x
- * slower; 1x1 grouped and groups == 1 convs stay GEMMs (2x slower here). */
+ * slower; 1x1 grouped and groups == 1 convs stay GEMMs (2x slower here), but for image stems (below). */
 #define DW_GROUPED_MAX_TAPS 144
 _Static_assert(DW_GROUPED_MAX_TAPS <= DW_TOFF_MAX, "grouped convs need every tap's offset");
+/* Ungrouped convs with up to this many input channels (image stems: RGB, grey) run here too, as one
+ * group: an im2col of K = 3 * 3 * 3 = 27 rows made the packed GEMM pay its packing for a handful of
+ * FMAs a pixel.  Measured (node minimum, one thread, A/B, load 6): 3->32 3x3 s2 224x224 (MobileNet,
+ * EfficientNet) 447-477 -> 361-363 us (onnxruntime 340), 3->16 s2 288-294 -> 201-210 us, 3->64 3x3
+ * 224x224 4461 -> 2733 us; 4 input channels at 56x56 were 7% slower here, so 4+ stay GEMMs. */
+#define DW_STEM_MAX_CIN 3
 
 typedef struct {
     const k_conv_geom *g;
@@ -401,8 +407,10 @@ static int64_t dwl_plane(const k_conv_geom *g, int64_t *Hp, int64_t *Wp) {
 }
 
 bool hrt_conv2d_dw_ok(const k_conv_geom *g) {
-    return !g->nhwc && g->groups > 1 &&
-           (g->cin_g == 1 || (g->kh * g->kw > 1 && g->cout_g % DW_CO == 0 && g->cin_g * g->kh * g->kw <= DW_GROUPED_MAX_TAPS));
+    if (g->nhwc) return false;
+    const bool few_taps = g->kh * g->kw > 1 && g->cout_g % DW_CO == 0 && g->cin_g * g->kh * g->kw <= DW_GROUPED_MAX_TAPS;
+    if (g->groups == 1) return g->cin_g <= DW_STEM_MAX_CIN && few_taps;
+    return g->cin_g == 1 || few_taps;
 }
 
 /* Entry point used by conv.c: w is OIHW ([Cout, 1, kh, kw]). */
