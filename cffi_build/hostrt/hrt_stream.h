@@ -84,6 +84,7 @@ struct hrt_stream {
     int notify_fd;
     bool notify_armed;
     uint64_t notify_at;         /* armed for the task with this sequence number (0: the next event marker) */
+    bool notifying;             /* the worker writes notify_fd without mu: SetNotifyFd waits it out */
     /* failed tasks kept for aiogeHostStreamTakeFailure once enabled (launch.c); guarded by mu */
     bool log_failures;
     struct hrt_failure *failures, *failures_tail;

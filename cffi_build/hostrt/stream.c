@@ -135,17 +135,39 @@ static uint64_t run_task(hrt_stream *s, hrt_task *t, bool skip, bool *marker) {
     return seq;
 }
 
-/* With s->mu held: task `seq` is done. */
-static void task_done(hrt_stream *s, uint64_t seq, bool marker) {
+static void notify_write(int fd) {
+    uint64_t one = 1;
+    ssize_t w = write(fd, &one, sizeof one);
+    (void)w;
+}
+
+/* With s->mu held: task `seq` is done.  The notify fd is written under mu (it cannot be detached
+ * meanwhile); or, `defer` (the worker), not: the fd is returned (else -1) with s->notifying set,
+ * and the caller writes it after releasing mu, then clears s->notifying under mu (notify_done). */
+static int task_done(hrt_stream *s, uint64_t seq, bool marker, bool defer) {
     atomic_store(&s->completed, seq);
     if (s->sync_waiters) pthread_cond_broadcast(&s->cv_done);
     if (s->notify_armed && s->notify_fd >= 0 && (s->notify_at ? seq >= s->notify_at : marker)) {
-        uint64_t one = 1;
         s->notify_armed = false;
         s->notify_at = 0;
-        ssize_t w = write(s->notify_fd, &one, sizeof one); /* under mu: the fd cannot be detached meanwhile */
-        (void)w;
+        if (defer) {
+            s->notifying = true;
+            return s->notify_fd;
+        }
+        notify_write(s->notify_fd);
     }
+    return -1;
+}
+
+/* Called with s->mu held after task_done returned fd >= 0; returns with s->mu held.  The write
+ * wakes the event loop, which runs at a higher priority than this worker and may preempt it at
+ * once: under mu, the loop's next submit on this stream would wait for the preempted worker. */
+static void notify_done(hrt_stream *s, int fd) {
+    HRT_UNLOCK(&s->mu);
+    notify_write(fd);
+    HRT_LOCK(&s->mu, HRT_RANK_STREAM);
+    s->notifying = false;
+    pthread_cond_broadcast(&s->cv_done); /* a SetNotifyFd waiting to detach the fd */
 }
 
 static void *stream_worker(void *arg) {
@@ -171,7 +193,8 @@ static void *stream_worker(void *arg) {
 
         HRT_LOCK(&s->mu, HRT_RANK_STREAM);
         s->worker_busy = false;
-        task_done(s, seq, marker);
+        int fd = task_done(s, seq, marker, true);
+        if (fd >= 0) notify_done(s, fd);
     }
     HRT_UNLOCK(&s->mu);
     return NULL;
@@ -513,7 +536,7 @@ uint64_t hrt_stream_submit(hrt_stream *s, hrt_task *t, bool may_inline) {
 
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     s->inline_busy = false;
-    task_done(s, seq, marker);
+    task_done(s, seq, marker, false);
     bool wake = s->head != NULL;
     HRT_UNLOCK(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
@@ -553,7 +576,7 @@ bool hrt_stream_run_now(hrt_stream *s, hrt_task *t, aclError *rc, char msg[HRT_M
 
     HRT_LOCK(&s->mu, HRT_RANK_STREAM);
     s->inline_busy = false;
-    task_done(s, seq, marker);
+    task_done(s, seq, marker, false);
     bool wake = s->head != NULL;
     HRT_UNLOCK(&s->mu);
     if (wake) pthread_cond_signal(&s->cv_work);
@@ -684,6 +707,7 @@ aclError aiogeHostStreamSetNotifyFd(aclrtStream stream, int32_t fd) {
     aclError rc;
     hrt_stream *s = stream_lock(stream, "aiogeHostStreamSetNotifyFd", &rc);
     if (!s) return rc;
+    while (s->notifying) pthread_cond_wait(&s->cv_done, &s->mu); /* the caller may close the old fd next */
     s->notify_fd = fd;
     s->notify_armed = false;
     stream_unlock(s);
