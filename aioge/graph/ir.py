@@ -470,9 +470,16 @@ class Graph:
     def consumers(self) -> dict[str, list[Node]]:
         """Map value name -> nodes reading it (a node appears once per value)."""
         out: dict[str, list[Node]] = {}
+        get = out.get
         for n in self.nodes:
-            for i in dict.fromkeys(x for x in n.inputs if x):
-                out.setdefault(i, []).append(n)
+            ins = n.inputs
+            for i in ins if len(ins) < 2 else dict.fromkeys(ins):  # each value once per node
+                if i:
+                    readers = get(i)
+                    if readers is None:
+                        out[i] = [n]
+                    else:
+                        readers.append(n)
         return out
 
     def is_constant(self, name: str) -> bool:
@@ -488,7 +495,7 @@ class Graph:
         prod = {o: i for i, n in enumerate(self.nodes) for o in n.outputs if o}
         # the list is usually sorted already (imports, and every pass's output): each node then reads
         # only values produced before it, and the heap below would return the list as it is
-        if all(prod.get(x, -1) < i for i, n in enumerate(self.nodes) for x in n.inputs):
+        if self._reads_only_earlier(prod):
             return list(self.nodes)
         indeg = [0] * len(self.nodes)
         succ: list[list[int]] = [[] for _ in self.nodes]
@@ -514,6 +521,15 @@ class Graph:
             first = self.nodes[cycle[0]]
             raise GraphCycleError(f"is on a cycle: {names}", node=first.name, op_type=first.op_type)
         return [self.nodes[i] for i in order]
+
+    def _reads_only_earlier(self, prod: dict[str, int]) -> bool:
+        """Whether each node reads only values produced by nodes before it (or by none)."""
+        get = prod.get
+        for i, n in enumerate(self.nodes):
+            for x in n.inputs:
+                if get(x, -1) >= i:
+                    return False
+        return True
 
     def _find_cycle(self, left: list[int], prod: dict[str, int]) -> list[int]:
         left_set = set(left)

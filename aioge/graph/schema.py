@@ -482,7 +482,7 @@ def check_node_signature(node: NodeLike) -> None:
             node=node.name,
             op_type=node.op_type,
         )
-    if not s.free_attrs:
+    if not s.free_attrs and not node.attrs.keys() <= s.attrs.keys():
         unknown = sorted(set(node.attrs) - set(s.attrs))
         if unknown:
             raise GraphError(f"unknown attribute(s) {unknown}", node=node.name, op_type=node.op_type)
