@@ -722,21 +722,24 @@ class _Importer:
                 raise MalformedModelError(
                     f"attribute {a.name!r} has type {got}, expected {want}", node=name, op_type=n.op_type
                 )
-            v = onnx.helper.get_attribute_value(a)
-            if want == "STRING":
-                v = v.decode("utf-8", "replace")
-            elif want == "STRINGS":
-                v = [s.decode("utf-8", "replace") for s in v]
+            # the field of the checked type, read directly (as onnx.helper.get_attribute_value does)
+            v: Any
+            if want == "INT":
+                v = int(a.i)
             elif want == "INTS":
-                v = [int(x) for x in v]
-            elif want == "FLOATS":
-                v = [float(x) for x in v]
-            elif want == "TENSOR":
-                v = self.tensor(v, f"attribute {a.name!r} of node {name!r}")
-            elif want == "INT":
-                v = int(v)
+                v = [int(x) for x in a.ints]
             elif want == "FLOAT":
-                v = float(v)
+                v = float(a.f)
+            elif want == "FLOATS":
+                v = [float(x) for x in a.floats]
+            elif want == "STRING":
+                v = a.s.decode("utf-8", "replace")
+            elif want == "STRINGS":
+                v = [s.decode("utf-8", "replace") for s in a.strings]
+            elif want == "TENSOR":
+                v = self.tensor(a.t, f"attribute {a.name!r} of node {name!r}")
+            else:
+                v = onnx.helper.get_attribute_value(a)
             out[a.name] = v
         return out
 

@@ -38,14 +38,15 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
     require_shapes(graph, "fold_constants")
     g = working_copy(graph)
     folded = []
-    uses: dict[str, list[tuple[str, int]]] = {}
-    for m in g.nodes:
-        for i, v in enumerate(m.inputs):
-            if v:
-                uses.setdefault(v, []).append((m.op_type, i))
+    uses: dict[str, list[tuple[str, int]]] = {}  # built when first needed (a big constant result)
     outputs = set(g.outputs)
 
     def weights_only(n_outputs: list[str]) -> bool:
+        if not uses:  # the loop below changes no node's inputs: built once, then valid
+            for m in g.nodes:
+                for i, v in enumerate(m.inputs):
+                    if v:
+                        uses.setdefault(v, []).append((m.op_type, i))
         return all(o and o not in outputs and uses.get(o) and all(u in _WEIGHT_USES for u in uses[o])
                    for o in n_outputs)  # fmt: skip
 
@@ -58,7 +59,7 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
                     shape_slice(shape, int(get_attr(n, "start")), None if end is None else int(end)), np.int64
                 )
             ]
-        elif all(i in g.constants for i in n.inputs if i) and n.inputs:
+        elif n.inputs and all(i in g.constants for i in n.inputs if i):
             out_elems = sum(math.prod(g.values[o].shape or ()) for o in n.outputs if o)
             in_elems = sum(g.constants[i].size for i in n.inputs if i)
             if out_elems > max_elements and out_elems > in_elems and not weights_only(n.outputs):
