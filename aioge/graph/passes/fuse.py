@@ -202,6 +202,8 @@ def fuse_gelu(graph: Graph) -> Graph:
     graph output; ``x`` keeps its other consumers, and the result must have ``x``'s shape and dtype."""
     require_shapes(graph, "fuse_gelu")
     g = working_copy(graph)
+    if not any(n.op_type in _GELU_ARGUMENTS for n in g.nodes):
+        return g  # nothing to match: no readers maps to build
     consumers = g.consumers()
     prods = g.producers()
     dead: list[Node] = []
@@ -255,6 +257,9 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
     """Fold inference BatchNormalization into the preceding Conv's weights and bias."""
     require_shapes(graph, "fold_conv_batchnorm")
     g = working_copy(graph)
+    if not any(n.op_type == "Conv" for n in g.nodes):  # nothing to fold (here or in _fold_conv_affine)
+        g.prune_values()  # as _drop below does
+        return g
     consumers = g.consumers()
     dead = []
     for conv in g.topological_order():
@@ -442,6 +447,8 @@ def _activation_before_reshape(g: Graph) -> None:
     output is read by the activation alone, the product's (or its bias Add's) output by the Reshape
     alone (and the product's by that Add alone), and the activation is a one-input node the epilogue
     takes."""
+    if not any(n.op_type == "Reshape" for n in g.nodes):
+        return
     consumers = g.consumers()
     producers = g.producers()
     position = {id(m): i for i, m in enumerate(g.nodes)}
@@ -478,6 +485,9 @@ def fuse_bias_activation(graph: Graph) -> Graph:
     activation after a Reshape of a product first moved before it: _activation_before_reshape)."""
     require_shapes(graph, "fuse_bias_activation")
     g = working_copy(graph)
+    if not any(n.op_type in ("Conv", "MatMul", "Gemm") for n in g.nodes):  # no product: nothing to fuse
+        g.prune_values()  # as the end of this pass does
+        return g
     _activation_before_reshape(g)
     consumers = g.consumers()
     dead: list[Node] = []
@@ -703,9 +713,12 @@ def fuse_elementwise(graph: Graph) -> Graph:
     """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes."""
     require_shapes(graph, "fuse_elementwise")
     g = working_copy(graph)
+    steps = {id(n): s for n in g.nodes if (s := _ew_step(g, n)) is not None}
+    if not steps:  # no elementwise op to fuse
+        g.prune_values()  # as the end of this pass does
+        return g
     consumers = g.consumers()
     producers = g.producers()
-    steps = {id(n): s for n in g.nodes if (s := _ew_step(g, n)) is not None}
     taken: set[int] = set()
     replace: dict[int, Node] = {}
     dead: set[int] = set()
