@@ -56,19 +56,24 @@ class _Flat(torch.nn.Module):
         return tuple(t for t in pytree.tree_leaves(self.m(*args)) if isinstance(t, torch.Tensor))
 
 
-def onnx_session(m: torch.nn.Module, args: tuple[Any, ...]) -> tuple[ort.InferenceSession, float]:
-    t0 = time.perf_counter()
+def export_onnx(m: torch.nn.Module, args: tuple[Any, ...]) -> bytes:
+    """``m`` exported with the legacy exporter at opset 17 (inputs ``in0``, ``in1``, ...), the dynamo
+    exporter where the legacy one refuses."""
     buf = io.BytesIO()
     names = [f"in{i}" for i in range(len(args))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             torch.onnx.export(_Flat(m).eval(), args, buf, dynamo=False, opset_version=17, input_names=names)
-            data = buf.getvalue()
+            return buf.getvalue()
         except torch.onnx.errors.UnsupportedOperatorError:  # GPT-2: the legacy exporter has no aten::diff
-            data = torch.onnx.export(
-                _Flat(m).eval(), args, dynamo=True, input_names=names
-            ).model_proto.SerializeToString()
+            proto = torch.onnx.export(_Flat(m).eval(), args, dynamo=True, input_names=names).model_proto
+            return bytes(proto.SerializeToString())
+
+
+def onnx_session(m: torch.nn.Module, args: tuple[Any, ...]) -> tuple[ort.InferenceSession, float]:
+    t0 = time.perf_counter()
+    data = export_onnx(m, args)
     so = ort.SessionOptions()
     so.intra_op_num_threads = os.cpu_count() or 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -10,7 +10,7 @@ dropped as in tests/graph/onnx_backend.py) and ``tv``: torchvision's
 resnet18, resnet50, mobilenet_v2, mobilenet_v3_small, efficientnet_b0,
 squeezenet1_1, googlenet, densenet121 and convnext_tiny with random weights
 (batch norms calibrated as tests/frontends/zoo.py does), exported with
-``torch.onnx.export`` as bench_load.py does, batch 1, ``--image-size`` pixels
+``torch.onnx.export`` as bench_frontends.py does, batch 1, ``--image-size`` pixels
 square (default 224; the exports are cached in the temp dir).  ``--models
 light``, ``tv`` or a list such as ``--models squeezenet,tv_resnet18`` picks a
 subset; each group's geometric mean is printed too.
@@ -80,7 +80,7 @@ def tv_models(size: int) -> dict[str, tuple[object, dict[str, np.ndarray]]]:
         path = os.path.join(tempfile.gettempdir(), f"aioge_bench_graph_{name}_{size}.onnx")
         if not os.path.exists(path):
             import zoo
-            from bench_load import export_onnx
+            from bench_frontends import export_onnx
 
             m, args = zoo._tv(name, size, **kw)()
             with open(path + ".tmp", "wb") as f:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import io
 import math
 import os
 import pstats
@@ -32,7 +31,6 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 from typing import Any
 
 import onnxruntime as ort
@@ -69,6 +67,7 @@ def zoo_model(name: str, cache: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     import zoo
+    from bench_frontends import export_onnx
 
     m, args, _ = zoo.build(name)
     data = export_onnx(m, args)
@@ -76,24 +75,6 @@ def zoo_model(name: str, cache: str) -> bytes:
         f.write(data)
     os.replace(path + ".tmp", path)
     return data
-
-
-def export_onnx(m: Any, args: tuple[Any, ...]) -> bytes:
-    """``m`` exported as bench_frontends.py does: the legacy exporter at opset 17 (inputs ``in0``,
-    ``in1``, ...), the dynamo exporter where the legacy one refuses."""
-    import torch
-    from bench_frontends import _Flat
-
-    names = [f"in{i}" for i in range(len(args))]
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            torch.onnx.export(_Flat(m).eval(), args, buf, dynamo=False, opset_version=17, input_names=names)
-            return buf.getvalue()
-        except torch.onnx.errors.UnsupportedOperatorError:  # GPT-2: the legacy exporter has no aten::diff
-            proto = torch.onnx.export(_Flat(m).eval(), args, dynamo=True, input_names=names).model_proto
-            return bytes(proto.SerializeToString())
 
 
 def ort_create(data: bytes) -> float:
