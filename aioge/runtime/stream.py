@@ -533,14 +533,7 @@ class Enqueue:
             self.note(comp, reads=reads, writes=writes)
             return comp
         comp = lane.submit_seq(keep, what, name, seq)
-        for m in reads:  # as note(), inlined
-            m.readers[lane] = comp
-        s = self.stream
-        for m in writes:
-            m.writer = comp
-            m.stream = s
-            if m.readers:
-                m.readers.clear()
+        self.note(comp, reads=reads, writes=writes)
         return comp
 
     def mark_start(self) -> None:
@@ -579,15 +572,7 @@ class Enqueue:
                 self._start = start  # given back by __exit__
                 acl.raise_for(rc, "aclrtRecordEvent")
             comp = lane.submit(ev, keep, what, start, deps, name, _submitted(self.handle) if self.seq_mode else 0)
-        for m in reads:  # as note(), inlined: this is every launch's path
-            m.readers[lane] = comp
-        if writes:
-            s = self.stream
-            for m in writes:
-                m.writer = comp
-                m.stream = s
-                if m.readers:
-                    m.readers.clear()
+        self.note(comp, reads=reads, writes=writes)
         return comp
 
     def note(self, comp: Completion, *, reads: Sequence[DeviceMemory] = (),
