@@ -18,16 +18,26 @@ pytestmark = pytest.mark.anyio
 NCHW, ND = 0, 2
 
 
+def _geometry(draw):
+    """Kernel, strides, dilations, pads (ONNX order t, l, b, r), plane and batch of a conv case."""
+    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    p = tuple(draw(st.integers(0, 3)) for _ in range(4))
+    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 45)))
+    return k, s, d, p, hw, draw(st.integers(1, 2))
+
+
+def _fits(k, d, p, hw):
+    """Whether the dilated kernel fits the padded plane."""
+    return hw[0] + p[0] + p[2] >= d[0] * (k[0] - 1) + 1 and hw[1] + p[1] + p[3] >= d[1] * (k[1] - 1) + 1
+
+
 @st.composite
 def dw_case(draw):
     c = draw(st.integers(1, 6))
     mult = draw(st.integers(1, 2))
-    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
-    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    p = tuple(draw(st.integers(0, 3)) for _ in range(4))  # ONNX order t, l, b, r
-    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 45)))
-    n = draw(st.integers(1, 2))
+    k, s, d, p, hw, n = _geometry(draw)
     return n, c, mult, k, s, d, p, hw
 
 
@@ -37,8 +47,7 @@ async def test_depthwise_vs_onnxruntime(stream, case, bias, seed):
     n, c, mult, k, s, d, p, hw = case
     if c == 1:
         c = 2  # groups == 1 is a plain conv
-    eh, ew = d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1
-    if hw[0] + p[0] + p[2] < eh or hw[1] + p[1] + p[3] < ew:
+    if not _fits(k, d, p, hw):
         return
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, *hw)).astype(np.float32)
@@ -88,8 +97,7 @@ def grouped_case(draw):
 async def test_grouped_vs_onnxruntime(stream, case, bias, seed):
     # few input channels a group (cin_g * kh * kw <= 144, not 1x1): the depthwise kernel over the group's planes
     n, groups, cin_g, cout_g, k, s, d, p, hw = case
-    eh, ew = d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1
-    if hw[0] + p[0] + p[2] < eh or hw[1] + p[1] + p[3] < ew:
+    if not _fits(k, d, p, hw):
         return
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, groups * cin_g, *hw)).astype(np.float32)
@@ -125,12 +133,7 @@ async def test_fused_grouped_relu(stream, ci, hw, co, s, g):
 def stem_case(draw):
     cin = draw(st.integers(1, 4))  # 1-3: the image-stem route; 4: the packed GEMM beside it
     cout = 4 * draw(st.integers(1, 3)) if draw(st.booleans()) else draw(st.integers(1, 7))  # 4x: 4 channels an item
-    k = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
-    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    p = tuple(draw(st.integers(0, 3)) for _ in range(4))  # ONNX order t, l, b, r
-    hw = (draw(st.integers(1, 20)), draw(st.integers(1, 45)))
-    n = draw(st.integers(1, 2))
+    k, s, d, p, hw, n = _geometry(draw)
     return n, cin, cout, k, s, d, p, hw
 
 
@@ -139,8 +142,7 @@ def stem_case(draw):
 async def test_stem_vs_onnxruntime(stream, case, bias, seed):
     # ungrouped convs with 1-3 input channels (image stems) run the grouped kernel as one group
     n, cin, cout, k, s, d, p, hw = case
-    eh, ew = d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1
-    if hw[0] + p[0] + p[2] < eh or hw[1] + p[1] + p[3] < ew:
+    if not _fits(k, d, p, hw):
         return
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, cin, *hw)).astype(np.float32)
