@@ -14,9 +14,11 @@ Pure: no other aioge module is imported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-__all__ = ("NCHW_OPS", "data_format", "pads4", "spatial4")
+__all__ = ("NCHW_OPS", "data_format", "pads4", "spatial4", "conv2d_attrs")
 
 #: op types whose 4-D operands are described as NCHW (everything else is ND)
 NCHW_OPS = frozenset(
@@ -59,3 +61,22 @@ def pads4(begin: Sequence[int], end: Sequence[int]) -> list[int]:
     if len(begin) == 1:
         return [0, 0, int(begin[0]), int(end[0])]
     return [int(begin[0]), int(end[0]), int(begin[1]), int(end[1])]
+
+
+def conv2d_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The host conv kernels' attrs (``_FusedConv2D``, ``_NchwcConv2D``) from a 2-D ``_FusedConv``'s
+    explicit ONNX-style attrs: ``strides``/``dilations`` ``[1, 1, h, w]``, ``pads`` ``[top, bottom,
+    left, right]``, ``groups``, and ``activation`` with the params it reads, unless it is ``"none"``."""
+    st, dl = list(attrs.get("strides", [1, 1])), list(attrs.get("dilations", [1, 1]))
+    pads = list(attrs.get("pads", [0, 0, 0, 0]))  # ONNX: top, left, bottom, right
+    conv: dict[str, Any] = {"strides": spatial4(st), "pads": pads4(pads[:2], pads[2:]), "dilations": spatial4(dl),
+                            "groups": int(attrs.get("group", 1))}  # fmt: skip
+    act = str(attrs.get("activation", "none"))
+    if act == "none":
+        return conv
+    conv["activation"] = act
+    if act == "LeakyRelu":
+        conv["alpha"] = float(attrs.get("alpha", 0.01))
+    elif act == "Clip":
+        conv["min"], conv["max"] = float(attrs.get("min", -math.inf)), float(attrs.get("max", math.inf))
+    return conv

@@ -204,7 +204,7 @@ _WAIT_COST = 2.0e5  # "flops" one cross-stream wait costs (event record+wait, ca
 def _cost(g: Graph, n: Node) -> float:
     out = sum(g.values[o].size for o in n.outputs if o)
     op = n.op_type
-    if op in ("Conv", "_FusedConv", "ConvTranspose"):
+    if op in ("Conv", "_FusedConv", "_NchwcConv2D", "ConvTranspose"):
         w = g.values[n.inputs[1]].shape or (1, 1)
         per = math.prod(w[1:]) if op != "ConvTranspose" else w[0] * math.prod(w[2:])
         return 2.0 * out * per

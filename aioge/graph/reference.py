@@ -30,7 +30,7 @@ from .ir import Graph, Node, normalize_dtype
 from .reference_base import KERNELS, Arr, _attrs, _ints, _kernel, reduce_axes
 from .schema import get_attr
 
-__all__ = ("run_reference", "evaluate_node", "KERNELS")
+__all__ = ("run_reference", "evaluate_node", "KERNELS", "to_nchwc", "from_nchwc")
 
 # ------------------------------------------------------------------ elementwise
 _UNARY_PARAMS: dict[str, Callable[[Node], tuple[float, ...]]] = {
@@ -592,6 +592,71 @@ def _fused_conv(node: Node, xs: list[Any]) -> list[Arr]:
     attrs = _attrs(node)
     y = conv_nd(xs[0], xs[1], xs[2] if len(xs) > 2 and xs[2] is not None else None, attrs)
     return [apply_activation(y, attrs)]
+
+
+def to_nchwc(x: Arr) -> Arr:
+    """NCHW ``[N, C, H, W]`` (C % 8 == 0) -> NCHWc8 ``[N, C/8, H, W, 8]``: channel c at block c // 8, lane c % 8."""
+    n, c, h, w = x.shape
+    if c % 8:
+        raise ValueError(f"NCHWc8 needs a channel count that is a multiple of 8, got shape {list(x.shape)}")
+    return np.ascontiguousarray(x.reshape(n, c // 8, 8, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def from_nchwc(x: Arr) -> Arr:
+    """NCHWc8 ``[N, C/8, H, W, 8]`` -> NCHW ``[N, C, H, W]``."""
+    if x.ndim != 5 or x.shape[4] != 8:
+        raise ValueError(f"an NCHWc8 tensor is [N, C/8, H, W, 8], got shape {list(x.shape)}")
+    n, cb, h, w, _ = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * 8, h, w))
+
+
+def _onnx_window(attrs: Mapping[str, Any], four: bool) -> dict[str, Any]:
+    """ONNX ``strides``/``dilations``/``pads`` from the host kernels' (``[1, 1, h, w]`` when ``four``,
+    pads ``[top, bottom, left, right]``)."""
+    ones = [1] * (4 if four else 2)
+    st = _ints(attrs.get("strides")) or ones
+    dl = _ints(attrs.get("dilations")) or ones
+    top, bottom, left, right = _ints(attrs.get("pads")) or [0, 0, 0, 0]
+    if four:
+        st, dl = st[2:], dl[2:]
+    return {"strides": st, "dilations": dl, "pads": [top, left, bottom, right]}
+
+
+@_kernel("_ReorderToNchwc")
+def _reorder_to(node: Node, xs: list[Any]) -> list[Arr]:
+    return [to_nchwc(xs[0])]
+
+
+@_kernel("_ReorderFromNchwc")
+def _reorder_from(node: Node, xs: list[Any]) -> list[Arr]:
+    return [from_nchwc(xs[0])]
+
+
+@_kernel("_NchwcConv2D")
+def _nchwc_conv(node: Node, xs: list[Any]) -> list[Arr]:
+    attrs = _attrs(node)
+    x, w = from_nchwc(xs[0]), xs[1]
+    b = xs[2] if len(xs) > 2 and xs[2] is not None else None
+    onnx = {"kernel_shape": list(w.shape[2:]), "group": int(attrs.get("groups", 1)), **_onnx_window(attrs, True)}
+    y = conv_nd(x, w, b, onnx)
+    if len(xs) > 3 and xs[3] is not None:
+        y = y + from_nchwc(xs[3])
+    return [to_nchwc(apply_activation(y, attrs))]
+
+
+@_kernel("_NchwcPool2D")
+def _nchwc_pool(node: Node, xs: list[Any]) -> list[Arr]:
+    attrs = _attrs(node)
+    x = from_nchwc(xs[0])
+    mode = str(attrs.get("mode"))
+    if mode not in ("max", "avg"):
+        raise ValueError(f"mode must be 'max' or 'avg', not {mode!r}")
+    if int(attrs.get("global", 0)):
+        y = x.max(axis=(2, 3), keepdims=True) if mode == "max" else x.mean(axis=(2, 3), keepdims=True, dtype=x.dtype)
+        return [to_nchwc(y)]
+    onnx = {"kernel_shape": _ints(attrs.get("kernel")), "count_include_pad": int(attrs.get("count_include_pad", 0)),
+            **_onnx_window(attrs, False)}  # fmt: skip
+    return [to_nchwc(pool_nd(x, onnx, mode))]
 
 
 def fused_matmul(a: Arr, b: Arr, bias: Arr | None, attrs: Mapping[str, Any]) -> Arr:

@@ -13,7 +13,9 @@ form (the importer rewrites older opsets into it):
 * ``Constant`` is not an op: constants live in ``graph.constants``.
 
 Host-only fused ops (``_FusedConv``, ``_FusedMatMul``, ``_FusedElementwise``)
-are documented in :mod:`aioge.graph.passes.fuse`.
+are documented in :mod:`aioge.graph.passes.fuse`, the blocked-layout ops
+(``_ReorderToNchwc``, ``_ReorderFromNchwc``, ``_NchwcConv2D``,
+``_NchwcPool2D``) in :mod:`aioge.graph.passes.nchwc`.
 """
 
 from __future__ import annotations
@@ -305,6 +307,18 @@ _POOL_ATTRS = {
     "strides": None,
 }
 _ACT_ATTRS = {"activation": "none", "alpha": 0.01, "min": 0.0, "max": 6.0}
+_F32: frozenset[np.dtype] = frozenset({_D("float32")})
+# the host kernels' own attrs (CANN order): strides/dilations [1, 1, sh, sw], pads [top, bottom, left, right]
+_NCHWC_CONV_ATTRS = {"strides": None, "pads": None, "dilations": None, "groups": 1}
+_NCHWC_POOL_ATTRS = {
+    "mode": None,
+    "global": 0,
+    "kernel": None,
+    "strides": None,
+    "pads": None,
+    "dilations": None,
+    "count_include_pad": 0,
+}
 _RESIZE_ATTRS = {
     "antialias": 0,
     "axes": None,
@@ -442,6 +456,11 @@ SCHEMAS: dict[str, OpSchema] = {
         _s("_FusedConv", 2, 3, same(_F), {**_CONV_ATTRS, **_ACT_ATTRS}),
         _s("_FusedMatMul", 2, 3, same(_N), {"trans_a": 0, "trans_b": 0, "scale": 1.0, **_ACT_ATTRS}),
         _s("_FusedElementwise", 1, None, _fused_ew_rule, {"program": None}),
+        # host-only blocked-layout ops (see passes/nchwc.py): float32 only
+        _s("_ReorderToNchwc", 1, 1, same(_F32)),
+        _s("_ReorderFromNchwc", 1, 1, same(_F32)),
+        _s("_NchwcConv2D", 2, 4, same(_F32), {**_NCHWC_CONV_ATTRS, **_ACT_ATTRS}),
+        _s("_NchwcPool2D", 1, 1, same(_F32), dict(_NCHWC_POOL_ATTRS)),
     ]
 }
 

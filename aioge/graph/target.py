@@ -45,7 +45,10 @@ class Target:
         fusions: which fusion passes may run (a subset of :data:`FUSIONS`).
         host_ops: whether aioge's host-only op types may be emitted.
         op_types: the CANN op types the backend runs (``None``: any CANN op type).
-        layouts: the data formats the backend takes for 4-D NCHW-style operands.
+        layouts: the data formats the backend takes for 4-D NCHW-style operands;
+            ``"NCHWc8"``: it runs the channel-blocked layout's host ops, and
+            :func:`~aioge.graph.optimize` computes convolution chains in that
+            layout (:mod:`aioge.graph.passes.nchwc`).
     """
 
     name: str

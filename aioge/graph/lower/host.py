@@ -8,7 +8,10 @@ themselves.  :func:`expand_host_ops` then rewrites them for a target:
   the GEMM) or, with an activation, the host-only ``_FusedConv2D``: the same
   inputs and attrs plus ``activation`` (and ``alpha``/``min``/``max``),
   applied to each output tile before it is stored;
-* ``_FusedMatMul`` and ``_FusedElementwise`` stay (host kernels of those names).
+* ``_FusedMatMul`` and ``_FusedElementwise`` stay (host kernels of those names),
+  and so do the blocked-layout ops of :mod:`aioge.graph.passes.nchwc`
+  (``_ReorderToNchwc``, ``_ReorderFromNchwc``, ``_NchwcConv2D``,
+  ``_NchwcPool2D``: their graph attrs are the kernels' attrs).
 
 For a target without host-only ops (``ascend``) any ``_``-prefixed op left is
 a :class:`~aioge.graph.errors.LoweringError` (optimize for that target: it
@@ -18,24 +21,26 @@ host kernels take.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..._layout import pads4, spatial4
+from ..._layout import conv2d_attrs
 from ..errors import LoweringError
 from ..ir import Graph
 from ..target import HOST, Target
 from ._base import RULES, Builder, LoweredNode, LoweredOp
 
-__all__ = ("expand_host_ops", "host_attrs")
+__all__ = ("expand_host_ops", "host_attrs", "NCHWC_OPS")
+
+#: the blocked-layout ops (:mod:`aioge.graph.passes.nchwc`), lowered 1:1 to the host kernels of those names
+NCHWC_OPS = ("_ReorderToNchwc", "_ReorderFromNchwc", "_NchwcConv2D", "_NchwcPool2D")
 
 
 def _fused(L: Builder) -> None:
-    L.op(L.node.op_type, L.node.inputs, L.node.outputs, **dict(L.node.attrs))
+    L.op(L.node.op_type, [i or None for i in L.node.inputs], L.node.outputs, **dict(L.node.attrs))  # "": absent
 
 
-RULES.update({"_FusedConv": _fused, "_FusedMatMul": _fused, "_FusedElementwise": _fused})
+RULES.update({op: _fused for op in ("_FusedConv", "_FusedMatMul", "_FusedElementwise", *NCHWC_OPS)})
 
 
 def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,25 +76,16 @@ def expand_host_ops(g: Graph, ln: LoweredNode, target: Target = HOST) -> Lowered
             target.check(op.op_type, ln.node.name, ln.node.op_type)
             ops.append(op)
             continue
-        a = op.attrs
-        ks = list(a["kernel_shape"])
-        if len(ks) != 2:
-            raise LoweringError(f"_FusedConv with {len(ks)} spatial dims is not supported", node=ln.node.name)
-        st, dl = list(a.get("strides", [1, 1])), list(a.get("dilations", [1, 1]))
-        pads = list(a.get("pads", [0, 0, 0, 0]))  # ONNX: top, left, bottom, right
-        conv: dict[str, Any] = {"strides": spatial4(st), "pads": pads4(pads[:2], pads[2:]), "dilations": spatial4(dl),
-                                "groups": int(a.get("group", 1)), "data_format": "NCHW"}  # fmt: skip
+        if len(op.attrs["kernel_shape"]) != 2:
+            n_sp = len(op.attrs["kernel_shape"])
+            raise LoweringError(f"_FusedConv with {n_sp} spatial dims is not supported", node=ln.node.name)
+        conv = conv2d_attrs(op.attrs)
+        conv["data_format"] = "NCHW"
         x, w = op.inputs[0], op.inputs[1]
         b = op.inputs[2] if len(op.inputs) > 2 and op.inputs[2] else None
-        act = str(a.get("activation", "none"))
-        if act == "none":
+        if "activation" not in conv:
             ops.append(LoweredOp("Conv2D", (x, w, b), op.outputs, conv))
             continue
-        conv["activation"] = act
-        if act == "LeakyRelu":
-            conv["alpha"] = float(a.get("alpha", 0.01))
-        elif act == "Clip":
-            conv["min"], conv["max"] = float(a.get("min", -math.inf)), float(a.get("max", math.inf))
         target.check("_FusedConv2D", ln.node.name, ln.node.op_type)
         ops.append(LoweredOp("_FusedConv2D", (x, w, b), op.outputs, conv))
     return LoweredNode(ln.node, tuple(ops), dict(ln.temps))

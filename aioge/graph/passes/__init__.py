@@ -11,7 +11,10 @@ leaves its argument untouched; all but ``infer_shapes`` and
   ``eliminate_common_subexpressions`` (repeated until nothing changes);
 * level 2: + ``fuse``: the fusions the :class:`~aioge.graph.target.Target`
   allows (host: Conv+BN folding, bias+activation, elementwise chains;
-  ascend: Conv+BN folding only, which emits no host-only op type).
+  ascend: Conv+BN folding only, which emits no host-only op type);
+  then, for a target whose ``layouts`` include ``"NCHWc8"``,
+  ``nchwc_layout``: convolution chains in the channel-blocked layout
+  (:mod:`aioge.graph.passes.nchwc`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .dce import eliminate_dead_code
 from .fold_constants import fold_constants
 from .fuse import fold_conv_batchnorm, fuse, fuse_bias_activation, fuse_elementwise, fuse_gelu
 from .infer_shapes import carry_inference, infer_shapes, is_inferred
+from .nchwc import nchwc_layout
 from .simplify import simplify
 
 __all__ = (
@@ -40,6 +44,7 @@ __all__ = (
     "fuse_bias_activation",
     "fuse_elementwise",
     "fuse_gelu",
+    "nchwc_layout",
 )
 
 
@@ -96,6 +101,8 @@ def optimize(
         fuse_for_target.__name__ = "fuse"
         g = run(fuse_for_target, g)
         g = run(eliminate_dead_code, g)
+        if "NCHWc8" in target.layouts:
+            g = run(nchwc_layout, g)
     g = run(infer_shapes, g)
     g._validate_structure(signatures=False)  # infer_shapes just checked each node's signature and dtypes
     g._scratch = False

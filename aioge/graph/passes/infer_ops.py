@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ... import _shapes as S
+from ..ewprogram import ACTIVATIONS
 from ..reference_ops import range_length
 from ..reference_resize import resize_params
 from .infer_rules import Shape, _Ctx, _shape_fn, _wrap
@@ -292,3 +293,91 @@ def _resize(c: _Ctx) -> list[Shape]:
         raise c.error(f"output shape {out} has an empty dimension")
     return [out]
 
+
+# ------------------------------------------------------------------ NCHWc8 blocked layout (passes/nchwc.py)
+def _blocked(c: _Ctx, i: int) -> Shape:
+    """Input ``i`` as an NCHWc8 tensor ``[N, C/8, H, W, 8]``."""
+    s = c.shape(i)
+    if len(s) != 5 or s[4] != 8:
+        raise c.error(f"input {i} must be NCHWc8 [N, C/8, H, W, 8], got shape {s}")
+    return s
+
+
+def nchwc_groups_ok(cin: int, cout: int, groups: int) -> bool:
+    """Whether a convolution of these channel counts and groups has an NCHWc8 form: groups 1 or
+    grouped with per-group input and output channel counts multiples of 8, or depthwise (groups ==
+    cin == cout, a multiple of 8)."""
+    if groups <= 0 or cin % groups or cout % groups or cin % 8 or cout % 8:
+        return False
+    return groups == cin == cout or ((cin // groups) % 8 == 0 and (cout // groups) % 8 == 0)
+
+
+def _nchwc_ints(c: _Ctx, name: str, n: int, default: list[int], low: int) -> list[int]:
+    v = c.attr(name)
+    out = default if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
+    if len(out) != n or any(x < low for x in out):
+        raise c.error(f"{name} must be {n} ints >= {low}, got {v}")
+    return out
+
+
+@_shape_fn("_ReorderToNchwc")
+def _reorder_to_nchwc(c: _Ctx) -> list[Shape]:
+    x = c.shape(0)
+    if len(x) != 4 or x[1] % 8:
+        raise c.error(f"needs a 4-D NCHW input whose channel count is a multiple of 8, got shape {x}")
+    n, ch, h, w = x
+    return [(n, ch // 8, h, w, 8)]
+
+
+@_shape_fn("_ReorderFromNchwc")
+def _reorder_from_nchwc(c: _Ctx) -> list[Shape]:
+    n, cb, h, w, _ = _blocked(c, 0)
+    return [(n, cb * 8, h, w)]
+
+
+@_shape_fn("_NchwcConv2D")
+def _nchwc_conv(c: _Ctx) -> list[Shape]:
+    if c.attr("activation") not in ACTIVATIONS:
+        raise c.error(f"unknown activation {c.attr('activation')!r} (one of {sorted(ACTIVATIONS)})")
+    n, cb, h, w, _ = _blocked(c, 0)
+    cin, wt = cb * 8, c.shape(1)
+    groups = int(c.attr("groups") or 1)
+    if len(wt) != 4 or groups <= 0 or wt[1] * groups != cin or wt[0] % groups:
+        raise c.error(f"filter {wt} with groups {groups} does not fit the {cin} input channels of {c.shape(0)}")
+    cout = wt[0]
+    if not nchwc_groups_ok(cin, cout, groups):
+        raise c.error(f"filter {wt} with groups {groups} on input {c.shape(0)}: NCHWc8 takes groups 1, depthwise, "
+                      "or groups whose input and output channel counts are multiples of 8")  # fmt: skip
+    if c.has(2) and c.shape(2) != (cout,):
+        raise c.error(f"bias shape {c.shape(2)} must be ({cout},)")
+    st = _nchwc_ints(c, "strides", 4, [1, 1, 1, 1], 1)
+    dl = _nchwc_ints(c, "dilations", 4, [1, 1, 1, 1], 1)
+    t, b, left, right = _nchwc_ints(c, "pads", 4, [0, 0, 0, 0], 0)
+    try:
+        _, _, (ho, wo) = S.conv_geometry((h, w), wt[2:], st[2:], dl[2:], [t, left, b, right])
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    y = (n, cout // 8, ho, wo, 8)
+    if c.has(3) and c.shape(3) != y:
+        raise c.error(f"residual input shape {c.shape(3)} must be the output's {y}")
+    return [y]
+
+
+@_shape_fn("_NchwcPool2D")
+def _nchwc_pool(c: _Ctx) -> list[Shape]:
+    n, cb, h, w, _ = _blocked(c, 0)
+    if c.attr("mode") not in ("max", "avg"):
+        raise c.error(f"mode must be 'max' or 'avg', not {c.attr('mode')!r}")
+    if int(c.attr("global") or 0):
+        return [(n, cb, 1, 1, 8)]
+    if c.attr("kernel") is None:
+        raise c.error("needs a kernel (2 ints) unless global")
+    k = _nchwc_ints(c, "kernel", 2, [], 1)
+    st = _nchwc_ints(c, "strides", 2, [1, 1], 1)
+    dl = _nchwc_ints(c, "dilations", 2, [1, 1], 1)
+    t, b, left, right = _nchwc_ints(c, "pads", 4, [0, 0, 0, 0], 0)
+    try:
+        _, _, (ho, wo) = S.conv_geometry((h, w), k, st, dl, [t, left, b, right])
+    except ValueError as e:
+        raise _wrap(c, e) from None
+    return [(n, cb, ho, wo, 8)]

@@ -1,0 +1,326 @@
+"""The NCHWc8 layout pass: which nodes it converts, where the reorders fall, and that every rewritten
+graph computes what the NCHW graph computes (the reference evaluator on both)."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+from aioge.graph import Graph, optimize
+from aioge.graph.errors import ShapeInferenceError
+from aioge.graph.lower import lower
+from aioge.graph.passes import infer_shapes, nchwc_layout
+from aioge.graph.reference import from_nchwc, run_reference, to_nchwc
+from aioge.graph.target import HOST
+
+BLOCKED = dataclasses.replace(HOST, layouts=HOST.layouts | {"NCHWc8"})
+
+
+def w(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return (rng.standard_normal(shape) * (1.0 / np.sqrt(np.prod(shape[1:]) or 1))).astype(np.float32)
+
+
+def counts(g: Graph) -> dict[str, int]:
+    return g.op_counts()
+
+
+def blocked(g: Graph, feeds: dict[str, np.ndarray]) -> Graph:
+    """``g`` optimized with the pass, after checking it computes what the graph optimized without it computes."""
+    want = run_reference(optimize(g), feeds)
+    out = optimize(g, target=BLOCKED)
+    got = run_reference(out, feeds)
+    assert list(got) == list(want)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5)
+    return out
+
+
+def conv(g: Graph, rng: np.random.Generator, x, cin: int, cout: int, k: int = 3, **attrs):
+    group = attrs.get("group", 1)
+    ins = [x, g.constant(w(rng, cout, cin // group, k, k)), g.constant(w(rng, cout))]
+    return g.add_node("Conv", ins, {"pads": [k // 2] * 4, **attrs})
+
+
+def feeds(shape: tuple[int, ...], seed: int = 1) -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
+
+
+def test_reorders_round_trip_and_lay_channel_c_at_block_c_div_8_lane_c_mod_8():
+    x = np.arange(2 * 16 * 3 * 2, dtype=np.float32).reshape(2, 16, 3, 2)
+    b = to_nchwc(x)
+    assert b.shape == (2, 2, 3, 2, 8)
+    assert b[1, 1, 2, 0, 3] == x[1, 11, 2, 0]
+    np.testing.assert_array_equal(from_nchwc(b), x)
+
+
+def test_conv_relu_conv_runs_blocked_between_one_reorder_each_way():
+    rng = np.random.default_rng(0)
+    g = Graph("chain")
+    x = g.input("x", (1, 8, 9, 9))
+    h = g.add_node("Relu", [conv(g, rng, x, 8, 16)])
+    g.output(conv(g, rng, h, 16, 8, strides=[2, 2]))
+    out = blocked(g, feeds((1, 8, 9, 9)))
+    assert counts(out) == {"_ReorderToNchwc": 1, "_NchwcConv2D": 2, "_ReorderFromNchwc": 1}
+    first = next(n for n in out.nodes if n.op_type == "_NchwcConv2D")
+    assert first.attrs["activation"] == "Relu"
+    assert first.attrs["pads"] == [1, 1, 1, 1] and first.attrs["strides"] == [1, 1, 1, 1]
+    assert out.values[first.outputs[0]].shape == (1, 2, 9, 9, 8)
+
+
+def basic_block(g: Graph, rng: np.random.Generator, x, c: int, downsample: bool):
+    """ResNet's basic block: conv-relu-conv + shortcut, relu."""
+    s = [2, 2] if downsample else [1, 1]
+    h = g.add_node("Relu", [conv(g, rng, x, c, 2 * c if downsample else c, strides=s)])
+    c2 = 2 * c if downsample else c
+    h = conv(g, rng, h, c2, c2)
+    short = conv(g, rng, x, c, c2, k=1, strides=s) if downsample else x
+    return g.add_node("Relu", [g.add_node("Add", [h, short])])
+
+
+def test_residual_add_and_relu_fold_into_the_conv():
+    rng = np.random.default_rng(1)
+    g = Graph("resnet")
+    x = g.input("x", (1, 16, 8, 8))
+    h = g.add_node("Relu", [conv(g, rng, x, 16, 16)])
+    h = basic_block(g, rng, h, 16, False)
+    h = basic_block(g, rng, h, 16, True)
+    g.output(g.add_node("Flatten", [g.add_node("GlobalAveragePool", [h])]))
+    out = blocked(g, feeds((1, 16, 8, 8)))
+    c = counts(out)
+    assert c == {"_ReorderToNchwc": 1, "_NchwcConv2D": 6, "_NchwcPool2D": 1, "_ReorderFromNchwc": 1, "Flatten": 1}
+    fused = [n for n in out.nodes if n.op_type == "_NchwcConv2D" and len(n.inputs) == 4]
+    assert len(fused) == 2
+    assert all(n.attrs["activation"] == "Relu" for n in fused)
+
+
+def test_residual_fuses_only_into_a_conv_whose_output_nothing_else_reads():
+    rng = np.random.default_rng(2)
+    g = Graph("shared")
+    x = g.input("x", (1, 8, 6, 6))
+    a = g.add_node("Relu", [conv(g, rng, x, 8, 8)])
+    b = conv(g, rng, a, 8, 8)
+    s = g.add_node("Add", [b, a])
+    g.output(s, b)  # b is read twice: it stays its own value
+    out = blocked(g, feeds((1, 8, 6, 6)))
+    assert all(len(n.inputs) < 4 for n in out.nodes if n.op_type == "_NchwcConv2D")
+    assert counts(out)["Add"] == 1
+    assert counts(out)["_ReorderFromNchwc"] == 2  # one per graph output
+
+
+def test_depthwise_and_pointwise_with_clip_and_a_residual_stay_blocked():
+    rng = np.random.default_rng(3)
+    g = Graph("mobilenet")
+    x = g.input("x", (1, 16, 10, 10))
+    lo, hi = g.constant(np.float32(0.0)), g.constant(np.float32(6.0))
+    h = g.add_node("Clip", [conv(g, rng, x, 16, 32, k=1), lo, hi])
+    h = g.add_node("Clip", [conv(g, rng, h, 32, 32, group=32), lo, hi])
+    h = conv(g, rng, h, 32, 16, k=1)
+    g.output(g.add_node("Add", [h, x]))
+    out = blocked(g, feeds((1, 16, 10, 10)))
+    assert counts(out) == {"_ReorderToNchwc": 1, "_NchwcConv2D": 3, "_ReorderFromNchwc": 1}
+    convs = [n for n in out.nodes if n.op_type == "_NchwcConv2D"]
+    assert [n.attrs["groups"] for n in convs] == [1, 32, 1]
+    assert [n.attrs.get("activation", "none") for n in convs] == ["Clip", "Clip", "none"]
+    assert convs[1].attrs["min"] == 0.0 and convs[1].attrs["max"] == 6.0
+    assert len(convs[2].inputs) == 4  # the residual: x through the shared reorder
+
+
+def test_squeeze_excitation_multiplies_blocked_tensors():
+    rng = np.random.default_rng(4)
+    g = Graph("se")
+    x = g.input("x", (1, 32, 7, 7))
+    h = g.add_node("Relu", [conv(g, rng, x, 32, 32)])
+    s = g.add_node("GlobalAveragePool", [h])
+    s = g.add_node("Relu", [conv(g, rng, s, 32, 8, k=1)])
+    s = g.add_node("HardSigmoid", [conv(g, rng, s, 8, 32, k=1)])
+    g.output(g.add_node("Mul", [h, s]))
+    out = blocked(g, feeds((1, 32, 7, 7)))
+    c = counts(out)
+    assert c["_NchwcConv2D"] == 3 and c["_NchwcPool2D"] == 1
+    assert c["_ReorderToNchwc"] == 1 and c["_ReorderFromNchwc"] == 1
+    mul = next(n for n in out.nodes if n.op_type == "Mul")
+    assert [out.values[i].shape for i in mul.inputs] == [(1, 4, 7, 7, 8), (1, 4, 1, 1, 8)]
+
+
+def test_concat_of_blocked_branches_is_a_concat_on_axis_1_of_the_blocks():
+    rng = np.random.default_rng(5)
+    g = Graph("inception")
+    x = g.input("x", (1, 8, 6, 6))
+    stem = g.add_node("Relu", [conv(g, rng, x, 8, 16)])
+    a = g.add_node("Relu", [conv(g, rng, stem, 16, 8, k=1)])
+    b = g.add_node("Relu", [conv(g, rng, stem, 16, 16)])
+    p = g.add_node("MaxPool", [stem], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [1, 1]})
+    cat = g.add_node("Concat", [a, b, p, stem], {"axis": 1})  # densenet: the block's input too
+    g.output(conv(g, rng, cat, 56, 8, k=1))
+    out = blocked(g, feeds((1, 8, 6, 6)))
+    cat_node = next(n for n in out.nodes if n.op_type == "Concat")
+    assert cat_node.attrs["axis"] == 1
+    assert out.values[cat_node.outputs[0]].shape == (1, 7, 6, 6, 8)
+    assert counts(out)["_ReorderToNchwc"] == 1 and counts(out)["_ReorderFromNchwc"] == 1
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("ceil_mode", [0, 1])
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+@pytest.mark.parametrize(
+    ("size", "kernel", "stride", "pads"), [(9, 3, 2, 0), (10, 3, 2, 1), (8, 2, 2, 0), (7, 3, 3, 1)]
+)
+def test_pooling_with_ceil_mode_pads_and_divisors(op, ceil_mode, count_include_pad, size, kernel, stride, pads):
+    rng = np.random.default_rng(6)
+    g = Graph("pool")
+    x = g.input("x", (1, 16, size, size))
+    h = conv(g, rng, x, 16, 16)
+    attrs = {"kernel_shape": [kernel] * 2, "strides": [stride] * 2, "pads": [pads] * 4, "ceil_mode": ceil_mode}
+    if op == "AveragePool":
+        attrs["count_include_pad"] = count_include_pad
+    h = g.add_node(op, [h], attrs)
+    g.output(conv(g, rng, h, 16, 16))
+    out = blocked(g, feeds((1, 16, size, size)))
+    ref = infer_shapes(g)
+    over = (ref.values[h.outputs[0]].shape[2] - 1) * stride + kernel > size + 2 * pads
+    if op == "AveragePool" and count_include_pad and over:  # the contract cannot count the overhang apart
+        assert counts(out)[op] == 1
+        assert "_NchwcPool2D" not in counts(out)
+    else:
+        assert counts(out)["_NchwcPool2D"] == 1 and op not in counts(out)
+        assert counts(out)["_ReorderFromNchwc"] == 1
+
+
+def test_channel_counts_not_multiple_of_8_and_lone_convs_stay_nchw():
+    rng = np.random.default_rng(7)
+    g = Graph("odd")
+    x = g.input("x", (1, 3, 8, 8))
+    h = g.add_node("Relu", [conv(g, rng, x, 3, 12)])  # Cin 3 and Cout 12: no blocked form
+    h = g.add_node("Relu", [conv(g, rng, h, 12, 16)])  # Cin 12
+    h = g.add_node("Relu", [conv(g, rng, h, 16, 16)])  # alone between NCHW ops: not worth two reorders
+    h = g.add_node("Transpose", [h], {"perm": [0, 1, 3, 2]})
+    h = conv(g, rng, h, 16, 24, group=2)  # grouped 8 -> 12 per group: no blocked form
+    g.output(h)
+    out = blocked(g, feeds((1, 3, 8, 8)))
+    assert not any(op.startswith("_Nchwc") or op.startswith("_Reorder") for op in counts(out))
+
+
+def test_per_channel_and_scalar_operands_are_laid_out_once():
+    rng = np.random.default_rng(8)
+    g = Graph("affine")
+    x = g.input("x", (1, 16, 5, 5))
+    h = conv(g, rng, x, 16, 16)
+    h = g.add_node("Relu", [h])
+    h = conv(g, rng, h, 16, 16)
+    scale = g.constant(rng.uniform(0.5, 2, (16, 1, 1)).astype(np.float32))
+    shift = g.constant(rng.uniform(-1, 1, (1, 16, 1, 1)).astype(np.float32))
+    h = g.add_node("Mul", [g.add_node("Sigmoid", [h]), scale])
+    h = g.add_node("Add", [shift, h])
+    h = g.add_node("Mul", [h, g.constant(np.float32(3.0))])
+    g.output(h)
+    out = blocked(g, feeds((1, 16, 5, 5)))
+    assert counts(out)["_ReorderFromNchwc"] == 1
+    assert {tuple(a.shape) for a in out.constants.values() if a.ndim == 5} == {(1, 2, 1, 1, 8)}
+
+
+def test_a_blocked_value_read_by_several_nchw_nodes_is_reordered_once():
+    rng = np.random.default_rng(9)
+    g = Graph("fanout")
+    x = g.input("x", (1, 8, 4, 4))
+    h = g.add_node("Relu", [conv(g, rng, conv(g, rng, x, 8, 8), 8, 8)])
+    a = g.add_node("Transpose", [h], {"perm": [0, 1, 3, 2]})
+    b = g.add_node("Flatten", [h])
+    g.output(a, b, h)
+    out = blocked(g, feeds((1, 8, 4, 4)))
+    assert counts(out)["_ReorderFromNchwc"] == 1 and counts(out)["_ReorderToNchwc"] == 1
+
+
+def test_the_host_target_enables_the_pass_only_with_its_kernels():
+    rng = np.random.default_rng(10)
+    g = Graph("host")
+    x = g.input("x", (1, 8, 4, 4))
+    g.output(conv(g, rng, g.add_node("Relu", [conv(g, rng, x, 8, 8)]), 8, 8))
+    ops = counts(optimize(g))
+    assert ("NCHWc8" in HOST.layouts) == ("_NchwcConv2D" in ops)
+
+
+def test_lowering_is_one_to_one_with_absent_inputs_as_none():
+    rng = np.random.default_rng(11)
+    g = Graph("lower")
+    x = g.input("x", (1, 8, 6, 6))
+    a = g.add_node("Relu", [conv(g, rng, x, 8, 8)])
+    b = g.add_node("Conv", [a, g.constant(w(rng, 8, 8, 3, 3))], {"pads": [1, 1, 1, 1]})  # no bias
+    g.output(g.add_node("Relu", [g.add_node("Add", [b, a])]))
+    out = optimize(g, target=BLOCKED)
+    ops = [op for ln in lower(out, target=BLOCKED) for op in ln.ops]
+    assert [op.op_type for op in ops] == ["_ReorderToNchwc", "_NchwcConv2D", "_NchwcConv2D", "_ReorderFromNchwc"]
+    assert ops[2].inputs[2] is None and isinstance(ops[2].inputs[3], str)
+    assert ops[2].attrs == {"strides": [1, 1, 1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1, 1, 1], "groups": 1,
+                            "activation": "Relu"}  # fmt: skip
+
+
+def bad(op: str, shapes: list[tuple[int, ...]], **attrs) -> Graph:
+    g = Graph("bad")
+    ins = [g.input(f"i{k}", s) for k, s in enumerate(shapes)]
+    g.output(g.add_node(op, ins, attrs))
+    return g
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "attrs", "msg"),
+    [
+        ("_ReorderToNchwc", [(1, 12, 4, 4)], {}, "multiple of 8"),
+        ("_ReorderFromNchwc", [(1, 2, 4, 4, 4)], {}, "NCHWc8"),
+        ("_NchwcConv2D", [(1, 2, 4, 4, 8), (16, 4, 3, 3)], {"groups": 4}, "groups 4"),
+        ("_NchwcConv2D", [(1, 2, 4, 4, 8), (12, 16, 1, 1)], {}, "(12, 16, 1, 1)"),
+        ("_NchwcConv2D", [(1, 2, 4, 4, 8), (16, 16, 1, 1), (16,), (1, 1, 4, 4, 8)], {}, "residual"),
+        ("_NchwcConv2D", [(1, 2, 4, 4, 8), (8, 16, 5, 5)], {}, "does not fit"),
+        ("_NchwcConv2D", [(1, 2, 4, 4, 8), (8, 16, 1, 1)], {"activation": "Swish"}, "unknown activation"),
+        ("_NchwcPool2D", [(1, 2, 4, 4, 8)], {"mode": "min", "global": 1}, "mode"),
+        ("_NchwcPool2D", [(1, 2, 4, 4, 8)], {"mode": "max", "kernel": [3]}, "kernel"),
+    ],
+)
+def test_blocked_ops_reject_shapes_and_attrs_that_do_not_fit(op, shapes, attrs, msg):
+    with pytest.raises(ShapeInferenceError, match=msg.replace("(", r"\(").replace(")", r"\)")) as e:
+        infer_shapes(bad(op, shapes, **attrs))
+    assert e.value.op_type == op
+
+
+def test_the_pass_needs_shapes():
+    g = Graph("raw")
+    x = g.input("x", (1, 8, 4, 4))
+    g.output(g.add_node("Relu", [x]))
+    with pytest.raises(Exception, match="inferred shapes"):
+        nchwc_layout(g)
+
+
+# ------------------------------------------------------------------ real exports
+def export(name: str, size: int) -> Graph:
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    from aioge.graph import load_onnx
+
+    torch.manual_seed(0)
+    m = getattr(torchvision.models, name)(weights=None).eval()
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (torch.randn(1, 3, size, size),), buf, dynamo=False, opset_version=17,
+                          input_names=["x"])  # fmt: skip
+    return load_onnx(buf.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("name", "size", "want"),
+    [
+        # the stem (3 input channels) stays NCHW: one reorder in at the max pool, one out before the classifier
+        ("resnet18", 32, {"_ReorderToNchwc": 1, "_ReorderFromNchwc": 1, "_NchwcConv2D": 19, "_NchwcPool2D": 2}),
+        ("mobilenet_v2", 32, {"_ReorderToNchwc": 1, "_ReorderFromNchwc": 1, "_NchwcConv2D": 51, "_NchwcPool2D": 1}),
+        ("squeezenet1_1", 64, {"_ReorderToNchwc": 1, "_ReorderFromNchwc": 1, "_NchwcConv2D": 25, "_NchwcPool2D": 4}),
+    ],
+)
+def test_torchvision_exports(name, size, want):
+    g = export(name, size)
+    out = blocked(g, feeds((1, 3, size, size)))
+    c = counts(out)
+    assert {k: c.get(k, 0) for k in want} == want
+    assert "Conv" not in c or name == "mobilenet_v2"
