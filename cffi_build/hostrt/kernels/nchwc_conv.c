@@ -1,0 +1,386 @@
+/* _NchwcConv2D: float32 2-D convolution in the blocked layout NCHWc8 (the graph engine's blocked
+ * conv chains; nchwc.c holds the reorders and the pool).  A tensor of logical NCHW shape
+ * [N, C, H, W] (C % 8 == 0) is stored as [N, C/8, H, W, 8]: channel c at block c / 8, lane c % 8.
+ *
+ * Inputs (x, w, b?, z?): x blocked [N, Cin/8, H, W, 8]; w the OIHW filter [Cout, Cin/groups, kh,
+ * kw]; b an optional bias [Cout]; z an optional blocked residual [N, Cout/8, Ho, Wo, 8];
+ * y = act(conv(x, w) + b + z), blocked [N, Cout/8, Ho, Wo, 8].  Attrs as _FusedConv2D's: strides
+ * and dilations (4 values, NCHW order), pads [top, bottom, left, right], groups (or group),
+ * activation (k_act_from_attrs) and its params.  groups: 1, depthwise (groups == Cin == Cout) or
+ * grouped with Cin/groups and Cout/groups multiples of 8; anything else is refused at compile.
+ *
+ * A direct kernel in the manner of MLAS's MlasConvNchwcFloatKernel: the filter is packed into
+ * [Cout/8][Cin_g/8][kh][kw][8 ic][8 oc] (once at model load for a constant filter: the pack hooks;
+ * per run otherwise); an output tile is NC_NB output-channel blocks x NC_NP pixels of one output
+ * row in NC_NB * NC_NP vector accumulators; for each input-channel block, tap and input lane one
+ * input float is broadcast and multiplied with the NC_NB filter vectors.  Output columns whose
+ * taps all lie inside the input row run the full tiles; the border columns run one pixel at a time
+ * with their taps clipped (no padded copy of the input); rows outside the input are skipped per
+ * tap row.  A 1x1 stride-1 unpadded conv is one long row (the whole plane).  Depthwise: the 8
+ * channels of a block in the lanes, NC_DWP pixels a tile, one filter vector a tap.  Bias, the
+ * residual and the activation run on the accumulators' tile as it is stored.  Work items are
+ * (image, output-channel tile, output row) over the pool.  GCC vector types: AVX2+FMA with
+ * -march=native, SSE pairs in a portable build (the same arithmetic order: results match). */
+#include "kcommon.h"
+
+#include "ukernel.h"
+
+#define NC_NB 2  /* output-channel blocks a tile */
+#define NC_NP 6  /* output pixels a tile (2 x 6 accumulators + 2 filter vectors + 1 broadcast) */
+#define NC_DWP 8 /* depthwise: output pixels a tile */
+
+typedef struct {
+    int64_t N, CB, H, W;   /* input: blocks, plane (a 1x1 stride-1 unpadded conv: one row of H*W) */
+    int64_t COB, Ho, Wo;   /* output */
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl;
+    int64_t Cout, cin_g, groups;
+    int64_t cibg, cobg;    /* blocks a group (depthwise: 1 and 1, a block's lanes are its channels) */
+    int64_t ox_lo, ox_hi;  /* output columns [ox_lo, ox_hi) have every tap inside the input row */
+    bool dwise, has_bias, has_z, has_act;
+    k_act act;
+    int64_t wn;            /* packed filter floats */
+} nc_plan;
+
+typedef struct {
+    const nc_plan *p;
+    const float *x, *w, *b, *z;
+    float *y;
+    int64_t tiles_g, tiles; /* output-channel tiles a group, in all */
+} nc_ctx;
+
+/* w (OIHW) -> [Cout/8][cin_g/8][kh][kw][8 ic][8 oc], or depthwise [C/8][kh][kw][8] */
+static void nc_pack_w(const nc_plan *p, const float *w, float *wp) {
+    const int64_t kk = p->kh * p->kw;
+    if (p->dwise) {
+        for (int64_t cb = 0; cb < p->COB; cb++)
+            for (int64_t t = 0; t < kk; t++)
+                for (int64_t l = 0; l < 8; l++) wp[(cb * kk + t) * 8 + l] = w[(cb * 8 + l) * kk + t];
+        return;
+    }
+    for (int64_t ob = 0; ob < p->COB; ob++)
+        for (int64_t ib = 0; ib < p->cibg; ib++)
+            for (int64_t t = 0; t < kk; t++) {
+                float *d = wp + ((ob * p->cibg + ib) * kk + t) * 64;
+                for (int64_t ic = 0; ic < 8; ic++)
+                    for (int64_t oc = 0; oc < 8; oc++)
+                        d[ic * 8 + oc] = w[((ob * 8 + oc) * p->cin_g + ib * 8 + ic) * kk + t];
+            }
+}
+
+/* The epilogue of a tile: + residual, store, activation on the stored floats (in L1). */
+static inline __attribute__((always_inline)) void nc_store(const nc_plan *p, v8f *acc, int nb, int np, const float *z,
+                                                           float *y, int64_t ybs) {
+    for (int j = 0; j < nb; j++) {
+        for (int q = 0; q < np; q++) {
+            v8f v = acc[j * np + q];
+            if (z) v += ld8(z + j * ybs + q * 8);
+            st8(y + j * ybs + q * 8, v);
+        }
+        if (p->has_act) k_act_tile(&p->act, y + j * ybs, (int64_t)np * 8);
+    }
+}
+
+/* One tile: nb output-channel blocks (filter wt, blocks ostride floats apart) x np pixels of an
+ * output row, whose first pixel's window starts at input (iy0, ix0); taps [ky0, ky1) x [kx0, kx1)
+ * (those inside the input).  xn: the group's first input block of the image. */
+static inline __attribute__((always_inline)) void nc_tile(const nc_plan *p, const float *xn, const float *wt,
+                                                          int64_t ostride, const float *bias, const float *z, float *y,
+                                                          int64_t ybs, int64_t iy0, int64_t ix0, int64_t ky0,
+                                                          int64_t ky1, int64_t kx0, int64_t kx1, const int nb,
+                                                          const int np) {
+    v8f acc[NC_NB * NC_NP];
+    for (int j = 0; j < nb; j++) {
+        v8f bv = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (bias) bv = ld8(bias + j * 8);
+        for (int q = 0; q < np; q++) acc[j * np + q] = bv;
+    }
+    const int64_t H = p->H, W = p->W, kk = p->kh * p->kw, xs = p->sw * 8;
+    for (int64_t ib = 0; ib < p->cibg; ib++) {
+        const float *xb = xn + ib * H * W * 8, *wb = wt + ib * kk * 64;
+        for (int64_t ky = ky0; ky < ky1; ky++) {
+            const float *xr = xb + ((iy0 + ky * p->dh) * W + ix0) * 8, *wr = wb + ky * p->kw * 64;
+            for (int64_t kx = kx0; kx < kx1; kx++) {
+                const float *xk = xr + kx * p->dw * 8, *wk = wr + kx * 64;
+#pragma GCC unroll 8
+                for (int ic = 0; ic < 8; ic++) {
+                    v8f wv[NC_NB];
+                    for (int j = 0; j < nb; j++) wv[j] = ld8(wk + j * ostride + ic * 8);
+                    for (int q = 0; q < np; q++) {
+                        const float s = xk[q * xs + ic];
+                        const v8f sv = {s, s, s, s, s, s, s, s};
+                        for (int j = 0; j < nb; j++) acc[j * np + q] += sv * wv[j];
+                    }
+                }
+            }
+        }
+    }
+    nc_store(p, acc, nb, np, z, y, ybs);
+}
+
+/* depthwise tile: np pixels of one output row of a channel block */
+static inline __attribute__((always_inline)) void nc_dw_tile(const nc_plan *p, const float *xb, const float *wt,
+                                                             const float *bias, const float *z, float *y, int64_t iy0,
+                                                             int64_t ix0, int64_t ky0, int64_t ky1, int64_t kx0,
+                                                             int64_t kx1, const int np) {
+    v8f acc[NC_DWP];
+    v8f bv = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (bias) bv = ld8(bias);
+    for (int q = 0; q < np; q++) acc[q] = bv;
+    const int64_t W = p->W, xs = p->sw * 8;
+    for (int64_t ky = ky0; ky < ky1; ky++) {
+        const float *xr = xb + ((iy0 + ky * p->dh) * W + ix0) * 8, *wr = wt + ky * p->kw * 8;
+        for (int64_t kx = kx0; kx < kx1; kx++) {
+            const v8f wv = ld8(wr + kx * 8);
+            const float *xk = xr + kx * p->dw * 8;
+            for (int q = 0; q < np; q++) acc[q] += wv * ld8(xk + q * xs);
+        }
+    }
+    nc_store(p, acc, 1, np, z, y, 0);
+}
+
+/* the taps [k0, k1) of a window starting at i0 (step d, k taps) that lie inside [0, n) */
+static inline void nc_clip(int64_t i0, int64_t d, int64_t k, int64_t n, int64_t *k0, int64_t *k1) {
+    int64_t a = 0, b = k;
+    if (i0 < 0) a = (-i0 + d - 1) / d;
+    if (i0 + (k - 1) * d >= n) b = i0 >= n ? 0 : (n - 1 - i0) / d + 1;
+    if (b < a) b = a;
+    *k0 = a;
+    *k1 = b;
+}
+
+#define NC_TILE(NB, NP) nc_tile(p, xn, wt, ostride, bias, zr, yr, ybs, iy0, ix0, ky0, ky1, kx0, kx1, NB, NP)
+
+/* one output row of nb (1 or NC_NB) output-channel blocks */
+static inline __attribute__((always_inline)) void nc_row(const nc_plan *p, const float *xn, const float *wt0,
+                                                         int64_t ostride, const float *bias, const float *z0, float *y0,
+                                                         int64_t ybs, int64_t oy, const int nb) {
+    const int64_t iy0 = oy * p->sh - p->pt;
+    int64_t ky0, ky1;
+    nc_clip(iy0, p->dh, p->kh, p->H, &ky0, &ky1);
+    const float *wt = wt0;
+    for (int64_t ox = 0; ox < p->Wo;) {
+        const int64_t ix0 = ox * p->sw - p->pl;
+        const float *zr = z0 ? z0 + ox * 8 : NULL;
+        float *yr = y0 + ox * 8;
+        if (ox < p->ox_lo || ox >= p->ox_hi) { /* border: one pixel, taps clipped */
+            int64_t kx0, kx1;
+            nc_clip(ix0, p->dw, p->kw, p->W, &kx0, &kx1);
+            NC_TILE(nb, 1);
+            ox++;
+            continue;
+        }
+        const int64_t kx0 = 0, kx1 = p->kw, n = p->ox_hi - ox;
+        if (n >= NC_NP) {
+            NC_TILE(nb, NC_NP);
+            ox += NC_NP;
+            continue;
+        }
+        switch (n) {
+        case 5: NC_TILE(nb, 5); break;
+        case 4: NC_TILE(nb, 4); break;
+        case 3: NC_TILE(nb, 3); break;
+        case 2: NC_TILE(nb, 2); break;
+        default: NC_TILE(nb, 1); break;
+        }
+        ox += n;
+    }
+}
+
+static void nc_dw_row(const nc_plan *p, const float *xb, const float *wt, const float *bias, const float *z0,
+                      float *y0, int64_t oy) {
+    const int64_t iy0 = oy * p->sh - p->pt;
+    int64_t ky0, ky1;
+    nc_clip(iy0, p->dh, p->kh, p->H, &ky0, &ky1);
+    for (int64_t ox = 0; ox < p->Wo;) {
+        const int64_t ix0 = ox * p->sw - p->pl;
+        const float *zr = z0 ? z0 + ox * 8 : NULL;
+        float *yr = y0 + ox * 8;
+        if (ox < p->ox_lo || ox >= p->ox_hi) {
+            int64_t kx0, kx1;
+            nc_clip(ix0, p->dw, p->kw, p->W, &kx0, &kx1);
+            nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, kx0, kx1, 1);
+            ox++;
+            continue;
+        }
+        const int64_t n = p->ox_hi - ox;
+        switch (n >= NC_DWP ? NC_DWP : n) {
+        case 8: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 8); break;
+        case 7: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 7); break;
+        case 6: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 6); break;
+        case 5: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 5); break;
+        case 4: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 4); break;
+        case 3: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 3); break;
+        case 2: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 2); break;
+        default: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 1); break;
+        }
+        ox += n >= NC_DWP ? NC_DWP : n;
+    }
+}
+
+/* items: (image, output-channel tile, output row) */
+static void nc_chunk(void *vp, int64_t b, int64_t e) {
+    const nc_ctx *c = vp;
+    const nc_plan *p = c->p;
+    const int64_t HW8 = p->H * p->W * 8, ybs = p->Ho * p->Wo * 8, kk = p->kh * p->kw;
+    for (int64_t it = b; it < e; it++) {
+        const int64_t oy = it % p->Ho, t = it / p->Ho % c->tiles, n = it / p->Ho / c->tiles;
+        if (p->dwise) {
+            const int64_t cb = t;
+            const size_t off = (size_t)(((n * p->COB + cb) * p->Ho + oy) * p->Wo * 8);
+            nc_dw_row(p, c->x + (n * p->CB + cb) * HW8, c->w + cb * kk * 8, c->b ? c->b + cb * 8 : NULL,
+                      c->z ? c->z + off : NULL, c->y + off, oy);
+            continue;
+        }
+        const int64_t g = t / c->tiles_g, ob0 = g * p->cobg + t % c->tiles_g * NC_NB;
+        const int64_t nb = g * p->cobg + p->cobg - ob0 < NC_NB ? g * p->cobg + p->cobg - ob0 : NC_NB;
+        const float *xn = c->x + (n * p->CB + g * p->cibg) * HW8;
+        const int64_t ostride = p->cibg * kk * 64;
+        const float *wt = c->w + ob0 * ostride, *bias = c->b ? c->b + ob0 * 8 : NULL;
+        const size_t off = (size_t)(((n * p->COB + ob0) * p->Ho + oy) * p->Wo * 8);
+        const float *z0 = c->z ? c->z + off : NULL;
+        float *y0 = c->y + off;
+        if (nb == NC_NB) nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, NC_NB);
+        else nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, 1);
+    }
+}
+
+static aclError nc_conv(const hrt_kernel *k, void *const *in, void *const *out, const float *wp) {
+    const nc_plan *p = k->plan;
+    if (p->N == 0 || p->COB == 0 || p->Ho == 0 || p->Wo == 0) return ACL_SUCCESS;
+    nc_ctx c = {p, in[0], wp, p->has_bias ? in[2] : NULL, p->has_z ? in[3] : NULL, out[0], 0, 0};
+    if (p->dwise) c.tiles = p->COB;
+    else {
+        c.tiles_g = (p->cobg + NC_NB - 1) / NC_NB;
+        c.tiles = p->groups * c.tiles_g;
+    }
+    const int64_t items = p->N * c.tiles * p->Ho;
+    /* multiply-adds an item */
+    const int64_t per = p->Wo * 8 * (p->dwise ? 1 : NC_NB * p->cibg * 8) * p->kh * p->kw + 1;
+    hrt_parallel_for(items, (1 << 18) / per + 1, nc_chunk, &c);
+    return ACL_SUCCESS;
+}
+
+static aclError nc_run(const hrt_kernel *k, void *const *in, void *const *out) {
+    const nc_plan *p = k->plan;
+    float *wp = k_scratch(k, sizeof(float) * (size_t)p->wn);
+    if (!wp) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    nc_pack_w(p, in[1], wp);
+    aclError rc = nc_conv(k, in, out, wp);
+    free(wp);
+    return rc;
+}
+
+static void *nc_pack(const hrt_kernel *k, int input, const void *data, size_t *bytes) {
+    const nc_plan *p = k->plan;
+    if (input != 1) return NULL;
+    float *wp = hrt_big_array(p->wn, sizeof(float));
+    if (!wp) return NULL;
+    nc_pack_w(p, data, wp);
+    *bytes = sizeof(float) * (size_t)p->wn;
+    hrt_packed_weight_counted();
+    return wp;
+}
+
+static void nc_pack_free(void *packed) { free(packed); }
+
+static aclError nc_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
+    return nc_conv(k, in, out, packed);
+}
+
+static aclError nc_shape_error(const hrt_kernel *k, const char *why) {
+    char sx[128], sw[128];
+    hrt_shape_str(k->in[0].dims, k->in[0].ndim, sx, sizeof sx);
+    hrt_shape_str(k->in[1].dims, k->in[1].ndim, sw, sizeof sw);
+    return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "%s: x %s, filter %s: %s", k->op_name, sx, sw, why);
+}
+
+static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
+    aclError rc = hrt_expect_counts(k, 2, 4, 1);
+    if (!rc) rc = k_expect_same_dtype(k, 0, k->n_in, ACL_FLOAT);
+    if (!rc) rc = k_expect_out_dtype(k, 0, ACL_FLOAT);
+    if (rc) return rc;
+    const hrt_tensor *x = &k->in[0], *w = &k->in[1];
+    if (x->ndim != 5 || x->dims[4] != 8 || w->ndim != 4)
+        return nc_shape_error(k, "x must be blocked [N, C/8, H, W, 8] and the filter OIHW [Cout, Cin/groups, kh, kw]");
+    int64_t st[4], pads[4], dil[4], groups = 1;
+    static const int64_t ones[4] = {1, 1, 1, 1};
+    rc = k_attr_ints(k, attrs, "strides", true, 4, NULL, st, 4, NULL);
+    if (!rc) rc = k_attr_ints(k, attrs, "pads", true, 4, NULL, pads, 4, NULL);
+    if (!rc) rc = k_attr_ints(k, attrs, "dilations", false, 4, ones, dil, 4, NULL);
+    if (rc) return rc;
+    if (hrt_attr_find(attrs, "groups") || !hrt_attr_find(attrs, "group"))
+        rc = hrt_attr_get_int(k, attrs, "groups", false, 1, &groups);
+    else rc = hrt_attr_get_int(k, attrs, "group", false, 1, &groups);
+    if (rc) return rc;
+    const int64_t vals[4] = {st[2], st[3], dil[2], dil[3]};
+    for (int i = 0; i < 4; i++)
+        if (vals[i] < 1 || vals[i] > K_MAX_WINDOW)
+            return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: strides and dilations must be in [1, %lld]",
+                             k->op_name, (long long)K_MAX_WINDOW);
+    for (int i = 0; i < 4; i++)
+        if (pads[i] < 0 || pads[i] > K_MAX_WINDOW)
+            return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: pads must be in [0, %lld]", k->op_name,
+                             (long long)K_MAX_WINDOW);
+    if (groups < 1) return hrt_error(ACL_ERROR_OP_ATTR_NOT_MATCH, K_API, "%s: groups must be >= 1", k->op_name);
+    k_act act;
+    if ((rc = k_act_from_attrs(k, attrs, &act))) return rc;
+    const int64_t N = x->dims[0], Cin = x->dims[1] * 8, H = x->dims[2], W = x->dims[3];
+    const int64_t Cout = w->dims[0], cin_g = w->dims[1], kh = w->dims[2], kw = w->dims[3];
+    if (kh < 1 || kw < 1) return nc_shape_error(k, "the filter has an empty spatial dim");
+    if (Cin % groups || cin_g * groups != Cin || Cout % groups)
+        return nc_shape_error(k, "the filter does not fit x with these groups (need Cin/groups input channels)");
+    const int64_t cout_g = Cout / groups;
+    const bool dw = groups > 1 && groups == Cin && Cout == Cin && cin_g == 1;
+    if (Cout % 8 || (!dw && (cin_g % 8 || cout_g % 8)))
+        return nc_shape_error(k, "NCHWc8 needs Cout % 8 == 0 and, but for depthwise (groups == Cin == Cout), "
+                                 "Cin/groups and Cout/groups multiples of 8");
+    const int64_t sh = st[2], sw = st[3], dh = dil[2], dwd = dil[3];
+    const int64_t eh = dh * (kh - 1) + 1, ew = dwd * (kw - 1) + 1;
+    if (H + pads[0] + pads[1] < eh || W + pads[2] + pads[3] < ew)
+        return nc_shape_error(k, "the (dilated) kernel is larger than the padded input");
+    const int64_t Ho = (H + pads[0] + pads[1] - eh) / sh + 1, Wo = (W + pads[2] + pads[3] - ew) / sw + 1;
+    const int64_t od[5] = {N, Cout / 8, Ho, Wo, 8};
+    if ((rc = hrt_expect_same_shape(k, &k->out[0], od, 5, 0))) return rc;
+    const bool has_bias = k->n_in > 2 && !k->in[2].absent, has_z = k->n_in > 3 && !k->in[3].absent;
+    if (has_bias && (k->in[2].ndim != 1 || k->in[2].dims[0] != Cout))
+        return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "%s: bias must have shape [%lld]", k->op_name,
+                         (long long)Cout);
+    if (has_z) {
+        const hrt_tensor *z = &k->in[3];
+        bool same = z->ndim == 5;
+        for (int i = 0; same && i < 5; i++) same = z->dims[i] == od[i];
+        if (!same) {
+            char sz[128], sy[128];
+            hrt_shape_str(z->dims, z->ndim, sz, sizeof sz);
+            hrt_shape_str(od, 5, sy, sizeof sy);
+            return hrt_error(ACL_ERROR_OP_INPUT_NOT_MATCH, K_API, "%s: the residual z %s must have the output's shape %s",
+                             k->op_name, sz, sy);
+        }
+    }
+    nc_plan *p = calloc(1, sizeof *p);
+    if (!p) return hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
+    *p = (nc_plan){.N = N, .CB = Cin / 8, .H = H, .W = W, .COB = Cout / 8, .Ho = Ho, .Wo = Wo, .kh = kh, .kw = kw,
+                   .sh = sh, .sw = sw, .dh = dh, .dw = dwd, .pt = pads[0], .pl = pads[2], .Cout = Cout,
+                   .cin_g = cin_g, .groups = groups, .cibg = dw ? 1 : cin_g / 8, .cobg = dw ? 1 : cout_g / 8,
+                   .dwise = dw, .has_bias = has_bias, .has_z = has_z, .has_act = act.code != K_ACT_NONE, .act = act};
+    p->wn = dw ? Cout * kh * kw : Cout * cin_g * kh * kw;
+    if (kh == 1 && kw == 1 && sh == 1 && sw == 1 && pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0) {
+        p->W = p->Wo = H * W; /* one row: long pixel strips on small planes */
+        p->H = p->Ho = 1;
+    }
+    /* interior columns: ox * sw - pl >= 0 and ox * sw - pl + (kw - 1) * dw <= W - 1 */
+    p->ox_lo = (p->pl + p->sw - 1) / p->sw;
+    const int64_t last = p->W - 1 + p->pl - (kw - 1) * dwd;
+    p->ox_hi = last < 0 ? 0 : last / p->sw + 1;
+    if (p->ox_hi > p->Wo) p->ox_hi = p->Wo;
+    if (p->ox_lo > p->ox_hi) p->ox_lo = p->ox_hi;
+    k->plan = p;
+    k->plan_free = free;
+    k->run = nc_run;
+    k->pack = nc_pack;
+    k->pack_free = nc_pack_free;
+    k->run_packed = nc_run_packed;
+    return ACL_SUCCESS;
+}
+
+HRT_OP(nchwc_conv2d, "_NchwcConv2D", nchwc_conv_compile)
