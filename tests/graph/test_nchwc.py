@@ -163,6 +163,34 @@ def test_concat_of_blocked_branches_is_a_concat_on_axis_1_of_the_blocks():
     assert counts(out)["_ReorderToNchwc"] == 1 and counts(out)["_ReorderFromNchwc"] == 1
 
 
+def test_batchnorm_of_a_blocked_value_is_a_depthwise_conv_with_its_activation():
+    rng = np.random.default_rng(12)
+    g = Graph("densenet")
+    x = g.input("x", (1, 8, 6, 6))
+    a = g.add_node("Relu", [conv(g, rng, x, 8, 8)])
+    b = g.add_node("Relu", [conv(g, rng, a, 8, 8)])
+    cat = g.add_node("Concat", [a, b], {"axis": 1})
+    params = [rng.uniform(0.5, 2, 16), rng.standard_normal(16), rng.standard_normal(16), rng.uniform(0.5, 2, 16)]
+    bn = g.add_node("BatchNormalization", [cat, *(g.constant(p.astype(np.float32)) for p in params)])
+    h = g.add_node("Relu", [bn])
+    g.output(conv(g, rng, h, 16, 8, k=1))
+    out = blocked(g, feeds((1, 8, 6, 6)))
+    assert counts(out) == {"_ReorderToNchwc": 1, "_NchwcConv2D": 4, "Concat": 1, "_ReorderFromNchwc": 1}
+    dw = next(n for n in out.nodes if n.op_type == "_NchwcConv2D" and n.attrs["groups"] == 16)
+    assert dw.attrs["activation"] == "Relu" and out.values[dw.inputs[1]].shape == (16, 1, 1, 1)
+
+
+def test_batchnorm_alone_with_one_conv_stays_nchw():
+    rng = np.random.default_rng(13)
+    g = Graph("bn")
+    x = g.input("x", (1, 8, 6, 6))
+    h = g.add_node("Sigmoid", [conv(g, rng, x, 8, 8)])
+    params = [rng.uniform(0.5, 2, 8), rng.standard_normal(8), rng.standard_normal(8), rng.uniform(0.5, 2, 8)]
+    g.output(g.add_node("BatchNormalization", [h, *(g.constant(p.astype(np.float32)) for p in params)]))
+    out = blocked(g, feeds((1, 8, 6, 6)))
+    assert "BatchNormalization" in counts(out) and "_NchwcConv2D" not in counts(out)
+
+
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 @pytest.mark.parametrize("ceil_mode", [0, 1])
 @pytest.mark.parametrize("count_include_pad", [0, 1])
@@ -315,6 +343,8 @@ def export(name: str, size: int) -> Graph:
         # the stem (3 input channels) stays NCHW: one reorder in at the max pool, one out before the classifier
         ("resnet18", 32, {"_ReorderToNchwc": 1, "_ReorderFromNchwc": 1, "_NchwcConv2D": 19, "_NchwcPool2D": 2}),
         ("mobilenet_v2", 32, {"_ReorderToNchwc": 1, "_ReorderFromNchwc": 1, "_NchwcConv2D": 51, "_NchwcPool2D": 1}),
+        # BatchNorm + Relu after each Concat: depthwise 1x1 convs, so the whole net stays blocked
+        ("densenet121", 32, {"_ReorderToNchwc": 1, "_ReorderFromNchwc": 1, "_NchwcConv2D": 181, "_NchwcPool2D": 5}),
         ("squeezenet1_1", 64, {"_ReorderToNchwc": 1, "_ReorderFromNchwc": 1, "_NchwcConv2D": 25, "_NchwcPool2D": 4}),
     ],
 )
@@ -323,4 +353,4 @@ def test_torchvision_exports(name, size, want):
     out = blocked(g, feeds((1, 3, size, size)))
     c = counts(out)
     assert {k: c.get(k, 0) for k in want} == want
-    assert "Conv" not in c or name == "mobilenet_v2"
+    assert "Conv" not in c and "BatchNormalization" not in c

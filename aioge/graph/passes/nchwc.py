@@ -45,10 +45,14 @@ What the pass converts:
   (re-laid out) or a single element, stay blocked;
 * ``Concat`` on the channel axis of blocked inputs -> ``Concat`` on axis 1
   of the 5-D tensors;
+* an inference ``BatchNormalization`` (constant parameters) of a blocked
+  value -> a depthwise 1x1 ``_NchwcConv2D`` (DenseNet's BatchNorm after a
+  Concat; it does not count as a convolution for the rule below);
 * ``Add(conv, other)`` [+ an activation the conv takes], where the conv has
   no activation and is the only reader of its output and ``other`` is blocked
   with the same shape, becomes the conv's residual input ``z`` and activation
-  (ResNet's Conv + Add + Relu).
+  (ResNet's Conv + Add + Relu); an activation after a conv that has none (a
+  BatchNormalization's) becomes its activation.
 
 Everything else is an edge: it reads the NCHW value, which one
 ``_ReorderFromNchwc`` per blocked value (shared by its NCHW readers, and by
@@ -106,9 +110,11 @@ class _Plan:
     attrs: dict[int, dict[str, Any]] = field(default_factory=dict)  # the _Nchwc* attrs of conv/pool nodes
     blocked: set[str] = field(default_factory=set)
     reordered: set[str] = field(default_factory=set)  # NCHW values a converted conv or pool reads (reordered)
-    #: residual fusion: conv id -> (z value, absorbed nodes in order, activation attrs)
+    #: the epilogues: conv id -> (residual z value or "", absorbed nodes in order, activation attrs)
     residual: dict[int, tuple[str, list[Node], dict[str, Any]]] = field(default_factory=dict)
     absorbed: dict[int, Node] = field(default_factory=dict)  # absorbed node id -> its conv
+    #: BatchNormalization nodes run as depthwise 1x1 convs: node id -> (filter, bias)
+    affine: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def _shape(g: Graph, v: str) -> tuple[int, ...]:
@@ -160,6 +166,23 @@ def _pool_attrs(g: Graph, n: Node) -> dict[str, Any] | None:
     return attrs
 
 
+def _batchnorm_affine(g: Graph, n: Node) -> tuple[np.ndarray, np.ndarray] | None:
+    """An inference BatchNormalization with constant parameters as the filter ``[C, 1, 1, 1]`` and
+    bias ``[C]`` of a depthwise 1x1 conv computing ``x * s + (B - mean * s)``, ``s = scale / sqrt(var + eps)``
+    (the reference's arithmetic, in float32)."""
+    if any(n.outputs[1:]) or not _nchw_float32(g, n.outputs[0]) or not all(i in g.constants for i in n.inputs[1:]):
+        return None
+    if int(get_attr(n, "training_mode") or 0):
+        return None
+    scale, bias, mean, var = (np.asarray(g.constants[i], _F32).reshape(-1) for i in n.inputs[1:])
+    c = _shape(g, n.outputs[0])[1]
+    if any(a.size != c for a in (scale, bias, mean, var)):
+        return None
+    eps = np.asarray(float(get_attr(n, "epsilon")), _F32)
+    s = (scale / np.sqrt(var + eps)).astype(_F32)
+    return s.reshape(c, 1, 1, 1), (bias - mean * s).astype(_F32)
+
+
 def _per_channel(g: Graph, v: str, channels: int) -> bool:
     """A constant that varies along the channel axis only: ``[C, 1, 1]`` or ``[1, C, 1, 1]``."""
     s = _shape(g, v)
@@ -193,6 +216,14 @@ def _decide(g: Graph, order: list[Node]) -> _Plan:
         elif op in _POOLS:
             attrs = _pool_attrs(g, n)
             kind = "pool"
+        elif op == "BatchNormalization":
+            affine = _batchnorm_affine(g, n) if n.inputs[0] in p.blocked else None
+            if affine is None:
+                continue
+            p.affine[id(n)] = affine
+            c = affine[1].size
+            attrs = {"strides": [1, 1, 1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1, 1, 1], "groups": c}
+            kind = "conv"
         elif op in _ELEMENTWISE:
             kind = "ew" if _ew_ok(g, n, p) else ""
         elif op == "Concat":
@@ -232,12 +263,13 @@ def _drop_short_chains(g: Graph, order: list[Node], p: _Plan) -> None:
                     parent[find(id(producers[i]))] = find(id(n))
     convs: dict[int, int] = {}
     for n in order:
-        if p.kind.get(id(n)) == "conv":
+        if p.kind.get(id(n)) == "conv" and id(n) not in p.affine:
             convs[find(id(n))] = convs.get(find(id(n)), 0) + 1
     for n in order:
         if id(n) in p.kind and convs.get(find(id(n)), 0) < 2:
             del p.kind[id(n)]
             p.attrs.pop(id(n), None)
+            p.affine.pop(id(n), None)
             p.blocked.discard(n.outputs[0])
     p.reordered = {n.inputs[0] for n in order if p.kind.get(id(n)) in ("conv", "pool")} - p.blocked
 
@@ -289,6 +321,14 @@ def _fuse_residuals(g: Graph, order: list[Node], p: _Plan) -> None:
             for m in absorbed:
                 p.absorbed[id(m)] = conv
             break
+    for conv in order:  # an activation after a conv fuse has not joined (a BatchNormalization's)
+        if p.kind.get(id(conv)) != "conv" or id(conv) in p.residual or "activation" in p.attrs[id(conv)]:
+            continue
+        nxt = single_consumer(g, consumers, conv.outputs[0])
+        act = _activation(g, nxt) if nxt is not None and p.kind.get(id(nxt)) == "ew" else None
+        if nxt is not None and act is not None and nxt.inputs[0] == conv.outputs[0]:
+            p.residual[id(conv)] = ("", [nxt], act)
+            p.absorbed[id(nxt)] = conv
 
 
 class _Rewriter:
@@ -314,6 +354,16 @@ class _Rewriter:
             self.nodes.append(Node("_ReorderToNchwc", [v], [out], {}, self.g.fresh_name(f"{v}/to_nchwc8")))
             self.to_cache[v] = out
         return self.to_cache[v]
+
+    def conv_inputs(self, n: Node) -> list[str]:
+        """x (blocked), w, b of a converted conv (or BatchNormalization: its depthwise filter and bias)."""
+        if id(n) not in self.p.affine:
+            return [self.blocked_in(n.inputs[0]), n.inputs[1], n.input(2)]
+        names = []
+        for what, arr in zip(("filter", "bias"), self.p.affine[id(n)], strict=True):
+            names.append(self.g.fresh_name(f"{n.name or n.op_type}/{what}"))
+            self.g.set_constant(names[-1], arr)
+        return [self.blocked_in(n.inputs[0]), *names]
 
     def ew_in(self, v: str, channels: int) -> str:
         if not v or v in self.p.blocked:
@@ -352,14 +402,13 @@ class _Rewriter:
                 z, absorbed, act = p.residual[id(conv)]
                 if n is absorbed[-1]:  # the conv with its residual input and activation takes this place
                     attrs = {**p.attrs[id(conv)], **act}
-                    ins = [self.blocked_in(conv.inputs[0]), conv.inputs[1], conv.input(2), self.blocked_in(z)]
+                    ins = [*self.conv_inputs(conv), self.blocked_in(z) if z else ""]
                     self.emit(conv, ins, attrs, "_NchwcConv2D", n.outputs[0])
                 continue
             if kind == "conv":
                 if id(n) in p.residual:
                     continue  # emitted in the place of its last absorbed node
-                ins = [self.blocked_in(n.inputs[0]), n.inputs[1], n.input(2)]
-                self.emit(n, ins, dict(p.attrs[id(n)]), "_NchwcConv2D", n.outputs[0])
+                self.emit(n, self.conv_inputs(n), dict(p.attrs[id(n)]), "_NchwcConv2D", n.outputs[0])
             elif kind == "pool":
                 self.emit(n, [self.blocked_in(n.inputs[0])], dict(p.attrs[id(n)]), "_NchwcPool2D", n.outputs[0])
             elif kind == "concat":
