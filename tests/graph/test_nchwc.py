@@ -4,6 +4,7 @@ graph computes what the NCHW graph computes (the reference evaluator on both).""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import warnings
 
@@ -16,6 +17,7 @@ from aioge.graph.lower import lower
 from aioge.graph.passes import infer_shapes, nchwc_layout
 from aioge.graph.reference import from_nchwc, run_reference, to_nchwc
 from aioge.graph.target import HOST
+from aioge.runtime.graphs.compile import compile_graph
 
 BLOCKED = dataclasses.replace(HOST, layouts=HOST.layouts | {"NCHWc8"})
 
@@ -45,6 +47,10 @@ def conv(g: Graph, rng: np.random.Generator, x, cin: int, cout: int, k: int = 3,
     return g.add_node("Conv", ins, {"pads": [k // 2] * 4, **attrs})
 
 
+def feeds_for(g: Graph) -> dict[str, np.ndarray]:
+    return feeds(g.values["x"].shape or ())
+
+
 def feeds(shape: tuple[int, ...], seed: int = 1) -> dict[str, np.ndarray]:
     return {"x": np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
 
@@ -57,13 +63,18 @@ def test_reorders_round_trip_and_lay_channel_c_at_block_c_div_8_lane_c_mod_8():
     np.testing.assert_array_equal(from_nchwc(b), x)
 
 
-def test_conv_relu_conv_runs_blocked_between_one_reorder_each_way():
+def chain() -> Graph:
     rng = np.random.default_rng(0)
     g = Graph("chain")
     x = g.input("x", (1, 8, 9, 9))
     h = g.add_node("Relu", [conv(g, rng, x, 8, 16)])
     g.output(conv(g, rng, h, 16, 8, strides=[2, 2]))
-    out = blocked(g, feeds((1, 8, 9, 9)))
+    return g
+
+
+def test_conv_relu_conv_runs_blocked_between_one_reorder_each_way():
+    g = chain()
+    out = blocked(g, feeds_for(g))
     assert counts(out) == {"_ReorderToNchwc": 1, "_NchwcConv2D": 2, "_ReorderFromNchwc": 1}
     first = next(n for n in out.nodes if n.op_type == "_NchwcConv2D")
     assert first.attrs["activation"] == "Relu"
@@ -81,7 +92,7 @@ def basic_block(g: Graph, rng: np.random.Generator, x, c: int, downsample: bool)
     return g.add_node("Relu", [g.add_node("Add", [h, short])])
 
 
-def test_residual_add_and_relu_fold_into_the_conv():
+def resnet() -> Graph:
     rng = np.random.default_rng(1)
     g = Graph("resnet")
     x = g.input("x", (1, 16, 8, 8))
@@ -89,7 +100,12 @@ def test_residual_add_and_relu_fold_into_the_conv():
     h = basic_block(g, rng, h, 16, False)
     h = basic_block(g, rng, h, 16, True)
     g.output(g.add_node("Flatten", [g.add_node("GlobalAveragePool", [h])]))
-    out = blocked(g, feeds((1, 16, 8, 8)))
+    return g
+
+
+def test_residual_add_and_relu_fold_into_the_conv():
+    g = resnet()
+    out = blocked(g, feeds_for(g))
     c = counts(out)
     assert c == {"_ReorderToNchwc": 1, "_NchwcConv2D": 6, "_NchwcPool2D": 1, "_ReorderFromNchwc": 1, "Flatten": 1}
     fused = [n for n in out.nodes if n.op_type == "_NchwcConv2D" and len(n.inputs) == 4]
@@ -111,7 +127,7 @@ def test_residual_fuses_only_into_a_conv_whose_output_nothing_else_reads():
     assert counts(out)["_ReorderFromNchwc"] == 2  # one per graph output
 
 
-def test_depthwise_and_pointwise_with_clip_and_a_residual_stay_blocked():
+def mobilenet() -> Graph:
     rng = np.random.default_rng(3)
     g = Graph("mobilenet")
     x = g.input("x", (1, 16, 10, 10))
@@ -120,7 +136,12 @@ def test_depthwise_and_pointwise_with_clip_and_a_residual_stay_blocked():
     h = g.add_node("Clip", [conv(g, rng, h, 32, 32, group=32), lo, hi])
     h = conv(g, rng, h, 32, 16, k=1)
     g.output(g.add_node("Add", [h, x]))
-    out = blocked(g, feeds((1, 16, 10, 10)))
+    return g
+
+
+def test_depthwise_and_pointwise_with_clip_and_a_residual_stay_blocked():
+    g = mobilenet()
+    out = blocked(g, feeds_for(g))
     assert counts(out) == {"_ReorderToNchwc": 1, "_NchwcConv2D": 3, "_ReorderFromNchwc": 1}
     convs = [n for n in out.nodes if n.op_type == "_NchwcConv2D"]
     assert [n.attrs["groups"] for n in convs] == [1, 32, 1]
@@ -129,7 +150,7 @@ def test_depthwise_and_pointwise_with_clip_and_a_residual_stay_blocked():
     assert len(convs[2].inputs) == 4  # the residual: x through the shared reorder
 
 
-def test_squeeze_excitation_multiplies_blocked_tensors():
+def se() -> Graph:
     rng = np.random.default_rng(4)
     g = Graph("se")
     x = g.input("x", (1, 32, 7, 7))
@@ -138,7 +159,12 @@ def test_squeeze_excitation_multiplies_blocked_tensors():
     s = g.add_node("Relu", [conv(g, rng, s, 32, 8, k=1)])
     s = g.add_node("HardSigmoid", [conv(g, rng, s, 8, 32, k=1)])
     g.output(g.add_node("Mul", [h, s]))
-    out = blocked(g, feeds((1, 32, 7, 7)))
+    return g
+
+
+def test_squeeze_excitation_multiplies_blocked_tensors():
+    g = se()
+    out = blocked(g, feeds_for(g))
     c = counts(out)
     assert c["_NchwcConv2D"] == 3 and c["_NchwcPool2D"] == 1
     assert c["_ReorderToNchwc"] == 1 and c["_ReorderFromNchwc"] == 1
@@ -146,7 +172,7 @@ def test_squeeze_excitation_multiplies_blocked_tensors():
     assert [out.values[i].shape for i in mul.inputs] == [(1, 4, 7, 7, 8), (1, 4, 1, 1, 8)]
 
 
-def test_concat_of_blocked_branches_is_a_concat_on_axis_1_of_the_blocks():
+def inception() -> Graph:
     rng = np.random.default_rng(5)
     g = Graph("inception")
     x = g.input("x", (1, 8, 6, 6))
@@ -156,14 +182,19 @@ def test_concat_of_blocked_branches_is_a_concat_on_axis_1_of_the_blocks():
     p = g.add_node("MaxPool", [stem], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [1, 1]})
     cat = g.add_node("Concat", [a, b, p, stem], {"axis": 1})  # densenet: the block's input too
     g.output(conv(g, rng, cat, 56, 8, k=1))
-    out = blocked(g, feeds((1, 8, 6, 6)))
+    return g
+
+
+def test_concat_of_blocked_branches_is_a_concat_on_axis_1_of_the_blocks():
+    g = inception()
+    out = blocked(g, feeds_for(g))
     cat_node = next(n for n in out.nodes if n.op_type == "Concat")
     assert cat_node.attrs["axis"] == 1
     assert out.values[cat_node.outputs[0]].shape == (1, 7, 6, 6, 8)
     assert counts(out)["_ReorderToNchwc"] == 1 and counts(out)["_ReorderFromNchwc"] == 1
 
 
-def test_batchnorm_of_a_blocked_value_is_a_depthwise_conv_with_its_activation():
+def densenet() -> Graph:
     rng = np.random.default_rng(12)
     g = Graph("densenet")
     x = g.input("x", (1, 8, 6, 6))
@@ -174,7 +205,12 @@ def test_batchnorm_of_a_blocked_value_is_a_depthwise_conv_with_its_activation():
     bn = g.add_node("BatchNormalization", [cat, *(g.constant(p.astype(np.float32)) for p in params)])
     h = g.add_node("Relu", [bn])
     g.output(conv(g, rng, h, 16, 8, k=1))
-    out = blocked(g, feeds((1, 8, 6, 6)))
+    return g
+
+
+def test_batchnorm_of_a_blocked_value_is_a_depthwise_conv_with_its_activation():
+    g = densenet()
+    out = blocked(g, feeds_for(g))
     assert counts(out) == {"_ReorderToNchwc": 1, "_NchwcConv2D": 4, "Concat": 1, "_ReorderFromNchwc": 1}
     dw = next(n for n in out.nodes if n.op_type == "_NchwcConv2D" and n.attrs["groups"] == 16)
     assert dw.attrs["activation"] == "Relu" and out.values[dw.inputs[1]].shape == (16, 1, 1, 1)
@@ -322,6 +358,7 @@ def test_the_pass_needs_shapes():
 
 
 # ------------------------------------------------------------------ real exports
+@functools.cache
 def export(name: str, size: int) -> Graph:
     torch = pytest.importorskip("torch")
     torchvision = pytest.importorskip("torchvision")
@@ -354,3 +391,45 @@ def test_torchvision_exports(name, size, want):
     c = counts(out)
     assert {k: c.get(k, 0) for k in want} == want
     assert "Conv" not in c and "BatchNormalization" not in c
+
+
+# ------------------------------------------------------------------ on the host runtime
+def pooled() -> Graph:
+    """Max and average pooling with ceil_mode (the overhang as padding) between convs."""
+    rng = np.random.default_rng(14)
+    g = Graph("pooled")
+    x = g.input("x", (1, 16, 10, 10))
+    h = g.add_node("Relu", [conv(g, rng, x, 16, 16)])
+    h = g.add_node("MaxPool", [h], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1] * 4, "ceil_mode": 1})
+    h = g.add_node("AveragePool", [conv(g, rng, h, 16, 24)], {"kernel_shape": [2, 2], "strides": [2, 2],
+                                                               "ceil_mode": 1})  # fmt: skip
+    g.output(conv(g, rng, h, 24, 8, k=1))
+    return g
+
+
+async def run_blocked(dev, g: Graph, mode: str = "sunk") -> None:
+    """Compile ``g`` for the host runtime with the pass on; its outputs must be the reference's."""
+    x = feeds_for(g)
+    want = run_reference(optimize(g), x)
+    assert "_NchwcConv2D" in counts(optimize(g, target=BLOCKED))
+    model = compile_graph(dev, g, target=BLOCKED, mode=mode)
+    try:
+        got = await model.execute(x)
+    finally:
+        await model.aclose()
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-4, err_msg=k)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["sunk", "per_op"])
+@pytest.mark.parametrize("build", [chain, resnet, mobilenet, se, inception, densenet, pooled])
+async def test_the_host_runtime_computes_the_blocked_graphs(dev, build, mode):
+    await run_blocked(dev, build(), mode)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("name", "size"), [("resnet18", 32), ("mobilenet_v2", 32), ("squeezenet1_1", 64)])
+async def test_the_host_runtime_computes_blocked_torchvision_exports(dev, name, size):
+    await run_blocked(dev, export(name, size))
