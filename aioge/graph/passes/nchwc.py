@@ -42,7 +42,9 @@ What the pass converts:
 * elementwise ops (``Relu``, ``Add``, ``Mul``, ``Clip``, ``HardSwish``,
   ``_FusedElementwise``, ...) with at least one blocked operand, every other
   operand blocked with the same channel count, a per-channel constant
-  (re-laid out) or a single element, stay blocked;
+  (re-laid out), a computed ``[N, C, 1, 1]`` value (reordered: a
+  squeeze-excitation's scale from convs that stay NCHW) or a single element,
+  stay blocked;
 * ``Concat`` on the channel axis of blocked inputs -> ``Concat`` on axis 1
   of the 5-D tensors;
 * an inference ``BatchNormalization`` (constant parameters) of a blocked
@@ -200,9 +202,15 @@ def _ew_ok(g: Graph, n: Node, p: _Plan) -> bool:
         if i in p.blocked or i in p.reordered:
             if _shape(g, i)[1] != c:
                 return False
-        elif not _per_channel(g, i, c):
+        elif not (_per_channel(g, i, c) or _one_pixel(g, i, c)):
             return False
     return True
+
+
+def _one_pixel(g: Graph, v: str, channels: int) -> bool:
+    """A computed ``[N, C, 1, 1]`` float32 value (a squeeze-excitation's scale): cheap to reorder."""
+    s = _shape(g, v)
+    return v not in g.constants and _nchw_float32(g, v) and s[1] == channels and s[2:] == (1, 1)
 
 
 def _decide(g: Graph, order: list[Node]) -> _Plan:
@@ -368,7 +376,7 @@ class _Rewriter:
     def ew_in(self, v: str, channels: int) -> str:
         if not v or v in self.p.blocked:
             return self.bname[v] if v else v
-        if v in self.p.reordered:  # an NCHW value a conv or pool reads blocked too
+        if v in self.p.reordered or _one_pixel(self.g, v, channels):  # reordered (once) for a conv or here
             return self.blocked_in(v)
         if not _per_channel(self.g, v, channels):
             return v  # a single element: broadcasts as it is
