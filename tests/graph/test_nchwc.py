@@ -448,6 +448,12 @@ def pooled() -> Graph:
     return g
 
 
+@pytest.fixture
+def anyio_backend():
+    """The layout is this file's subject, not the event loop: asyncio only."""
+    return ("asyncio", {"debug": True})
+
+
 async def run_blocked(dev, g: Graph, mode: str = "sunk") -> None:
     """Compile ``g`` for the host runtime with the pass on; its outputs must be the reference's."""
     x = feeds_for(g)
