@@ -1,6 +1,6 @@
 """Operator-library benchmark: every figure is a ratio against a baseline measured in the same run.
 
-    python benchmarks/bench_ops.py [--quick] [--conv]
+    python benchmarks/bench_ops.py [--quick] [--conv] [--nchwc]
 
 1. GEMM 1024x1024 f32, GFLOP/s                      vs numpy matmul (OpenBLAS)        target >= 0.95x
 2. add of 16M f32, GB/s (2 reads + 1 write)         vs numpy: into a preallocated output (np.add out=)
@@ -14,6 +14,9 @@
 5. layernorm over the last axis of (64, 1024) f32   vs numpy (mean, var, affine)      target >= 1.0x
 6. launch cost of a cached tiny op (Add of 16 floats), pipelined and awaited one by one
 7. two streams running GEMMs at once vs one stream  (no collapse: >= 0.9x)
+--nchwc: ResNet-18 / MobileNet-v2 convs in the blocked layout NCHWc8 (a one-node model of _NchwcConv2D)
+                                                    vs onnxruntime single-node Conv (NCHW in and out: its
+                                                    NCHWc pass reorders inside) and vs a one-node Conv model
 
 aioge timings are pipelined: R launches back to back on one stream, then one await, so a figure is
 the per-op cost a caller sees in steady state (Python launch included).  Each variant runs in
@@ -81,6 +84,7 @@ def ort_conv_session(
     stride: int = 1,
     pad: int = 1,
     group: int = 1,
+    threads: int = 0,
 ) -> Any:
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -98,12 +102,13 @@ def ort_conv_session(
     m.ir_version = 8
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    so.intra_op_num_threads = threads  # 0: onnxruntime's default (every core)
     if not spin:  # idle ORT threads block instead of spinning into the next (aioge) measurement round
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
-async def main(quick: bool, conv_only: bool = False) -> None:
+async def main(quick: bool, conv_only: bool = False, nchwc: bool = False) -> None:
     rounds = 3 if quick else 5
     rng = np.random.default_rng(0)
     async with aioge.open_device(0) as dev, dev.open_stream() as s:
@@ -111,6 +116,11 @@ async def main(quick: bool, conv_only: bool = False) -> None:
               f"{_native.lib.aiogeHostGetNumThreads()} intra-op threads; {_native.blas_info()}; "
               f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         print("figure                                          aioge vs baseline")
+        if nchwc:
+            for ncase in NCHWC_CASES:
+                await nchwc_case(dev, rng, *ncase, quick=quick, rounds=rounds)
+            print(f"load {os.getloadavg()[0]:.2f}")
+            return
         if conv_only:
             for case in CONV_CASES:
                 await conv_case(s, rng, *case, quick=quick, rounds=rounds)
@@ -284,6 +294,74 @@ async def conv_case(s: Any, rng: np.random.Generator, label: str, ci: int, hw: i
          t_r / t_a, ">= 1.0x")  # fmt: skip
 
 
+# (label, C_in, H=W, C_out, kernel, stride, pad, groups): ResNet-18's 3x3 convs and downsampling 1x1,
+# MobileNet-v2's 1x1 expansions / projections and depthwise 3x3 convs
+NCHWC_CASES = [
+    ("3x3 64ch 56x56", 64, 56, 64, 3, 1, 1, 1),
+    ("3x3 128ch 28x28", 128, 28, 128, 3, 1, 1, 1),
+    ("3x3 s2 64->128 56x56", 64, 56, 128, 3, 2, 1, 1),
+    ("3x3 s2 128->256 28x28", 128, 28, 256, 3, 2, 1, 1),
+    ("1x1 s2 64->128 56x56", 64, 56, 128, 1, 2, 0, 1),
+    ("1x1 24->144 56x56", 24, 56, 144, 1, 1, 0, 1),
+    ("1x1 192->32 28x28", 192, 28, 32, 1, 1, 0, 1),
+    ("1x1 96->576 14x14", 96, 14, 576, 1, 1, 0, 1),
+    ("1x1 576->96 14x14", 576, 14, 96, 1, 1, 0, 1),
+    ("1x1 320->1280 7x7", 320, 7, 1280, 1, 1, 0, 1),
+    ("dw 3x3 32ch 112x112", 32, 112, 32, 3, 1, 1, 32),
+    ("dw 3x3 s2 96ch 112x112", 96, 112, 96, 3, 2, 1, 96),
+    ("dw 3x3 144ch 56x56", 144, 56, 144, 3, 1, 1, 144),
+    ("dw 3x3 s2 144ch 56x56", 144, 56, 144, 3, 2, 1, 144),
+    ("dw 3x3 576ch 14x14", 576, 14, 576, 3, 1, 1, 576),
+    ("dw 3x3 960ch 7x7", 960, 7, 960, 3, 1, 1, 960),
+]
+
+
+async def nchwc_case(dev: Any, rng: np.random.Generator, label: str, ci: int, hw: int, co: int, k: int, stride: int,
+                     pad: int, groups: int, *, quick: bool, rounds: int) -> None:  # fmt: skip
+    """One conv as a compiled one-node model each way (filters packed at load, inputs fed from numpy
+    and outputs read back, as onnxruntime's session.run does)."""
+    from aioge.graph import Graph
+
+    x = rng.standard_normal((1, ci, hw, hw)).astype(np.float32)
+    xb = np.ascontiguousarray(x.reshape(1, ci // 8, 8, hw, hw).transpose(0, 1, 3, 4, 2))
+    w = (rng.standard_normal((co, ci // groups, k, k)) * 0.1).astype(np.float32)
+    # onnxruntime on as many threads as aioge's pool (AIOGE_HOST_THREADS)
+    threads = _native.lib.aiogeHostGetNumThreads()
+    sess = ort_conv_session(w, x_shape=x.shape, stride=stride, pad=pad, group=groups, threads=threads)
+    ref = sess.run(None, {"x": x})[0]
+    gp = Graph("conv")
+    conv = {"kernel_shape": [k, k], "pads": [pad] * 4, "strides": [stride] * 2, "group": groups}
+    gp.output(gp.add_node("Conv", [gp.input("x", x.shape, "float32"), gp.constant("w", w)], conv))
+    gb = Graph("nchwc")
+    attrs = {"strides": [1, 1, stride, stride], "pads": [pad] * 4, "dilations": [1, 1, 1, 1], "groups": groups}
+    gb.output(gb.add_node("_NchwcConv2D", [gb.input("x", xb.shape, "float32"), gb.constant("w", w)], attrs))
+    plain, blocked = await dev.compile(gp), await dev.compile(gb)
+    try:
+        got = np.asarray(next(iter((await blocked.execute({"x": xb})).values())))
+        got = got.transpose(0, 1, 4, 2, 3).reshape(ref.shape)
+        assert np.allclose(got, ref, rtol=1e-3, atol=1e-3), f"{label}: result differs from onnxruntime"
+
+        async def run(model: Any, feed: np.ndarray, reps: int) -> float:
+            t = time.perf_counter()
+            for _ in range(reps):
+                await model.execute({"x": feed})
+            return (time.perf_counter() - t) / reps
+
+        fl = 2 * co * (ci // groups) * k * k * ref.shape[2] * ref.shape[3]
+        t_r1 = _np_time(lambda: sess.run(None, {"x": x}), 3)
+        reps = max(5, min(200, int((0.02 if quick else 0.06) / max(t_r1, 1e-6))))
+        t_b = t_p = t_r = float("inf")
+        for _ in range(rounds):  # interleaved, best round each
+            t_r = min(t_r, _np_time(lambda: sess.run(None, {"x": x}), reps))
+            t_b = min(t_b, await run(blocked, xb, reps))
+            t_p = min(t_p, await run(plain, x, reps))
+    finally:
+        await plain.aclose()
+        await blocked.aclose()
+    print(f"  {label:<24} NCHWc8 {t_b * 1e6:7.1f} us {fl / t_b / 1e9:5.1f} GFLOP/s | Conv {t_p * 1e6:7.1f} us "
+          f"ratio {t_p / t_b:5.2f}x | ORT {t_r * 1e6:7.1f} us ratio {t_r / t_b:5.2f}x")  # fmt: skip
+
+
 # (label, op, C, H=W, kernel, stride, pad): the networks' pools (squeezenet's and resnet's stems, inception's
 # stride-1 3x3 pools, shufflenet's stride-2 average, a global average)
 POOL_CASES = [
@@ -355,5 +433,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--conv", action="store_true", help="only the single convolutions")
+    ap.add_argument("--nchwc", action="store_true", help="only the blocked-layout convolutions")
     args = ap.parse_args()
-    asyncio.run(main(args.quick, args.conv))
+    asyncio.run(main(args.quick, args.conv, args.nchwc))

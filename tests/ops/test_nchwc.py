@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import aioge
-from aioge import TensorSpec
+from aioge import Const, TensorSpec, _native
 from aioge.errors import OpAttrMismatchError, OpInputMismatchError, OpOutputMismatchError
 from tests.ops.opsutil import F32, check, few, up
 
@@ -68,10 +68,10 @@ def conv_attrs(s, d, p, groups, act="none"):
     return attrs | ACTS[act][1]
 
 
-async def run_conv(stream, x, w, b, z, s, d, p, groups, act="none"):
+async def run_conv(stream, x, w, b, z, s, d, p, groups, act="none", const_w=False):
     ho = (x.shape[2] + p[0] + p[1] - d[0] * (w.shape[2] - 1) - 1) // s[0] + 1
     wo = (x.shape[3] + p[2] + p[3] - d[1] * (w.shape[3] - 1) - 1) // s[1] + 1
-    ins = [up(stream, to_blocked(x)), up(stream, w), up(stream, b) if b is not None else None]
+    ins = [up(stream, to_blocked(x)), Const(w) if const_w else up(stream, w), up(stream, b) if b is not None else None]
     if z is not None:
         ins.append(up(stream, to_blocked(z)))
     out = TensorSpec((x.shape[0], w.shape[0] // 8, ho, wo, 8), F32)
@@ -143,8 +143,46 @@ async def test_network_layers_vs_numpy(stream, ci, hw, co, k, s, pad, groups):
     b = rng.standard_normal(co).astype(np.float32)
     ref = conv_ref(x, w, b, (s, s), (1, 1), (pad,) * 4, groups)
     z = rng.standard_normal(ref.shape).astype(np.float32)
-    got = await run_conv(stream, x, w, b, z, (s, s), (1, 1), (pad,) * 4, groups, "Relu")
+    got = await run_conv(stream, x, w, b, z, (s, s), (1, 1), (pad,) * 4, groups, "Relu", const_w=True)
     check(got, np.maximum(ref + z, 0), rtol=1e-4, atol=1e-4)
+
+
+# (Cin, H, W, Cout, k, stride, groups, bias, residual): the filter of a compiled model packed once at load
+PACKED = [
+    (16, 9, 11, 24, 3, 1, 1, True, True),
+    (32, 7, 7, 64, 1, 1, 1, False, True),
+    (24, 10, 13, 24, 3, 2, 24, True, False),
+    (32, 6, 5, 16, 3, 1, 2, True, True),
+]
+
+
+@pytest.mark.skipif(not _native.has_host_hooks, reason="packed filters are the host runtime's")
+@pytest.mark.parametrize(("ci", "h", "w", "co", "k", "s", "groups", "bias", "res"), PACKED)
+async def test_filter_packed_at_load_vs_numpy(compiled, ci, h, w, co, k, s, groups, bias, res):
+    from aioge.graph import Graph
+
+    rng = np.random.default_rng(ci * co + h)
+    xv = rng.standard_normal((1, ci, h, w)).astype(np.float32)
+    wv = rng.standard_normal((co, ci // groups, k, k)).astype(np.float32)
+    bv = rng.standard_normal(co).astype(np.float32)
+    pads = (k // 2,) * 4
+    ref = conv_ref(xv, wv, bv if bias else None, (s, s), (1, 1), pads, groups)
+    zv = rng.standard_normal(ref.shape).astype(np.float32)
+    g = Graph("nchwc")
+    ins = [g.input("x", (1, ci // 8, h, w, 8), "float32"), g.constant("w", wv)]
+    ins.append(g.constant("b", bv) if bias else None)
+    if res:
+        ins.append(g.input("z", (1, co // 8, *ref.shape[2:], 8), "float32"))
+    attrs = conv_attrs((s, s), (1, 1), pads, groups, "Relu")
+    g.output(g.add_node("_NchwcConv2D", ins, attrs))
+    before = _native.lib.aiogeHostPackedWeightCount()
+    model = await compiled(g)
+    assert model.plan.packed_weight_bytes == wv.size * 4
+    feeds = {"x": to_blocked(xv)} | ({"z": to_blocked(zv)} if res else {})
+    for _ in range(2):
+        got = from_blocked(np.asarray(next(iter((await model.execute(feeds)).values()))))
+        check(got, np.maximum(ref + (zv if res else 0), 0), rtol=1e-4, atol=1e-4)
+    assert _native.lib.aiogeHostPackedWeightCount() - before == 1  # executions pack nothing
 
 
 @few(30)

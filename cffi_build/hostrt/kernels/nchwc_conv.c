@@ -11,8 +11,8 @@
  *
  * A direct kernel in the manner of MLAS's MlasConvNchwcFloatKernel: the filter is packed into
  * [Cout/8][Cin_g/8][kh][kw][8 ic][8 oc] (once at model load for a constant filter: the pack hooks;
- * per run otherwise); an output tile is NC_NB output-channel blocks x NC_NP pixels of one output
- * row in NC_NB * NC_NP vector accumulators; for each input-channel block, tap and input lane one
+ * at compile for a filter the op holds as a const input; per run otherwise); an output tile is
+ * NC_NB output-channel blocks x NC_NP pixels of one output row in NC_NB * NC_NP vector accumulators; for each input-channel block, tap and input lane one
  * input float is broadcast and multiplied with the NC_NB filter vectors.  Output columns whose
  * taps all lie inside the input row run the full tiles; the border columns run one pixel at a time
  * with their taps clipped (no padded copy of the input); rows outside the input are skipped per
@@ -39,6 +39,7 @@ typedef struct {
     bool dwise, has_bias, has_z, has_act;
     k_act act;
     int64_t wn;            /* packed filter floats */
+    float *wconst;         /* a constant filter of a single op (aioge.op's Const) packed at compile */
 } nc_plan;
 
 typedef struct {
@@ -87,14 +88,14 @@ static inline __attribute__((always_inline)) void nc_tile(const nc_plan *p, cons
                                                           int64_t ostride, const float *bias, const float *z, float *y,
                                                           int64_t ybs, int64_t iy0, int64_t ix0, int64_t ky0,
                                                           int64_t ky1, int64_t kx0, int64_t kx1, const int nb,
-                                                          const int np) {
+                                                          const int np, const int64_t xs) {
     v8f acc[NC_NB * NC_NP];
     for (int j = 0; j < nb; j++) {
         v8f bv = {0, 0, 0, 0, 0, 0, 0, 0};
         if (bias) bv = ld8(bias + j * 8);
         for (int q = 0; q < np; q++) acc[j * np + q] = bv;
     }
-    const int64_t H = p->H, W = p->W, kk = p->kh * p->kw, xs = p->sw * 8;
+    const int64_t H = p->H, W = p->W, kk = p->kh * p->kw;
     for (int64_t ib = 0; ib < p->cibg; ib++) {
         const float *xb = xn + ib * H * W * 8, *wb = wt + ib * kk * 64;
         for (int64_t ky = ky0; ky < ky1; ky++) {
@@ -121,12 +122,12 @@ static inline __attribute__((always_inline)) void nc_tile(const nc_plan *p, cons
 static inline __attribute__((always_inline)) void nc_dw_tile(const nc_plan *p, const float *xb, const float *wt,
                                                              const float *bias, const float *z, float *y, int64_t iy0,
                                                              int64_t ix0, int64_t ky0, int64_t ky1, int64_t kx0,
-                                                             int64_t kx1, const int np) {
+                                                             int64_t kx1, const int np, const int64_t xs) {
     v8f acc[NC_DWP];
     v8f bv = {0, 0, 0, 0, 0, 0, 0, 0};
     if (bias) bv = ld8(bias);
     for (int q = 0; q < np; q++) acc[q] = bv;
-    const int64_t W = p->W, xs = p->sw * 8;
+    const int64_t W = p->W;
     for (int64_t ky = ky0; ky < ky1; ky++) {
         const float *xr = xb + ((iy0 + ky * p->dh) * W + ix0) * 8, *wr = wt + ky * p->kw * 8;
         for (int64_t kx = kx0; kx < kx1; kx++) {
@@ -148,12 +149,12 @@ static inline void nc_clip(int64_t i0, int64_t d, int64_t k, int64_t n, int64_t 
     *k1 = b;
 }
 
-#define NC_TILE(NB, NP) nc_tile(p, xn, wt, ostride, bias, zr, yr, ybs, iy0, ix0, ky0, ky1, kx0, kx1, NB, NP)
+#define NC_TILE(NB, NP) nc_tile(p, xn, wt, ostride, bias, zr, yr, ybs, iy0, ix0, ky0, ky1, kx0, kx1, NB, NP, xs)
 
 /* one output row of nb (1 or NC_NB) output-channel blocks */
 static inline __attribute__((always_inline)) void nc_row(const nc_plan *p, const float *xn, const float *wt0,
                                                          int64_t ostride, const float *bias, const float *z0, float *y0,
-                                                         int64_t ybs, int64_t oy, const int nb) {
+                                                         int64_t ybs, int64_t oy, const int nb, const int64_t xs) {
     const int64_t iy0 = oy * p->sh - p->pt;
     int64_t ky0, ky1;
     nc_clip(iy0, p->dh, p->kh, p->H, &ky0, &ky1);
@@ -186,8 +187,9 @@ static inline __attribute__((always_inline)) void nc_row(const nc_plan *p, const
     }
 }
 
-static void nc_dw_row(const nc_plan *p, const float *xb, const float *wt, const float *bias, const float *z0,
-                      float *y0, int64_t oy) {
+static inline __attribute__((always_inline)) void nc_dw_row(const nc_plan *p, const float *xb, const float *wt,
+                                                            const float *bias, const float *z0, float *y0, int64_t oy,
+                                                            const int64_t xs) {
     const int64_t iy0 = oy * p->sh - p->pt;
     int64_t ky0, ky1;
     nc_clip(iy0, p->dh, p->kh, p->H, &ky0, &ky1);
@@ -198,20 +200,20 @@ static void nc_dw_row(const nc_plan *p, const float *xb, const float *wt, const 
         if (ox < p->ox_lo || ox >= p->ox_hi) {
             int64_t kx0, kx1;
             nc_clip(ix0, p->dw, p->kw, p->W, &kx0, &kx1);
-            nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, kx0, kx1, 1);
+            nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, kx0, kx1, 1, xs);
             ox++;
             continue;
         }
         const int64_t n = p->ox_hi - ox;
         switch (n >= NC_DWP ? NC_DWP : n) {
-        case 8: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 8); break;
-        case 7: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 7); break;
-        case 6: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 6); break;
-        case 5: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 5); break;
-        case 4: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 4); break;
-        case 3: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 3); break;
-        case 2: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 2); break;
-        default: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 1); break;
+        case 8: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 8, xs); break;
+        case 7: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 7, xs); break;
+        case 6: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 6, xs); break;
+        case 5: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 5, xs); break;
+        case 4: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 4, xs); break;
+        case 3: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 3, xs); break;
+        case 2: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 2, xs); break;
+        default: nc_dw_tile(p, xb, wt, bias, zr, yr, iy0, ix0, ky0, ky1, 0, p->kw, 1, xs); break;
         }
         ox += n >= NC_DWP ? NC_DWP : n;
     }
@@ -227,8 +229,11 @@ static void nc_chunk(void *vp, int64_t b, int64_t e) {
         if (p->dwise) {
             const int64_t cb = t;
             const size_t off = (size_t)(((n * p->COB + cb) * p->Ho + oy) * p->Wo * 8);
-            nc_dw_row(p, c->x + (n * p->CB + cb) * HW8, c->w + cb * kk * 8, c->b ? c->b + cb * 8 : NULL,
-                      c->z ? c->z + off : NULL, c->y + off, oy);
+            const float *xb = c->x + (n * p->CB + cb) * HW8, *wt = c->w + cb * kk * 8, *bias = c->b ? c->b + cb * 8 : NULL;
+            const float *z0 = c->z ? c->z + off : NULL;
+            if (p->sw == 1) nc_dw_row(p, xb, wt, bias, z0, c->y + off, oy, 8);
+            else if (p->sw == 2) nc_dw_row(p, xb, wt, bias, z0, c->y + off, oy, 16);
+            else nc_dw_row(p, xb, wt, bias, z0, c->y + off, oy, p->sw * 8);
             continue;
         }
         const int64_t g = t / c->tiles_g, ob0 = g * p->cobg + t % c->tiles_g * NC_NB;
@@ -239,8 +244,16 @@ static void nc_chunk(void *vp, int64_t b, int64_t e) {
         const size_t off = (size_t)(((n * p->COB + ob0) * p->Ho + oy) * p->Wo * 8);
         const float *z0 = c->z ? c->z + off : NULL;
         float *y0 = c->y + off;
-        if (nb == NC_NB) nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, NC_NB);
-        else nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, 1);
+        /* the pixel stride a compile-time constant for strides 1 and 2: the tile's broadcasts then
+         * address its input pixels from one register (a runtime stride kept 48 addresses on the stack) */
+        if (nb == NC_NB) {
+            if (p->sw == 1) nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, NC_NB, 8);
+            else if (p->sw == 2) nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, NC_NB, 16);
+            else nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, NC_NB, p->sw * 8);
+        } else {
+            if (p->sw == 1) nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, 1, 8);
+            else nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, 1, p->sw * 8);
+        }
     }
 }
 
@@ -262,6 +275,7 @@ static aclError nc_conv(const hrt_kernel *k, void *const *in, void *const *out, 
 
 static aclError nc_run(const hrt_kernel *k, void *const *in, void *const *out) {
     const nc_plan *p = k->plan;
+    if (p->wconst) return nc_conv(k, in, out, p->wconst);
     float *wp = k_scratch(k, sizeof(float) * (size_t)p->wn);
     if (!wp) return ACL_ERROR_RT_MEMORY_ALLOCATION;
     nc_pack_w(p, in[1], wp);
@@ -272,7 +286,7 @@ static aclError nc_run(const hrt_kernel *k, void *const *in, void *const *out) {
 
 static void *nc_pack(const hrt_kernel *k, int input, const void *data, size_t *bytes) {
     const nc_plan *p = k->plan;
-    if (input != 1) return NULL;
+    if (input != 1 || p->wconst) return NULL; /* wconst: packed at compile already */
     float *wp = hrt_big_array(p->wn, sizeof(float));
     if (!wp) return NULL;
     nc_pack_w(p, data, wp);
@@ -282,6 +296,12 @@ static void *nc_pack(const hrt_kernel *k, int input, const void *data, size_t *b
 }
 
 static void nc_pack_free(void *packed) { free(packed); }
+
+static void nc_plan_free(void *vp) {
+    nc_plan *p = vp;
+    free(p->wconst);
+    free(p);
+}
 
 static aclError nc_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
     return nc_conv(k, in, out, packed);
@@ -374,8 +394,16 @@ static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
     p->ox_hi = last < 0 ? 0 : last / p->sw + 1;
     if (p->ox_hi > p->Wo) p->ox_hi = p->Wo;
     if (p->ox_lo > p->ox_hi) p->ox_lo = p->ox_hi;
+    if (w->is_const && w->data) {
+        if (!(p->wconst = hrt_big_array(p->wn, sizeof(float)))) {
+            free(p);
+            return hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
+        }
+        nc_pack_w(p, w->data, p->wconst);
+        k->plan_bytes = sizeof(float) * (size_t)p->wn;
+    }
     k->plan = p;
-    k->plan_free = free;
+    k->plan_free = nc_plan_free;
     k->run = nc_run;
     k->pack = nc_pack;
     k->pack_free = nc_pack_free;
