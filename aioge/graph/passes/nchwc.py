@@ -59,7 +59,9 @@ What the pass converts:
 Everything else is an edge: it reads the NCHW value, which one
 ``_ReorderFromNchwc`` per blocked value (shared by its NCHW readers, and by
 graph outputs) recomputes; a converted conv or pool reading an NCHW value
-reads it through one ``_ReorderToNchwc`` per value.
+reads it through one ``_ReorderToNchwc`` per value.  A value of one pixel
+(``H = W = 1``: a global pool's output, a squeeze-excitation's scale) has
+the same bytes in both layouts: its reorder is a ``Reshape`` (a view).
 
 **The rule for short chains**: the converted nodes form components (linked
 by the blocked values between them); a component with fewer than two
@@ -359,9 +361,20 @@ class _Rewriter:
             return self.bname[v]
         if v not in self.to_cache:
             out = self.new_value(f"{v}/nchwc8", blocked_shape(_shape(self.g, v)))
-            self.nodes.append(Node("_ReorderToNchwc", [v], [out], {}, self.g.fresh_name(f"{v}/to_nchwc8")))
+            self.nodes.append(self.reorder("_ReorderToNchwc", v, out))
             self.to_cache[v] = out
         return self.to_cache[v]
+
+    def reorder(self, op: str, src: str, dst: str) -> Node:
+        """``op`` from ``src`` to ``dst``, or a ``Reshape`` (a view) for one pixel, where both layouts
+        are the same bytes (channel c of image n at n * C + c)."""
+        shape = _shape(self.g, dst)
+        name = self.g.fresh_name(f"{dst}/{'to' if op == '_ReorderToNchwc' else 'from'}_nchwc8")
+        if math.prod(shape[2:4]) != 1:
+            return Node(op, [src], [dst], {}, name)
+        target = self.g.fresh_name(f"{name}/shape")
+        self.g.set_constant(target, np.asarray(shape, np.int64))
+        return Node("Reshape", [src, target], [dst], {}, name)
 
     def conv_inputs(self, n: Node) -> list[str]:
         """x (blocked), w, b of a converted conv (or BatchNormalization: its depthwise filter and bias)."""
@@ -396,7 +409,7 @@ class _Rewriter:
         self.nodes.append(Node(op, inputs, [b], attrs, n.name, n.domain))
         # an edge: a graph output or a reader that stays NCHW reads it through one reorder
         if out in self.g.outputs or any(id(c) not in self.p.kind for c in self.consumers.get(out, [])):
-            self.nodes.append(Node("_ReorderFromNchwc", [b], [out], {}, self.g.fresh_name(f"{out}/from_nchwc8")))
+            self.nodes.append(self.reorder("_ReorderFromNchwc", b, out))
 
     def run(self, order: list[Node]) -> None:
         p = self.p
