@@ -10,6 +10,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from aioge.graph import Graph, optimize
 from aioge.graph.errors import ShapeInferenceError
@@ -347,6 +349,73 @@ def test_lowering_is_one_to_one_with_absent_inputs_as_none():
     assert ops[2].inputs[2] is None and isinstance(ops[2].inputs[3], str)
     assert ops[2].attrs == {"strides": [1, 1, 1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1, 1, 1], "groups": 1,
                             "activation": "Relu"}  # fmt: skip
+
+
+@st.composite
+def random_net(draw) -> Graph:
+    """A random small net of convs (plain, grouped, depthwise; channel counts 4-24), pools, elementwise
+    ops, Adds of same-shape values, Concats, BatchNorms and NCHW-only ops (Transpose), with extra graph
+    outputs."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    g = Graph("random")
+    c0 = draw(st.sampled_from([4, 8, 16, 16]))
+    vals = [(g.input("x", (1, c0, 8, 8)), c0, 8)]
+    for _ in range(draw(st.integers(3, 12))):
+        x, c, hw = vals[draw(st.integers(max(0, len(vals) - 3), len(vals) - 1))]
+        kind = draw(st.sampled_from(["conv", "conv", "conv", "dw", "pool", "ew", "add", "concat", "bn", "edge"]))
+        if kind == "conv":
+            cout = draw(st.sampled_from([4, 8, 8, 16, 24]))
+            k = draw(st.sampled_from([1, 3]))
+            group = draw(st.sampled_from([g_ for g_ in (1, 2) if c % g_ == 0 and cout % g_ == 0]))
+            stride = draw(st.sampled_from([1, 2])) if hw >= 4 else 1
+            y = conv(g, rng, x, c, cout, k=k, group=group, strides=[stride] * 2)
+            if draw(st.booleans()):
+                y = g.add_node(draw(st.sampled_from(["Relu", "Sigmoid", "HardSwish"])), [y])
+            vals.append((y, cout, (hw + 2 * (k // 2) - k) // stride + 1))
+        elif kind == "dw":
+            vals.append((g.add_node("Relu", [conv(g, rng, x, c, c, group=c)]), c, hw))
+        elif kind == "pool" and hw >= 3:
+            op = draw(st.sampled_from(["MaxPool", "AveragePool", "GlobalAveragePool"]))
+            if op == "GlobalAveragePool":
+                vals.append((g.add_node(op, [x]), c, 1))
+                continue
+            attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": int(draw(st.booleans())),
+                     "pads": [draw(st.integers(0, 1))] * 4}  # fmt: skip
+            y = g.add_node(op, [x], attrs)
+            vals.append((y, c, infer_shapes(g).values[y.outputs[0]].shape[2]))
+        elif kind == "ew":
+            scale = g.constant(rng.uniform(0.5, 2, (c, 1, 1)).astype(np.float32))
+            vals.append((g.add_node("Mul", [g.add_node("Tanh", [x]), scale]), c, hw))
+        elif kind == "add":
+            same = [v for v in vals if v[1:] == (c, hw) and v[0] is not x]
+            if same:
+                vals.append((g.add_node("Add", [x, draw(st.sampled_from(same))[0]]), c, hw))
+        elif kind == "concat":
+            same = [v for v in vals if v[2] == hw]
+            other, oc, _ = draw(st.sampled_from(same))
+            vals.append((g.add_node("Concat", [x, other], {"axis": 1}), c + oc, hw))
+        elif kind == "bn":
+            params = [rng.uniform(0.5, 2, c), rng.standard_normal(c), rng.standard_normal(c), rng.uniform(0.5, 2, c)]
+            bn = g.add_node("BatchNormalization", [x, *(g.constant(p.astype(np.float32)) for p in params)])
+            vals.append((g.add_node("Relu", [bn]), c, hw))
+        elif kind == "edge":
+            vals.append((g.add_node("Transpose", [x], {"perm": [0, 1, 3, 2]}), c, hw))
+    g.output(vals[-1][0])
+    for v, _, _ in vals[1:-1]:
+        if draw(st.booleans()) and draw(st.booleans()):
+            g.output(v)
+    return g
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_net())
+def test_random_nets_compute_the_same_values_with_the_pass(g):
+    out = blocked(g, feeds_for(g))
+    c = counts(out)
+    # every blocked value leaves through at most one reorder, and every value enters at most once
+    reads = [n.inputs[0] for n in out.nodes if n.op_type in ("_ReorderToNchwc", "_ReorderFromNchwc")]
+    assert len(reads) == len(set(reads))
+    assert c.get("_ReorderFromNchwc", 0) + c.get("Reshape", 0) <= len(g.outputs) + len(g.nodes)
 
 
 def bad(op: str, shapes: list[tuple[int, ...]], **attrs) -> Graph:
