@@ -187,6 +187,47 @@ hrt_sgemm_pb *hrt_sgemm_pack_b(bool tb, int64_t n, int64_t k, const float *b, in
     return pb;
 }
 
+/* Whether pb holds op(B) as B is now (tb / b / ldb as hrt_sgemm_pack_b took them): the panels
+ * compared with B's values bit for bit (NaNs too), panel ranges over the pool.  The pack cache
+ * (packcache.c) asks it only of an entry packed from the same address and layout, so a compile
+ * that finds no such entry reads its weights once, to pack them. */
+typedef struct {
+    const hrt_sgemm_pb *pb;
+    bool tb;
+    const float *b;
+    int64_t ldb;
+    _Atomic bool differs;
+} same_job;
+
+static void same_panels(void *vp, int64_t p0, int64_t p1) {
+    same_job *j = vp;
+    const hrt_sgemm_pb *pb = j->pb;
+    const int64_t k = pb->k;
+    for (int64_t pp = p0; pp < p1 && !atomic_load_explicit(&j->differs, memory_order_relaxed); pp++) {
+        const int64_t c0 = pp * NR, nj = pb->n - c0 < NR ? pb->n - c0 : NR;
+        const float *d = pb->p + pp * k * NR;
+        bool same = true;
+        if (j->tb) { /* op(B)[kk][c0 + jj] = B[c0 + jj][kk]: nj rows of B read side by side */
+            for (int64_t kk = 0; kk < k && same; kk++)
+                for (int64_t jj = 0; jj < nj; jj++) {
+                    uint32_t x, y;
+                    memcpy(&x, d + kk * NR + jj, sizeof x);
+                    memcpy(&y, j->b + (c0 + jj) * j->ldb + kk, sizeof y);
+                    same &= x == y;
+                }
+        } else {
+            for (int64_t kk = 0; kk < k && same; kk++) same = !memcmp(d + kk * NR, j->b + kk * j->ldb + c0, sizeof(float) * (size_t)nj);
+        }
+        if (!same) atomic_store_explicit(&j->differs, true, memory_order_relaxed);
+    }
+}
+
+bool hrt_sgemm_pb_holds(const hrt_sgemm_pb *pb, bool tb, const float *b, int64_t ldb) {
+    same_job j = {pb, tb, b, ldb, false};
+    hrt_parallel_for(pb->npan, PACK_GRAIN(pb->k), same_panels, &j);
+    return !atomic_load(&j.differs);
+}
+
 /* the epilogue as the kernels read it: scale and bias on the accumulators, Relu / Clip (inl) too;
  * tile: Sigmoid / Tanh / Gelu / GeluTanh (K_ACT_INL_*), run over each stored MR x NR tile while it is
  * in L1 (PB_FN(act_tile)); post: another activation (LeakyRelu), run over a block's stored rows */

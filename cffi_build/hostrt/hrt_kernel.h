@@ -197,6 +197,8 @@ void hrt_sgemm_pb_release(hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
 int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);
+/* gemm_small.c: whether pb is op(B) packed as B holds it now (the same values, bit for bit) */
+bool hrt_sgemm_pb_holds(const hrt_sgemm_pb *pb, bool tb, const float *b, int64_t ldb);
 void hrt_packed_weight_counted(void); /* another kernel's weight packed: counted with them */
 /* The epilogue a packed product applies as it stores C, so C is written once:
  * C = act(scale * A . op(B) + bias).  bias: N floats or NULL; act: a kernel's k_act (kcommon.h) or

@@ -269,3 +269,43 @@ async def test_equal_values_elsewhere_or_other_values_here_are_not_shared(compil
     for model, weight in ((a, w), (b, w), (c, w + 1)):
         (y,) = (await model.execute({"x": x})).values()
         check(np.asarray(y), x @ weight, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("tb", [False, True])
+async def test_a_weight_at_a_packed_address_is_compared_with_its_panels(compiled, tb):
+    """A weight at the address, and with the layout, of a weight an open plan packed shares its panels
+    when its values are those panels' (bit for bit) and packs its own when they are not: the values
+    behind one address changed between two compiles."""
+    rng = np.random.default_rng(7)
+    k, n = 70, 37  # a partial last panel
+    # tb: a pointwise Conv's OIHW filter, packed as op(B) = W^T; else a MatMul's B
+    buf = rng.standard_normal((n, k, 1, 1) if tb else (k, n)).astype(np.float32)
+    view = buf.view()
+    view.setflags(write=False)
+
+    def graph() -> Graph:
+        g = Graph("at")
+        g.set_constant("w", view)  # kept as it is (read-only): every graph's weight is ``buf``
+        w = "w"
+        if tb:
+            g.output(g.add_node("Conv", [g.input("x", (1, k, 3, 2), "float32"), w]))
+        else:
+            g.output(g.add_node("MatMul", [g.input("x", (6, k), "float32"), w]))
+        return g
+
+    x = rng.standard_normal((1, k, 3, 2) if tb else (6, k)).astype(np.float32)
+
+    def ref(weight: np.ndarray) -> np.ndarray:
+        return np.einsum("nkhw,ok->nohw", x, weight[:, :, 0, 0]) if tb else x @ weight
+
+    first = buf.copy()
+    packs0 = _native.lib.aiogeHostPackedWeightCount()
+    a = await compiled(graph())
+    b = await compiled(graph())  # the same values at the same address: a's panels
+    assert _native.lib.aiogeHostPackedWeightCount() - packs0 == 1
+    buf[n // 2, k // 3] += 1.0  # one value behind the address changes
+    c = await compiled(graph())
+    assert _native.lib.aiogeHostPackedWeightCount() - packs0 == 2
+    for model, weight in ((a, first), (b, first), (c, buf)):
+        (y,) = (await model.execute({"x": x})).values()
+        check(np.asarray(y), ref(weight), rtol=1e-4, atol=1e-3)
