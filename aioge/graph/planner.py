@@ -445,8 +445,9 @@ def _neighbours(values: list[str], conflict_rows: Callable[[np.ndarray], np.ndar
         rows = np.arange(lo, min(lo + 256, n))
         c = conflict_rows(rows)
         c[np.arange(len(rows)), rows] = False
-        for i, j in zip(*np.nonzero(c), strict=True):
-            out[values[rows[i]]].append(values[j])
+        ii, jj = np.nonzero(c)
+        for i, j in zip(ii.tolist(), jj.tolist(), strict=True):  # Python ints: no numpy scalar per pair
+            out[values[lo + i]].append(values[j])
     return out
 
 
@@ -461,21 +462,28 @@ def _parallel_neighbours(
     used: int,
 ) -> dict[str, list[str]]:
     """Roots conflict unless every use of one happens before the other's producing step."""
-    front = np.full((len(arena), used), -1, np.int64)
-    for k, r in enumerate(arena):
+    # the last use of each root on each stream (-1: none), in Python ints (a numpy scalar per use was
+    # most of this on CNNs)
+    rows: list[list[int]] = []
+    for r in arena:
+        row = [-1] * used
         for u in uses[r]:
-            front[k, stream_of[u]] = max(front[k, stream_of[u]], position[u])
+            s = stream_of[u]
+            if position[u] > row[s]:
+                row[s] = position[u]
+        rows.append(row)
+    front = np.array(rows, np.int64).reshape(len(arena), used)
     clock = np.array([start_clock[producer[r]] for r in arena], np.int64).reshape(len(arena), used)
     ends = np.array([r in to_end for r in arena], bool)
 
-    def rows(idx: np.ndarray) -> np.ndarray:
+    def conflicts(idx: np.ndarray) -> np.ndarray:
         # before[a, b]: all uses of a complete before b is produced
         a_before_b = (front[idx, None, :] <= clock[None, :, :]).all(axis=2) & ~ends[idx, None]
         b_before_a = (front[None, :, :] <= clock[idx, None, :]).all(axis=2) & ~ends[None, :]
         result: np.ndarray = ~(a_before_b | b_before_a)
         return result
 
-    return _neighbours(arena, rows)
+    return _neighbours(arena, conflicts)
 
 
 def _assign(
@@ -490,8 +498,14 @@ def _assign(
     best_peak = math.inf
     for key in (lambda v: (-size[v], producer[v]), lambda v: (producer[v],)):
         offsets: dict[str, int] = {}
+        placed = offsets.get
         for v in sorted(vals, key=key):
-            busy = sorted((offsets[u], offsets[u] + size[u]) for u in neighbours[v] if u in offsets)
+            busy = []
+            for u in neighbours[v]:
+                o = placed(u)
+                if o is not None:
+                    busy.append((o, o + size[u]))
+            busy.sort()
             offsets[v] = _best_fit(busy, size[v])
         peak = max((offsets[v] + size[v] for v in vals), default=0)
         if peak < best_peak:
@@ -508,5 +522,6 @@ def _best_fit(busy: list[tuple[int, int]], need: int) -> int:
             gap = lo - cursor
             if need <= gap < best_gap:
                 best_off, best_gap = cursor, gap
-        cursor = max(cursor, hi)
+        if hi > cursor:
+            cursor = hi
     return cursor if best_off is None else best_off
