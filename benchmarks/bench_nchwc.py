@@ -3,7 +3,8 @@
     python benchmarks/bench_nchwc.py [--models resnet18,mobilenet_v2,...] [--image-size 224] [--rounds 6]
                                      [--per-conv]
 
-For each torchvision model (random weights, exported as bench_frontends.py does, batch 1): the
+For each torchvision model (random weights, batch norms calibrated and exported as bench_frontends.py
+does, batch 1): the
 latency with the pass on / the latency with it off, as process CPU time per call and as wall time,
 best of ``--rounds`` alternating blocks of 5 calls (run with ``AIOGE_HOST_THREADS=1`` to compare the
 kernels rather than which thread got a core on a loaded machine).  ``--per-conv``: the runtime's
@@ -43,8 +44,9 @@ def export(name: str, size: int) -> Graph:
     import torchvision
 
     torch.manual_seed(0)
-    m = getattr(torchvision.models, name)(weights=None).eval()
-    return aioge.load_onnx(bench_frontends.export_onnx(m, (torch.randn(1, 3, size, size),)))
+    args = (torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1)),)
+    m = bench_frontends.zoo.calibrate(getattr(torchvision.models, name)(weights=None), args)
+    return aioge.load_onnx(bench_frontends.export_onnx(m, args))
 
 
 def conv_geometry(g: Graph) -> dict[str, str]:
