@@ -237,6 +237,21 @@ def densenet() -> Graph:
     return g
 
 
+def test_a_concat_of_blocked_and_nchw_values_reorders_the_nchw_ones():
+    rng = np.random.default_rng(16)
+    g = Graph("mixed")
+    x = g.input("x", (1, 8, 6, 6))
+    a = g.add_node("Relu", [conv(g, rng, x, 8, 16)])
+    t = g.add_node("Transpose", [a], {"perm": [0, 1, 3, 2]})  # NCHW only
+    cat = g.add_node("Concat", [conv(g, rng, a, 16, 8), t, x], {"axis": 1})
+    g.output(conv(g, rng, cat, 32, 8))
+    out = blocked(g, feeds_for(g))
+    cat_node = next(n for n in out.nodes if n.op_type == "Concat")
+    assert out.values[cat_node.outputs[0]].shape == (1, 4, 6, 6, 8)
+    # in: x (shared by the first conv and the concat) and the Transpose's output; out: a for the Transpose
+    assert counts(out)["_ReorderToNchwc"] == 2 and counts(out)["_ReorderFromNchwc"] == 2
+
+
 def test_batchnorm_of_a_blocked_value_is_a_depthwise_conv_with_its_activation():
     g = densenet()
     out = blocked(g, feeds_for(g))

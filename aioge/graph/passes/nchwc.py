@@ -45,8 +45,9 @@ What the pass converts:
   (re-laid out), a computed ``[N, C, 1, 1]`` value (reordered: a
   squeeze-excitation's scale from convs that stay NCHW) or a single element,
   stay blocked;
-* ``Concat`` on the channel axis of blocked inputs -> ``Concat`` on axis 1
-  of the 5-D tensors;
+* ``Concat`` on the channel axis of blocked inputs (and NCHW ones with a
+  multiple of 8 channels, reordered) -> ``Concat`` on axis 1 of the 5-D
+  tensors;
 * an inference ``BatchNormalization`` (constant parameters) of a blocked
   value -> a depthwise 1x1 ``_NchwcConv2D`` (DenseNet's BatchNorm after a
   Concat; it does not count as a convolution for the rule below);
@@ -236,9 +237,10 @@ def _decide(g: Graph, order: list[Node]) -> _Plan:
             kind = "conv"
         elif op in _ELEMENTWISE:
             kind = "ew" if _ew_ok(g, n, p) else ""
-        elif op == "Concat":
-            ok = len(_shape(g, n.outputs[0])) == 4 and int(get_attr(n, "axis")) in (1, -3)
-            kind = "concat" if ok and all(i in p.blocked for i in n.inputs) else ""
+        elif op == "Concat":  # of blocked values and NCHW ones (reordered) with multiples of 8 channels
+            ok = _nchw_float32(g, n.outputs[0]) and int(get_attr(n, "axis")) in (1, -3)
+            ok = ok and any(i in p.blocked for i in n.inputs) and all(_nchw_float32(g, i) for i in n.inputs)
+            kind = "concat" if ok else ""
         else:
             continue
         if kind in ("conv", "pool"):
@@ -433,7 +435,7 @@ class _Rewriter:
             elif kind == "pool":
                 self.emit(n, [self.blocked_in(n.inputs[0])], dict(p.attrs[id(n)]), "_NchwcPool2D", n.outputs[0])
             elif kind == "concat":
-                self.emit(n, [self.bname[i] for i in n.inputs], {"axis": 1}, "Concat", n.outputs[0])
+                self.emit(n, [self.blocked_in(i) for i in n.inputs], {"axis": 1}, "Concat", n.outputs[0])
             else:
                 c = _shape(self.g, n.outputs[0])[1]
                 self.emit(n, [self.ew_in(i, c) for i in n.inputs], dict(n.attrs), n.op_type, n.outputs[0])
