@@ -201,6 +201,31 @@ def test_cse_merges_duplicate_nodes_and_constants() -> None:
     same_outputs(g, c, {"x": rand(3)})
 
 
+def test_cse_merges_constants_by_value_not_bytes() -> None:
+    """Constants merge when their elements are equal: the same bytes, or other bytes of equal values
+    (-0.0 and 0.0, at a position the bucketing sample skips); one other value keeps both."""
+    base = np.linspace(-1, 1, 200, dtype=np.float32)
+    base[1] = 0.0
+
+    def merged(other: np.ndarray) -> bool:
+        g = Graph()
+        x = g.input("x", (200,))
+        g.output(
+            g.add_node("Sum", [g.add_node("Add", [x, g.constant(base)]), g.add_node("Mul", [x, g.constant(other)])])
+        )
+        c = eliminate_common_subexpressions(infer_shapes(g))
+        same_outputs(g, c, {"x": rand(200)})
+        return len(c.constants) == 1
+
+    assert merged(base.copy())
+    negzero = base.copy()
+    negzero[1] = -0.0  # other bytes, an equal value
+    assert negzero.tobytes() != base.tobytes() and merged(negzero)
+    off = base.copy()
+    off[1] = 0.5  # the sample (every third element and the last) still agrees
+    assert not merged(off)
+
+
 def test_cse_keeps_graph_outputs() -> None:
     g = Graph()
     x = g.input("x", (3,))

@@ -45,6 +45,11 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
     nan = a.dtype.kind in "fc"
     if a.size and not any(a.strides) and not any(b.strides):  # two broadcast scalars (folded fills)
         return bool(np.array_equal(a.reshape(-1)[:1], b.reshape(-1)[:1], equal_nan=nan))
+    # the same bytes are the same elements (a NaN against the same NaN too): what a shared key mostly
+    # finds, a duplicate, confirmed by one memcmp (array_equal with equal_nan: 10 us for 32 floats, 40x
+    # this); other bytes can still be equal elements (-0.0 and 0.0, NaNs of other payloads)
+    if a.flags.c_contiguous and b.flags.c_contiguous and a.tobytes() == b.tobytes():
+        return True
     return bool(np.array_equal(a, b, equal_nan=nan))
 
 
