@@ -7,7 +7,9 @@ and the host rewrites of :mod:`aioge.graph.lower.host`) takes a
 * ``host`` -- the embedded host runtime: every fusion (Conv+BatchNorm
   folding, bias+activation into ``_FusedConv``/``_FusedMatMul``, elementwise
   chains into ``_FusedElementwise``) and its host-only kernels
-  (``_FusedConv2D``, ``_FusedMatMul``, ``_FusedElementwise``);
+  (``_FusedConv2D``, ``_FusedMatMul``, ``_FusedElementwise``); with
+  ``AIOGE_HOST_NCHWC=1`` also the ``NCHWc8`` layout (off by default: slower
+  than the NCHW convolutions so far);
 * ``ascend`` -- a real ``libascendcl.so``: only CANN op types (no
   ``_``-prefixed op is ever emitted), and only the fusions that rewrite into
   standard ops (Conv+BatchNorm folding changes weights, not op types).
@@ -19,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from .._layout import NCHW_OPS
@@ -79,7 +82,15 @@ class Target:
         return _data_format(op_type, rank)
 
 
-HOST = Target("host", fusions=FUSIONS, host_ops=True)
+def _host_layouts() -> frozenset[str]:
+    """The host target's layouts: ``NCHWc8`` too when ``AIOGE_HOST_NCHWC=1`` (read once, at import)."""
+    text = os.environ.get("AIOGE_HOST_NCHWC", "").strip() or "0"
+    if text not in ("0", "1"):
+        raise ValueError(f"AIOGE_HOST_NCHWC={text!r} must be 0 or 1")
+    return frozenset({"NCHW", "ND", "NCHWc8"} if text == "1" else {"NCHW", "ND"})
+
+
+HOST = Target("host", fusions=FUSIONS, host_ops=True, layouts=_host_layouts())
 ASCEND = Target("ascend", fusions=frozenset({"conv_bn"}), host_ops=False)
 _BY_NAME = {t.name: t for t in (HOST, ASCEND)}
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import io
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -349,6 +352,20 @@ def test_the_host_target_enables_the_pass_only_with_its_kernels():
     g.output(conv(g, rng, g.add_node("Relu", [conv(g, rng, x, 8, 8)]), 8, 8))
     ops = counts(optimize(g))
     assert ("NCHWc8" in HOST.layouts) == ("_NchwcConv2D" in ops)
+
+
+@pytest.mark.parametrize(("value", "want"), [("1", "True"), ("0", "False"), ("", "False"), ("yes", "ValueError")])
+def test_aioge_host_nchwc_selects_the_layout_for_the_host_target(value, want):
+    code = (
+        "try:\n    import aioge.graph as G\n"
+        "except ValueError as e:\n    print('ValueError', e)\n"
+        "else:\n    print('NCHWc8' in G.HOST.layouts)\n"
+    )
+    env = {**os.environ, "AIOGE_HOST_NCHWC": value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split()[0] == want
+    if want == "ValueError":
+        assert "AIOGE_HOST_NCHWC='yes'" in out
 
 
 def test_lowering_is_one_to_one_with_absent_inputs_as_none():
