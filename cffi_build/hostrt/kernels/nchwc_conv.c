@@ -68,16 +68,26 @@ static void nc_pack_w(const nc_plan *p, const float *w, float *wp) {
             }
 }
 
-/* The epilogue of a tile: + residual, store, activation on the stored floats (in L1). */
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+static inline v8f nc_sel(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
+
+/* The epilogue of a tile: + residual, Relu / Clip on the accumulators (k_act_tile's rules: NaN
+ * passes), store; other activations on the stored floats (in L1). */
 static inline __attribute__((always_inline)) void nc_store(const nc_plan *p, v8f *acc, int nb, int np, const float *z,
                                                            float *y, int64_t ybs) {
+    const int inl = p->act.inl;
+    const float lo = p->act.lo, hi = p->act.hi;
+    const v8f zero = {0, 0, 0, 0, 0, 0, 0, 0}, vlo = {lo, lo, lo, lo, lo, lo, lo, lo}, vhi = {hi, hi, hi, hi, hi, hi, hi, hi};
     for (int j = 0; j < nb; j++) {
         for (int q = 0; q < np; q++) {
             v8f v = acc[j * np + q];
             if (z) v += ld8(z + j * ybs + q * 8);
+            if (inl == K_ACT_INL_RELU) v = nc_sel(v < zero, zero, v);
+            else if (inl == K_ACT_INL_CLIP) v = nc_sel(v < vlo, vlo, nc_sel(v > vhi, vhi, v));
             st8(y + j * ybs + q * 8, v);
         }
-        if (p->has_act) k_act_tile(&p->act, y + j * ybs, (int64_t)np * 8);
+        if (p->has_act && inl != K_ACT_INL_RELU && inl != K_ACT_INL_CLIP) k_act_tile(&p->act, y + j * ybs, (int64_t)np * 8);
     }
 }
 
