@@ -147,12 +147,42 @@ async def test_network_layers_vs_numpy(stream, ci, hw, co, k, s, pad, groups):
     check(got, np.maximum(ref + z, 0), rtol=1e-4, atol=1e-4)
 
 
+# 3x3 stride-1 convs on planes of 128+ 2x2 tiles with 32+ input channels: Winograd F(2x2, 3x3) between
+# reorders (odd planes, asymmetric pads, batch 2, the filter repacked each run or held const)
+WINO = [
+    (1, 32, 23, 25, 16, (1, 1, 1, 1), "Relu", True),
+    (2, 40, 17, 31, 24, (0, 2, 1, 0), "Sigmoid", False),
+    (1, 64, 28, 28, 64, (1, 1, 1, 1), "Clip", True),
+    (1, 32, 30, 18, 40, (2, 0, 0, 2), "none", False),
+]
+
+
+@pytest.mark.parametrize(("n", "ci", "h", "w", "co", "pads", "act", "const_w"), WINO)
+@pytest.mark.parametrize("res", [False, True])
+async def test_winograd_route_vs_numpy(stream, n, ci, h, w, co, pads, act, const_w, res):
+    rng = np.random.default_rng(ci + h + w)
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    wv = (rng.standard_normal((co, ci, 3, 3)) / np.sqrt(ci * 9)).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32)
+    ref = conv_ref(x, wv, b, (1, 1), (1, 1), pads, 1)
+    z = rng.standard_normal(ref.shape).astype(np.float32) if res else None
+    got = await run_conv(stream, x, wv, b, z, (1, 1), (1, 1), pads, 1, act, const_w=const_w)
+    check(got, ACTS[act][0](ref + (z if res else 0)), rtol=1e-4, atol=1e-4)
+
+
+def _u_bytes(c: int, co: int) -> int:
+    """Winograd F(2x2, 3x3)'s U: 16 positions x Cout rounded up to 6-row panels x Cin floats."""
+    return 16 * ((co + 5) // 6 * 6) * c * 4
+
+
 # (Cin, H, W, Cout, k, stride, groups, bias, residual): the filter of a compiled model packed once at load
+# (the blocked filter; the last: Winograd's U)
 PACKED = [
     (16, 9, 11, 24, 3, 1, 1, True, True),
     (32, 7, 7, 64, 1, 1, 1, False, True),
     (24, 10, 13, 24, 3, 2, 24, True, False),
     (32, 6, 5, 16, 3, 1, 2, True, True),
+    (32, 24, 23, 16, 3, 1, 1, True, True),
 ]
 
 
@@ -177,7 +207,8 @@ async def test_filter_packed_at_load_vs_numpy(compiled, ci, h, w, co, k, s, grou
     g.output(g.add_node("_NchwcConv2D", ins, attrs))
     before = _native.lib.aiogeHostPackedWeightCount()
     model = await compiled(g)
-    assert model.plan.packed_weight_bytes == wv.size * 4
+    wino = k == 3 and s == 1 and groups == 1 and ci >= 32 and (h + 1) // 2 * ((w + 1) // 2) >= 128
+    assert model.plan.packed_weight_bytes == (_u_bytes(ci, co) if wino else wv.size * 4)
     feeds = {"x": to_blocked(xv)} | ({"z": to_blocked(zv)} if res else {})
     for _ in range(2):
         got = from_blocked(np.asarray(next(iter((await model.execute(feeds)).values()))))

@@ -16,28 +16,7 @@
  *   8 channels a vector: each tap is one vector load, no deinterleaving. */
 #include "kcommon.h"
 
-#include "ukernel.h"
-
-typedef int32_t v8i __attribute__((vector_size(32)));
-
-/* r[i][j] -> r[j][i] (8x8, in registers: unpacks, 128-bit lane shuffles, half swaps) */
-static inline __attribute__((always_inline)) void nr_tr8(v8f r[8]) {
-    v8f t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        r[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    }
-}
+#include "nchwc.h"
 
 /* ---------------------------------------------------------------- reorders */
 typedef struct {
@@ -67,7 +46,7 @@ static void nr_chunk(void *vp, int64_t b, int64_t e) {
             for (; ix + 8 <= W; ix += 8) {
                 v8f r[8];
                 for (int j = 0; j < 8; j++) r[j] = ld8(src + j * HW + ix);
-                nr_tr8(r);
+                nc_tr8(r);
                 for (int i = 0; i < 8; i++) st8(dst + (ix + i) * 8, r[i]);
             }
             for (; ix < W; ix++)
@@ -78,7 +57,7 @@ static void nr_chunk(void *vp, int64_t b, int64_t e) {
             for (; ix + 8 <= W; ix += 8) {
                 v8f r[8];
                 for (int i = 0; i < 8; i++) r[i] = ld8(src + (ix + i) * 8);
-                nr_tr8(r);
+                nc_tr8(r);
                 for (int j = 0; j < 8; j++) st8(dst + j * HW + ix, r[j]);
             }
             for (; ix < W; ix++)
