@@ -474,7 +474,7 @@ def _infer_node(node: Node, shapes: list[Shape | None], values: list[np.ndarray 
             node=node.name,
             op_type=node.op_type,
         )
-    return [tuple(int(d) for d in s) for s in out]
+    return [tuple(map(int, s)) for s in out]
 
 
 def known_values(graph: Graph) -> dict[str, np.ndarray]:
@@ -514,14 +514,18 @@ def _propagate(graph: Graph, node: Node, known: dict[str, np.ndarray]) -> None:
 MAX_TENSOR_BYTES = 1 << 62
 
 
-def _check_size(shape: Shape, dtype: np.dtype, what: str, node: Node | None) -> None:
-    """Negative dims and sizes past :data:`MAX_TENSOR_BYTES` (hostile models) are shape errors, not overflows."""
+def _check_size(shape: Shape, dtype: np.dtype, kind: str, name: str, node: Node | None) -> None:
+    """Negative dims and sizes past :data:`MAX_TENSOR_BYTES` (hostile models) are shape errors, not overflows.
+
+    ``kind`` and ``name`` (``"output"``, ``"y"``) name the value in the error (formatted only for one)."""
+    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: exact
+    if nbytes <= MAX_TENSOR_BYTES and (not shape or min(shape) >= 0):
+        return
+    what = f"{kind} {name!r}"
     where = {"node": node.name, "op_type": node.op_type} if node is not None else {}
     if any(d < 0 for d in shape):
         raise ShapeInferenceError(f"{what} has a negative dimension in {shape}", **where)
-    nbytes = math.prod(shape) * dtype.itemsize  # Python ints: exact
-    if nbytes > MAX_TENSOR_BYTES:
-        raise ShapeInferenceError(f"{what} of shape {shape} would need {nbytes} bytes (more than 2^62)", **where)
+    raise ShapeInferenceError(f"{what} of shape {shape} would need {nbytes} bytes (more than 2^62)", **where)
 
 
 def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
@@ -549,16 +553,17 @@ def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
     for name in g.inputs:
         v = g.values[name]
         assert v.shape is not None and v.dtype is not None
-        _check_size(v.shape, v.dtype, f"graph input {name!r}", None)
+        _check_size(v.shape, v.dtype, "graph input", name, None)
     order = g.topological_order()
     known: dict[str, np.ndarray] = dict(g.constants)
     prior = _MEMO.get(graph, {})
     memo: dict[str, _Inferred] = {}
+    values, known_get = g.values, known.get
     for node in order:
-        ins = [g.values[x] if x else None for x in node.inputs]
+        ins = [values[x] if x else None for x in node.inputs]
         in_dtypes = [v.dtype if v else None for v in ins]
         in_shapes = [v.shape if v else None for v in ins]
-        in_values = [known.get(x) if x else None for x in node.inputs]
+        in_values = [known_get(x) if x else None for x in node.inputs]
         hit = prior.get(node.name)
         if hit is not None and hit.applies(node, in_dtypes, in_shapes, in_values):
             for o, s, dt in hit.outs:
@@ -593,18 +598,19 @@ def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
                 raise ShapeInferenceError(
                     f"cannot infer the dtype of {o!r}", node=node.name, op_type=node.op_type
                 )
-            dt = normalize_dtype(dt)
+            if not isinstance(dt, np.dtype):  # a numpy dtype is its own normal form
+                dt = normalize_dtype(dt)
             if declared_dtypes and v.dtype is not None and v.dtype != dt:
                 raise GraphTypeError(
                     f"output {o!r} is declared {v.dtype} but the op produces {dt}", node=node.name, op_type=node.op_type
                 )
-            _check_size(s, dt, f"output {o!r}", node)
+            _check_size(s, dt, "output", o, node)
             v.shape, v.dtype = s, dt
         _propagate(g, node, known)
         memo[node.name] = _Inferred(
             node.op_type, node.domain, tuple(node.outputs), tuple(node.attrs), list(node.attrs.values()),
             in_dtypes, in_shapes, in_values,
-            [(o, g.values[o].shape, g.values[o].dtype) for o in node.outputs if o],
+            [(o, values[o].shape, values[o].dtype) for o in node.outputs if o],
             {o: known[o] for o in node.outputs if o and o in known},
         )  # fmt: skip
     g.nodes = order
