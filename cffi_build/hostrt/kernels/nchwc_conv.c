@@ -41,6 +41,8 @@ typedef struct {
     int64_t wn;            /* packed filter floats */
     float *wconst;         /* a constant filter of a single op (aioge.op's Const) packed at compile */
     bool wino;             /* 3x3 stride 1 where conv_winograd.c takes the NCHW conv: run there */
+    bool virt;             /* stride 1 on small planes: a padded copy, rows run as one (nc_virt_chunk) */
+    int64_t pb, pr, Hp, Wp, pps; /* virt: pads, the padded plane, floats / 8 a padded block */
     k_conv_geom g;         /* the NCHW geometry (wino) */
 } nc_plan;
 
@@ -89,25 +91,25 @@ static inline __attribute__((always_inline)) void nc_store(const nc_plan *p, v8f
     }
 }
 
-/* One tile: nb output-channel blocks (filter wt, blocks ostride floats apart) x np pixels of an
- * output row, whose first pixel's window starts at input (iy0, ix0); taps [ky0, ky1) x [kx0, kx1)
- * (those inside the input).  xn: the group's first input block of the image. */
-static inline __attribute__((always_inline)) void nc_tile(const nc_plan *p, const float *xn, const float *wt,
-                                                          int64_t ostride, const float *bias, const float *z, float *y,
-                                                          int64_t ybs, int64_t iy0, int64_t ix0, int64_t ky0,
-                                                          int64_t ky1, int64_t kx0, int64_t kx1, const int nb,
-                                                          const int np, const int64_t xs) {
-    v8f acc[NC_NB * NC_NP];
+/* The accumulators of one tile: nb output-channel blocks (filter wt, blocks ostride floats apart) x
+ * np pixels of an output row, whose first pixel's window starts at input (iy0, ix0); taps
+ * [ky0, ky1) x [kx0, kx1) (those inside the input).  xn: the group's first input block of the
+ * image, blocks xps floats apart, rows xw pixels long; xs: the pixel stride (floats). */
+static inline __attribute__((always_inline)) void nc_tile_acc(const nc_plan *p, const float *xn, const float *wt,
+                                                              int64_t ostride, const float *bias, int64_t iy0,
+                                                              int64_t ix0, int64_t ky0, int64_t ky1, int64_t kx0,
+                                                              int64_t kx1, const int nb, const int np, const int64_t xs,
+                                                              int64_t xps, int64_t xw, v8f *acc) {
     for (int j = 0; j < nb; j++) {
         v8f bv = {0, 0, 0, 0, 0, 0, 0, 0};
         if (bias) bv = ld8(bias + j * 8);
         for (int q = 0; q < np; q++) acc[j * np + q] = bv;
     }
-    const int64_t H = p->H, W = p->W, kk = p->kh * p->kw;
+    const int64_t kk = p->kh * p->kw;
     for (int64_t ib = 0; ib < p->cibg; ib++) {
-        const float *xb = xn + ib * H * W * 8, *wb = wt + ib * kk * 64;
+        const float *xb = xn + ib * xps, *wb = wt + ib * kk * 64;
         for (int64_t ky = ky0; ky < ky1; ky++) {
-            const float *xr = xb + ((iy0 + ky * p->dh) * W + ix0) * 8, *wr = wb + ky * p->kw * 64;
+            const float *xr = xb + ((iy0 + ky * p->dh) * xw + ix0) * 8, *wr = wb + ky * p->kw * 64;
             for (int64_t kx = kx0; kx < kx1; kx++) {
                 const float *xk = xr + kx * p->dw * 8, *wk = wr + kx * 64;
 #pragma GCC unroll 8
@@ -123,6 +125,16 @@ static inline __attribute__((always_inline)) void nc_tile(const nc_plan *p, cons
             }
         }
     }
+}
+
+/* one tile of an output row, stored */
+static inline __attribute__((always_inline)) void nc_tile(const nc_plan *p, const float *xn, const float *wt,
+                                                          int64_t ostride, const float *bias, const float *z, float *y,
+                                                          int64_t ybs, int64_t iy0, int64_t ix0, int64_t ky0,
+                                                          int64_t ky1, int64_t kx0, int64_t kx1, const int nb,
+                                                          const int np, const int64_t xs) {
+    v8f acc[NC_NB * NC_NP];
+    nc_tile_acc(p, xn, wt, ostride, bias, iy0, ix0, ky0, ky1, kx0, kx1, nb, np, xs, p->H * p->W * 8, p->W, acc);
     nc_store(p, acc, nb, np, z, y, ybs);
 }
 
@@ -265,6 +277,8 @@ static void nc_chunk(void *vp, int64_t b, int64_t e) {
     }
 }
 
+static aclError nc_virt(const hrt_kernel *k, nc_ctx *c);
+
 static aclError nc_conv(const hrt_kernel *k, void *const *in, void *const *out, const float *wp) {
     const nc_plan *p = k->plan;
     nc_ctx c = {p, in[0], wp, p->has_bias ? in[2] : NULL, p->has_z ? in[3] : NULL, out[0], 0, 0};
@@ -273,6 +287,7 @@ static aclError nc_conv(const hrt_kernel *k, void *const *in, void *const *out, 
         c.tiles_g = (p->cobg + NC_NB - 1) / NC_NB;
         c.tiles = p->groups * c.tiles_g;
     }
+    if (p->virt) return nc_virt(k, &c);
     const int64_t items = p->N * c.tiles * p->Ho;
     /* multiply-adds an item */
     const int64_t per = p->Wo * 8 * (p->dwise ? 1 : NC_NB * p->cibg * 8) * p->kh * p->kw + 1;
@@ -367,6 +382,92 @@ static aclError nc_wino(const hrt_kernel *k, void *const *in, void *const *out, 
     }
     free(xs);
     return rc;
+}
+
+/* ---- stride-1 convs on small planes (output rows of up to 32 pixels): a border pixel's clipped
+ * tile is one pixel wide and streams the filter for 2 x 8 multiply-adds a vector (from L2 when the
+ * filter is big: 512 channels at 7x7 spent most of the time in the 2 border columns of 7), and a
+ * row's last strip is short.  So the image is copied once into a zero-padded scratch (Hp x Wp
+ * blocks, NCHWc8) in which output pixel (oy, ox) reads from pixel oy * Wp + ox: the output rows,
+ * Wp wide, run as one long row of full strips; the Wp - Wo columns past each row are computed and
+ * dropped (2 of 9 at 7x7, 2 of 16 at 14x14). */
+#define NC_VS 4 /* strips an item */
+
+typedef struct {
+    const nc_plan *p;
+    const float *x;
+    float *xp;
+} nc_pad_ctx;
+
+/* items (image * block, input row): the row into the padded copy */
+static void nc_pad_chunk(void *vp, int64_t b, int64_t e) {
+    const nc_pad_ctx *c = vp;
+    const nc_plan *p = c->p;
+    for (int64_t it = b; it < e; it++) {
+        const int64_t iy = it % p->H, nb = it / p->H;
+        memcpy(c->xp + (nb * p->pps + (iy + p->pt) * p->Wp + p->pl) * 8, c->x + (nb * p->H + iy) * p->W * 8,
+               sizeof(float) * (size_t)(p->W * 8));
+    }
+}
+
+/* a strip of NC_NP virtual pixels from m0: the ones inside an output row stored, + z, activation */
+static inline __attribute__((always_inline)) void nc_store_virt(const nc_plan *p, const v8f *acc, int nb, int64_t m0,
+                                                                const float *z, float *y, int64_t n, int64_t ob0) {
+    const int64_t mtot = p->Ho * p->Wp, ybs = p->Ho * p->Wo * 8;
+    const bool other = p->has_act && p->act.inl != K_ACT_INL_RELU && p->act.inl != K_ACT_INL_CLIP;
+    for (int q = 0; q < NC_NP; q++) {
+        const int64_t m = m0 + q;
+        if (m >= mtot) break;
+        const int64_t oy = m / p->Wp, ox = m - oy * p->Wp;
+        if (ox >= p->Wo) continue;
+        const int64_t off = ((n * p->COB + ob0) * p->Ho + oy) * p->Wo * 8 + ox * 8;
+        for (int j = 0; j < nb; j++) {
+            v8f v = acc[j * NC_NP + q];
+            if (z) v += ld8(z + off + j * ybs);
+            st8(y + off + j * ybs, nc_epi(p, v));
+            if (other) k_act_tile(&p->act, y + off + j * ybs, 8);
+        }
+    }
+}
+
+/* items: (image, output-channel tile, NC_VS strips); c->x: the padded copy */
+static void nc_virt_chunk(void *vp, int64_t b, int64_t e) {
+    const nc_ctx *c = vp;
+    const nc_plan *p = c->p;
+    const int64_t nstrips = (p->Ho * p->Wp + NC_NP - 1) / NC_NP, nchunks = (nstrips + NC_VS - 1) / NC_VS;
+    const int64_t kk = p->kh * p->kw, ostride = p->cibg * kk * 64, xps = p->pps * 8;
+    for (int64_t it = b; it < e; it++) {
+        const int64_t ch = it % nchunks, t = it / nchunks % c->tiles, n = it / nchunks / c->tiles;
+        const int64_t g = t / c->tiles_g, ob0 = g * p->cobg + t % c->tiles_g * NC_NB;
+        const int nb = g * p->cobg + p->cobg - ob0 < NC_NB ? (int)(g * p->cobg + p->cobg - ob0) : NC_NB;
+        const float *xn = c->x + (n * p->CB + g * p->cibg) * xps;
+        const float *wt = c->w + ob0 * ostride, *bias = c->b ? c->b + ob0 * 8 : NULL;
+        const int64_t s1 = ch * NC_VS + NC_VS < nstrips ? ch * NC_VS + NC_VS : nstrips;
+        for (int64_t st = ch * NC_VS; st < s1; st++) {
+            v8f acc[NC_NB * NC_NP];
+            const int64_t m0 = st * NC_NP;
+            if (nb == NC_NB)
+                nc_tile_acc(p, xn, wt, ostride, bias, 0, m0, 0, p->kh, 0, p->kw, NC_NB, NC_NP, 8, xps, p->Wp, acc);
+            else nc_tile_acc(p, xn, wt, ostride, bias, 0, m0, 0, p->kh, 0, p->kw, 1, NC_NP, 8, xps, p->Wp, acc);
+            nc_store_virt(p, acc, nb, m0, c->z, c->y, n, ob0);
+        }
+    }
+}
+
+static aclError nc_virt(const hrt_kernel *k, nc_ctx *c) {
+    const nc_plan *p = c->p;
+    const int64_t blocks = p->N * p->CB;
+    float *xp = k_scratch(k, sizeof(float) * (size_t)(blocks * p->pps * 8));
+    if (!xp) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    memset(xp, 0, sizeof(float) * (size_t)(blocks * p->pps * 8));
+    nc_pad_ctx pc = {p, c->x, xp};
+    hrt_parallel_for(blocks * p->H, K_GRAIN / (8 * p->W) + 1, nc_pad_chunk, &pc);
+    c->x = xp;
+    const int64_t nstrips = (p->Ho * p->Wp + NC_NP - 1) / NC_NP, nchunks = (nstrips + NC_VS - 1) / NC_VS;
+    const int64_t per = NC_VS * NC_NP * 8 * NC_NB * p->cibg * 8 * p->kh * p->kw + 1;
+    hrt_parallel_for(p->N * c->tiles * nchunks, (1 << 18) / per + 1, nc_virt_chunk, c);
+    free(xp);
+    return ACL_SUCCESS;
 }
 
 /* the packed filter: U (wino) or the blocked filter */
@@ -503,6 +604,14 @@ static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
     if (p->ox_lo > p->ox_hi) p->ox_lo = p->ox_hi;
     p->g = (k_conv_geom){N, Cin, H, W, Cout, Ho, Wo, kh, kw, sh, sw, dh, dwd, pads[0], pads[2], groups, cin_g, cout_g, false};
     p->wino = groups == 1 && hrt_conv2d_winograd_ok(&p->g);
+    p->pb = pads[1];
+    p->pr = pads[3];
+    p->virt = !dw && !p->wino && sh == 1 && sw == 1 && kw > 1 && Wo <= 32;
+    if (p->virt) {
+        p->Hp = H + pads[0] + pads[1];
+        p->Wp = W + pads[2] + pads[3];
+        p->pps = p->Hp * p->Wp + NC_NP + 2 + (kw - 1) * dwd; /* slack: the last strip's reads */
+    }
     if (w->is_const && w->data) {
         size_t bytes = 0;
         if (!(p->wconst = nc_pack_filter(p, w->data, &bytes, false))) {
