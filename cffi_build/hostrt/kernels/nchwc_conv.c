@@ -51,6 +51,7 @@ typedef struct {
     const float *x, *w, *b, *z;
     float *y;
     int64_t tiles_g, tiles; /* output-channel tiles a group, in all */
+    _Atomic int failed;     /* a worker could not get its scratch */
 } nc_ctx;
 
 /* w (OIHW) -> [Cout/8][cin_g/8][kh][kw][8 ic][8 oc], or depthwise [C/8][kh][kw][8] */
@@ -454,8 +455,62 @@ static void nc_virt_chunk(void *vp, int64_t b, int64_t e) {
     }
 }
 
+/* depthwise, the same way: items are (image, block) planes, each copied into the worker's padded
+ * block, NC_DWP virtual pixels a strip (a 5x5 conv at 7x7 had 4 of 7 columns in one-pixel tiles) */
+static void nc_dw_virt_chunk(void *vp, int64_t b, int64_t e) {
+    nc_ctx *c = vp;
+    const nc_plan *p = c->p;
+    const int64_t Wp = p->Wp, mtot = p->Ho * Wp, kk = p->kh * p->kw, kw = p->kw;
+    const int64_t dyo = p->dh * Wp * 8, dxo = p->dw * 8;
+    const bool other = p->has_act && p->act.inl != K_ACT_INL_RELU && p->act.inl != K_ACT_INL_CLIP;
+    float *xp = hrt_aligned_alloc(64, sizeof(float) * (size_t)(p->pps * 8));
+    if (!xp) {
+        c->failed = 1;
+        return;
+    }
+    memset(xp, 0, sizeof(float) * (size_t)(p->pps * 8)); /* the border: items write the interior only */
+    for (int64_t it = b; it < e; it++) {
+        const int64_t n = it / p->COB, cb = it % p->COB;
+        const float *src = c->x + (n * p->CB + cb) * p->H * p->W * 8;
+        for (int64_t iy = 0; iy < p->H; iy++)
+            memcpy(xp + ((iy + p->pt) * Wp + p->pl) * 8, src + iy * p->W * 8, sizeof(float) * (size_t)(p->W * 8));
+        const float *wt = c->w + cb * kk * 8;
+        v8f bv = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (c->b) bv = ld8(c->b + cb * 8);
+        const int64_t plane = (n * p->COB + cb) * p->Ho * p->Wo * 8;
+        for (int64_t m0 = 0; m0 < mtot; m0 += NC_DWP) {
+            v8f acc[NC_DWP];
+            for (int q = 0; q < NC_DWP; q++) acc[q] = bv;
+            for (int64_t ky = 0; ky < p->kh; ky++)
+                for (int64_t kx = 0; kx < kw; kx++) {
+                    const v8f wv = ld8(wt + (ky * kw + kx) * 8);
+                    const float *xk = xp + m0 * 8 + ky * dyo + kx * dxo;
+                    for (int q = 0; q < NC_DWP; q++) acc[q] += wv * ld8(xk + q * 8);
+                }
+            for (int q = 0; q < NC_DWP; q++) {
+                const int64_t m = m0 + q;
+                if (m >= mtot) break;
+                const int64_t oy = m / Wp, ox = m - oy * Wp;
+                if (ox >= p->Wo) continue;
+                const int64_t off = plane + (oy * p->Wo + ox) * 8;
+                v8f v = acc[q];
+                if (c->z) v += ld8(c->z + off);
+                st8(c->y + off, nc_epi(p, v));
+                if (other) k_act_tile(&p->act, c->y + off, 8);
+            }
+        }
+    }
+    free(xp);
+}
+
 static aclError nc_virt(const hrt_kernel *k, nc_ctx *c) {
     const nc_plan *p = c->p;
+    if (p->dwise) {
+        const int64_t per = p->Ho * p->Wp * 8 * p->kh * p->kw + 1;
+        hrt_parallel_for(p->N * p->COB, (1 << 18) / per + 1, nc_dw_virt_chunk, c);
+        if (c->failed) return hrt_task_fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "%s: out of host memory", k->op_name);
+        return ACL_SUCCESS;
+    }
     const int64_t blocks = p->N * p->CB;
     float *xp = k_scratch(k, sizeof(float) * (size_t)(blocks * p->pps * 8));
     if (!xp) return ACL_ERROR_RT_MEMORY_ALLOCATION;
@@ -606,7 +661,7 @@ static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
     p->wino = groups == 1 && hrt_conv2d_winograd_ok(&p->g);
     p->pb = pads[1];
     p->pr = pads[3];
-    p->virt = !dw && !p->wino && sh == 1 && sw == 1 && kw > 1 && Wo <= 32;
+    p->virt = !p->wino && sh == 1 && sw == 1 && kw > 1 && Wo <= 32;
     if (p->virt) {
         p->Hp = H + pads[0] + pads[1];
         p->Wp = W + pads[2] + pads[3];
