@@ -151,6 +151,33 @@ async def test_network_layers_vs_numpy(stream, ci, hw, co, k, s, pad, groups):
     check(got, np.maximum(ref + z, 0), rtol=1e-4, atol=1e-4)
 
 
+# 1x1 unpadded convs with the input channels in passes of up to 16 blocks accumulated into the output
+# (17 blocks: 9 + 8, 33: 11 x 3, grouped with 136 channels a group): the bias starts only the first pass,
+# the residual and the activation (Relu would clip a partial sum, Sigmoid is applied on the stored
+# floats) end only the last; whole planes, strides 2 and (2, 1) on odd planes, batch 2
+POINTWISE = [
+    (1, 136, 9, 9, 24, (1, 1), 1, "Relu"),
+    (2, 264, 7, 11, 16, (1, 1), 1, "Sigmoid"),
+    (1, 136, 13, 11, 40, (2, 2), 1, "Clip"),
+    (2, 272, 5, 7, 32, (2, 1), 2, "LeakyRelu"),
+    (1, 128, 6, 6, 8, (1, 1), 1, "none"),
+    (1, 1280, 3, 3, 16, (1, 1), 1, "Relu"),
+]
+
+
+@pytest.mark.parametrize(("n", "ci", "h", "w", "co", "s", "groups", "act"), POINTWISE)
+@pytest.mark.parametrize("res", [False, True])
+async def test_pointwise_input_channel_passes_vs_numpy(stream, n, ci, h, w, co, s, groups, act, res):
+    rng = np.random.default_rng(ci + h + w + co)
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    wv = (rng.standard_normal((co, ci // groups, 1, 1)) / np.sqrt(ci // groups)).astype(np.float32)
+    b = (rng.standard_normal(co) + 2).astype(np.float32)
+    ref = conv_ref(x, wv, b, s, (1, 1), (0, 0, 0, 0), groups)
+    z = rng.standard_normal(ref.shape).astype(np.float32) if res else None
+    got = await run_conv(stream, x, wv, b, z, s, (1, 1), (0, 0, 0, 0), groups, act, const_w=res)
+    check(got, ACTS[act][0](ref + (z if res else 0)), rtol=1e-4, atol=1e-4)
+
+
 # 3x3 stride-1 convs on planes of 128+ 2x2 tiles with 32+ input channels: Winograd F(2x2, 3x3) between
 # reorders (odd planes, asymmetric pads, batch 2, the filter repacked each run or held const)
 WINO = [

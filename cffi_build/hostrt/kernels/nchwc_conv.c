@@ -41,6 +41,7 @@ typedef struct {
     int64_t wn;            /* packed filter floats */
     float *wconst;         /* a constant filter of a single op (aioge.op's Const) packed at compile */
     bool wino;             /* 3x3 stride 1 where conv_winograd.c takes the NCHW conv: run there */
+    bool pw;               /* 1x1 unpadded, groups 1 or grouped: nc_pw_row */
     bool virt;             /* stride 1 on small planes: a padded copy, rows run as one (nc_virt_chunk) */
     int64_t pb, pr, Hp, Wp, pps; /* virt: pads, the padded plane, floats / 8 a padded block */
     k_conv_geom g;         /* the NCHW geometry (wino) */
@@ -240,6 +241,72 @@ static inline __attribute__((always_inline)) void nc_dw_row(const nc_plan *p, co
     }
 }
 
+/* ---- 1x1 unpadded convs (pointwise): a tile is a plain loop over the input-channel blocks (no
+ * tap loops: the generic tile's clipped-tap loop nest kept accumulators on the stack), and the
+ * input channels run in passes of about NC_KB blocks (MLAS's input-channel blocking): the tile's
+ * filter panel of a pass (NC_NB x NC_KB x 64 floats, 8 KB) stays in L1 over the row's strips,
+ * where the whole panel (36 KB at 576 channels, 80 KB at 1280) was streamed from L2 each strip.
+ * A pass accumulates into the output row; the bias starts the first, the residual and the
+ * activation end the last. */
+#define NC_KB 16 /* input-channel blocks a pass, at most (128 channels) */
+
+static inline __attribute__((always_inline)) void nc_pw_tile(const nc_plan *p, const float *x, const float *wt,
+                                                             int64_t ostride, int64_t xps, int64_t nblk,
+                                                             const float *bias, bool first, bool last, const float *z,
+                                                             float *y, int64_t ybs, const int nb, const int np,
+                                                             const int64_t xs) {
+    v8f acc[NC_NB * NC_NP];
+    for (int j = 0; j < nb; j++) {
+        v8f bv = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (bias) bv = ld8(bias + j * 8);
+        for (int q = 0; q < np; q++) acc[j * np + q] = first ? bv : ld8(y + j * ybs + q * 8);
+    }
+    for (int64_t ib = 0; ib < nblk; ib++) {
+        const float *xb = x + ib * xps, *wb = wt + ib * 64;
+        /* not unrolled: GCC's schedule of 8 unrolled lanes kept accumulators on the stack (~20% slower) */
+#pragma GCC unroll 1
+        for (int ic = 0; ic < 8; ic++) {
+            v8f wv[NC_NB];
+            for (int j = 0; j < nb; j++) wv[j] = ld8(wb + j * ostride + ic * 8);
+            for (int q = 0; q < np; q++) {
+                const float s = xb[q * xs + ic];
+                const v8f sv = {s, s, s, s, s, s, s, s};
+                for (int j = 0; j < nb; j++) acc[j * np + q] += sv * wv[j];
+            }
+        }
+    }
+    if (last) nc_store(p, acc, nb, np, z, y, ybs);
+    else
+        for (int j = 0; j < nb; j++)
+            for (int q = 0; q < np; q++) st8(y + j * ybs + q * 8, acc[j * np + q]);
+}
+
+#define NC_PW(NB, NP) \
+    nc_pw_tile(p, xc + ox * xs, wc, ostride, xps, nblk, bias, first, last, z0 ? z0 + ox * 8 : NULL, y0 + ox * 8, ybs, NB, NP, xs)
+
+/* one output row of nb output-channel blocks; xr: the row's first input pixel (block 0) */
+static inline __attribute__((always_inline)) void nc_pw_row(const nc_plan *p, const float *xr, const float *wt,
+                                                            int64_t ostride, const float *bias, const float *z0,
+                                                            float *y0, int64_t ybs, const int nb, const int64_t xs) {
+    const int64_t xps = p->H * p->W * 8, cib = p->cibg, npass = (cib + NC_KB - 1) / NC_KB;
+    const int64_t per = (cib + npass - 1) / npass; /* even passes: 40 blocks as 14 + 14 + 12 */
+    for (int64_t cb0 = 0; cb0 < cib; cb0 += per) {
+        const int64_t nblk = cib - cb0 < per ? cib - cb0 : per;
+        const bool first = cb0 == 0, last = cb0 + nblk >= cib;
+        const float *xc = xr + cb0 * xps, *wc = wt + cb0 * 64;
+        int64_t ox = 0;
+        for (; ox + NC_NP <= p->Wo; ox += NC_NP) NC_PW(nb, NC_NP);
+        switch (p->Wo - ox) {
+        case 5: NC_PW(nb, 5); break;
+        case 4: NC_PW(nb, 4); break;
+        case 3: NC_PW(nb, 3); break;
+        case 2: NC_PW(nb, 2); break;
+        case 1: NC_PW(nb, 1); break;
+        default: break;
+        }
+    }
+}
+
 /* items: (image, output-channel tile, output row) */
 static void nc_chunk(void *vp, int64_t b, int64_t e) {
     const nc_ctx *c = vp;
@@ -267,6 +334,18 @@ static void nc_chunk(void *vp, int64_t b, int64_t e) {
         float *y0 = c->y + off;
         /* the pixel stride a compile-time constant for strides 1 and 2: the tile's broadcasts then
          * address its input pixels from one register (a runtime stride kept 48 addresses on the stack) */
+        if (p->pw) {
+            const float *xr = xn + oy * p->sh * p->W * 8;
+            if (nb == NC_NB) {
+                if (p->sw == 1) nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, NC_NB, 8);
+                else if (p->sw == 2) nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, NC_NB, 16);
+                else nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, NC_NB, p->sw * 8);
+            } else {
+                if (p->sw == 1) nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, 1, 8);
+                else nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, 1, p->sw * 8);
+            }
+            continue;
+        }
         if (nb == NC_NB) {
             if (p->sw == 1) nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, NC_NB, 8);
             else if (p->sw == 2) nc_row(p, xn, wt, ostride, bias, z0, y0, ybs, oy, NC_NB, 16);
@@ -651,6 +730,7 @@ static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
         p->W = p->Wo = H * W; /* one row: long pixel strips on small planes */
         p->H = p->Ho = 1;
     }
+    p->pw = !dw && kh == 1 && kw == 1 && pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0;
     /* interior columns: ox * sw - pl >= 0 and ox * sw - pl + (kw - 1) * dw <= W - 1 */
     p->ox_lo = (p->pl + p->sw - 1) / p->sw;
     const int64_t last = p->W - 1 + p->pl - (kw - 1) * dwd;
