@@ -114,7 +114,8 @@ static inline __attribute__((always_inline)) void nc_tile_acc(const nc_plan *p, 
             const float *xr = xb + ((iy0 + ky * p->dh) * xw + ix0) * 8, *wr = wb + ky * p->kw * 64;
             for (int64_t kx = kx0; kx < kx1; kx++) {
                 const float *xk = xr + kx * p->dw * 8, *wk = wr + kx * 64;
-#pragma GCC unroll 8
+                /* not unrolled, as nc_pw_tile: the unrolled schedule spilled accumulators */
+#pragma GCC unroll 1
                 for (int ic = 0; ic < 8; ic++) {
                     v8f wv[NC_NB];
                     for (int j = 0; j < nb; j++) wv[j] = ld8(wk + j * ostride + ic * 8);
