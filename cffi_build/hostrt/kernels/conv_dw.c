@@ -286,24 +286,6 @@ typedef struct {
     _Atomic int failed;
 } dwl_ctx;
 
-/* r[i][j] -> r[j][i] (8x8, in registers: unpacks, 128-bit lane shuffles, half swaps) */
-static inline __attribute__((always_inline)) void dwl_tr8(v8f r[8]) {
-    v8f t[8], u[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
-        t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
-        u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = __builtin_shufflevector(u[i], u[i + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        r[i + 4] = __builtin_shufflevector(u[i], u[i + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    }
-}
 
 static void dwl_chunk(void *vp, int64_t b, int64_t e) {
     dwl_ctx *c = vp;
@@ -340,7 +322,7 @@ static void dwl_chunk(void *vp, int64_t b, int64_t e) {
         for (; p + 8 <= HW; p += 8) { /* 8 pixels of the 8 planes, transposed into 8 pixels' vectors */
             v8f r[8];
             for (int j = 0; j < 8; j++) r[j] = ld8(src[j] + p);
-            dwl_tr8(r);
+            uk_tr8(r);
             for (int i = 0; i < 8; i++) st8(interior + pin[p + i], r[i]);
         }
         for (; p < HW; p++)
@@ -388,7 +370,7 @@ static void dwl_chunk(void *vp, int64_t b, int64_t e) {
         for (; q + 8 <= HoWo; q += 8) { /* 8 pixels' vectors transposed into 8 runs of the planes */
             v8f r[8];
             for (int i = 0; i < 8; i++) r[i] = ld8(tile + (q + i) * 8);
-            dwl_tr8(r);
+            uk_tr8(r);
             for (int64_t j = 0; j < nc; j++) st8(yb + j * HoWo + q, r[j]);
         }
         for (; q < HoWo; q++)

@@ -46,7 +46,7 @@ static void nr_chunk(void *vp, int64_t b, int64_t e) {
             for (; ix + 8 <= W; ix += 8) {
                 v8f r[8];
                 for (int j = 0; j < 8; j++) r[j] = ld8(src + j * HW + ix);
-                nc_tr8(r);
+                uk_tr8(r);
                 for (int i = 0; i < 8; i++) st8(dst + (ix + i) * 8, r[i]);
             }
             for (; ix < W; ix++)
@@ -57,7 +57,7 @@ static void nr_chunk(void *vp, int64_t b, int64_t e) {
             for (; ix + 8 <= W; ix += 8) {
                 v8f r[8];
                 for (int i = 0; i < 8; i++) r[i] = ld8(src + (ix + i) * 8);
-                nc_tr8(r);
+                uk_tr8(r);
                 for (int j = 0; j < 8; j++) st8(dst + j * HW + ix, r[j]);
             }
             for (; ix < W; ix++)

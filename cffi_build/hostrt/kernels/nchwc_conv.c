@@ -400,7 +400,7 @@ static void nc_unblock_chunk(void *vp, int64_t b, int64_t e) {
         for (; ix + 8 <= W; ix += 8) {
             v8f r[8];
             for (int i = 0; i < 8; i++) r[i] = ld8(src + (ix + i) * 8);
-            nc_tr8(r);
+            uk_tr8(r);
             for (int j = 0; j < 8; j++) st8(dst + j * HW + ix, r[j]);
         }
         for (; ix < W; ix++)
@@ -430,7 +430,7 @@ static void nc_block_chunk(void *vp, int64_t b, int64_t e) {
         for (; ix + 8 <= W; ix += 8) {
             v8f r[8];
             for (int j = 0; j < 8; j++) r[j] = ld8(src + j * HW + ix);
-            nc_tr8(r);
+            uk_tr8(r);
             for (int i = 0; i < 8; i++) {
                 v8f v = r[i];
                 if (z) v += ld8(z + (ix + i) * 8);
