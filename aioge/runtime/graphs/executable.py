@@ -299,7 +299,7 @@ class SharedWeights:
             t = self._tensors.get(k)
             if t is None:
                 # under the lock: concurrent compiles of two shapes upload it once
-                t = self._tensors[k] = _owned(stream._upload(a if host is None else host, None, None, now=True))
+                t = self._tensors[k] = _owned(stream.upload(a if host is None else host))
             return t
 
     @property
@@ -405,13 +405,12 @@ class CompiledGraph(Resource):
         b = self._build
         s0 = dev.default_stream
         # each weight made contiguous once (a folded fill is a broadcast view: materialised here),
-        # uploaded from (one copy, at once: Stream._upload's now), and packed from (_pack_weights);
-        # an array already contiguous is not copied
+        # uploaded from, and packed from (_pack_weights); an array already contiguous is not copied
         host = [_native.contiguous(self.graph.constants[name]) for name in b.weights]
         for name, h in zip(b.weights, host, strict=True):
             a = self.graph.constants[name]
             w = self._shared.get(s0, a, h) if self._shared is not None else None
-            self._weights.append(w if w is not None else _owned(s0._upload(h, None, None, now=True)))
+            self._weights.append(w if w is not None else _owned(s0.upload(h)))
         if self.mode == "per_op":
             return
         in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
