@@ -154,7 +154,8 @@ async def test_network_layers_vs_numpy(stream, ci, hw, co, k, s, pad, groups):
 # 1x1 unpadded convs with the input channels in passes of up to 16 blocks accumulated into the output
 # (17 blocks: 9 + 8, 33: 11 x 3, grouped with 136 channels a group): the bias starts only the first pass,
 # the residual and the activation (Relu would clip a partial sum, Sigmoid is applied on the stored
-# floats) end only the last; whole planes, strides 2 and (2, 1) on odd planes, batch 2
+# floats) end only the last; whole planes; strided (the pixels gathered first): 2, (2, 1), (1, 2), (3, 2)
+# on odd planes, batch 2, ResNet-50's 512-channel downsampling at 14x14
 POINTWISE = [
     (1, 136, 9, 9, 24, (1, 1), 1, "Relu"),
     (2, 264, 7, 11, 16, (1, 1), 1, "Sigmoid"),
@@ -162,6 +163,10 @@ POINTWISE = [
     (2, 272, 5, 7, 32, (2, 1), 2, "LeakyRelu"),
     (1, 128, 6, 6, 8, (1, 1), 1, "none"),
     (1, 1280, 3, 3, 16, (1, 1), 1, "Relu"),
+    (2, 136, 9, 13, 24, (2, 2), 1, "Relu"),
+    (1, 16, 8, 10, 8, (3, 2), 1, "none"),
+    (1, 24, 7, 9, 16, (1, 2), 1, "Clip"),
+    (1, 512, 14, 14, 64, (2, 2), 1, "Sigmoid"),
 ]
 
 

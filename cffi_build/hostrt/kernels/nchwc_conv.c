@@ -16,7 +16,8 @@
  * input float is broadcast and multiplied with the NC_NB filter vectors.  Output columns whose
  * taps all lie inside the input row run the full tiles; the border columns run one pixel at a time
  * with their taps clipped (no padded copy of the input); rows outside the input are skipped per
- * tap row.  A 1x1 stride-1 unpadded conv is one long row (the whole plane).  Depthwise: the 8
+ * tap row.  A 1x1 unpadded conv is one long row (the whole plane; a strided one's pixels gathered
+ * into a scratch first).  Depthwise: the 8
  * channels of a block in the lanes, NC_DWP pixels a tile, one filter vector a tap.  Bias, the
  * residual and the activation run on the accumulators' tile as it is stored.  Work items are
  * (image, output-channel tile, output row) over the pool.  GCC vector types: AVX2+FMA with
@@ -42,6 +43,8 @@ typedef struct {
     float *wconst;         /* a constant filter of a single op (aioge.op's Const) packed at compile */
     bool wino;             /* 3x3 stride 1 where conv_winograd.c takes the NCHW conv: run there */
     bool pw;               /* 1x1 unpadded, groups 1 or grouped: nc_pw_row */
+    bool sub;              /* pw strided: the input's strided pixels gathered, then one long row */
+    int64_t sH, sW, ssh, ssw, sHo, sWo; /* sub: the input plane, strides, the output plane */
     bool virt;             /* stride 1 on small planes: a padded copy, rows run as one (nc_virt_chunk) */
     int64_t pb, pr, Hp, Wp, pps; /* virt: pads, the padded plane, floats / 8 a padded block */
     k_conv_geom g;         /* the NCHW geometry (wino) */
@@ -335,16 +338,9 @@ static void nc_chunk(void *vp, int64_t b, int64_t e) {
         float *y0 = c->y + off;
         /* the pixel stride a compile-time constant for strides 1 and 2: the tile's broadcasts then
          * address its input pixels from one register (a runtime stride kept 48 addresses on the stack) */
-        if (p->pw) {
-            const float *xr = xn + oy * p->sh * p->W * 8;
-            if (nb == NC_NB) {
-                if (p->sw == 1) nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, NC_NB, 8);
-                else if (p->sw == 2) nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, NC_NB, 16);
-                else nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, NC_NB, p->sw * 8);
-            } else {
-                if (p->sw == 1) nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, 1, 8);
-                else nc_pw_row(p, xr, wt, ostride, bias, z0, y0, ybs, 1, p->sw * 8);
-            }
+        if (p->pw) { /* one row of stride 1 (a strided 1x1's pixels gathered first: p->sub) */
+            if (nb == NC_NB) nc_pw_row(p, xn, wt, ostride, bias, z0, y0, ybs, NC_NB, 8);
+            else nc_pw_row(p, xn, wt, ostride, bias, z0, y0, ybs, 1, 8);
             continue;
         }
         if (nb == NC_NB) {
@@ -360,6 +356,24 @@ static void nc_chunk(void *vp, int64_t b, int64_t e) {
 
 static aclError nc_virt(const hrt_kernel *k, nc_ctx *c);
 
+typedef struct {
+    const nc_plan *p;
+    const float *x;
+    float *xs;
+} nc_sub_ctx;
+
+/* items (image * block, output row): the row's strided input pixels, gathered */
+static void nc_sub_chunk(void *vp, int64_t b, int64_t e) {
+    const nc_sub_ctx *c = vp;
+    const nc_plan *p = c->p;
+    for (int64_t it = b; it < e; it++) {
+        const int64_t oy = it % p->sHo, nb = it / p->sHo;
+        const float *src = c->x + (nb * p->sH + oy * p->ssh) * p->sW * 8;
+        float *dst = c->xs + (nb * p->sHo + oy) * p->sWo * 8;
+        for (int64_t ox = 0; ox < p->sWo; ox++) st8(dst + ox * 8, ld8(src + ox * p->ssw * 8));
+    }
+}
+
 static aclError nc_conv(const hrt_kernel *k, void *const *in, void *const *out, const float *wp) {
     const nc_plan *p = k->plan;
     nc_ctx c = {p, in[0], wp, p->has_bias ? in[2] : NULL, p->has_z ? in[3] : NULL, out[0], 0, 0};
@@ -369,10 +383,19 @@ static aclError nc_conv(const hrt_kernel *k, void *const *in, void *const *out, 
         c.tiles = p->groups * c.tiles_g;
     }
     if (p->virt) return nc_virt(k, &c);
+    float *xs = NULL;
+    if (p->sub) { /* a strided 1x1 reads 1 pixel of 2 (of 4 rows' worth): gathered once, full tiles after */
+        const int64_t rows = p->N * p->CB * p->sHo;
+        if (!(xs = k_scratch(k, sizeof(float) * (size_t)(rows * p->sWo * 8)))) return ACL_ERROR_RT_MEMORY_ALLOCATION;
+        nc_sub_ctx sc = {p, c.x, xs};
+        hrt_parallel_for(rows, K_GRAIN / (8 * p->sWo) + 1, nc_sub_chunk, &sc);
+        c.x = xs;
+    }
     const int64_t items = p->N * c.tiles * p->Ho;
     /* multiply-adds an item */
     const int64_t per = p->Wo * 8 * (p->dwise ? 1 : NC_NB * p->cibg * 8) * p->kh * p->kw + 1;
     hrt_parallel_for(items, (1 << 18) / per + 1, nc_chunk, &c);
+    free(xs);
     return ACL_SUCCESS;
 }
 
@@ -732,6 +755,12 @@ static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
         p->H = p->Ho = 1;
     }
     p->pw = !dw && kh == 1 && kw == 1 && pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0;
+    if (p->pw && (sh > 1 || sw > 1)) { /* the strided pixels gathered at run: a stride-1 1x1 on Ho x Wo */
+        p->sub = true;
+        p->sH = H, p->sW = W, p->ssh = sh, p->ssw = sw, p->sHo = Ho, p->sWo = Wo;
+        p->H = p->Ho = p->sh = p->sw = 1;
+        p->W = p->Wo = Ho * Wo;
+    }
     /* interior columns: ox * sw - pl >= 0 and ox * sw - pl + (kw - 1) * dw <= W - 1 */
     p->ox_lo = (p->pl + p->sw - 1) / p->sw;
     const int64_t last = p->W - 1 + p->pl - (kw - 1) * dwd;
