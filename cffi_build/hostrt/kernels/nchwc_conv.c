@@ -48,6 +48,8 @@ typedef struct {
     bool virt;             /* stride 1 on small planes: a padded copy, rows run as one (nc_virt_chunk) */
     int64_t pb, pr, Hp, Wp, pps; /* virt: pads, the padded plane, floats / 8 a padded block */
     k_conv_geom g;         /* the NCHW geometry (wino) */
+    bool dwl;              /* depthwise, not virt: nchwc_dw.c's rows */
+    nc_dwl dl;
 } nc_plan;
 
 typedef struct {
@@ -317,7 +319,8 @@ static void nc_chunk(void *vp, int64_t b, int64_t e) {
             const size_t off = (size_t)(((n * p->COB + cb) * p->Ho + oy) * p->Wo * 8);
             const float *xb = c->x + (n * p->CB + cb) * HW8, *wt = c->w + cb * kk * 8, *bias = c->b ? c->b + cb * 8 : NULL;
             const float *z0 = c->z ? c->z + off : NULL;
-            if (p->sw == 1) nc_dw_row(p, xb, wt, bias, z0, c->y + off, oy, 8);
+            if (p->dwl) hrt_nchwc_dw_row(&p->dl, xb, wt, bias, z0, c->y + off, oy);
+            else if (p->sw == 1) nc_dw_row(p, xb, wt, bias, z0, c->y + off, oy, 8);
             else if (p->sw == 2) nc_dw_row(p, xb, wt, bias, z0, c->y + off, oy, 16);
             else nc_dw_row(p, xb, wt, bias, z0, c->y + off, oy, p->sw * 8);
             continue;
@@ -771,6 +774,8 @@ static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
         p->Wp = W + pads[2] + pads[3];
         p->pps = p->Hp * p->Wp + NC_NP + 2 + (kw - 1) * dwd; /* slack: the last strip's reads */
     }
+    p->dwl = dw && !p->virt && hrt_nchwc_dw_ok(kh, kw, sh, sw, dh, dwd);
+    p->dl = (nc_dwl){H, W, Ho, Wo, kh, kw, sh, sw, pads[0], pads[2], act.code != K_ACT_NONE, act};
     if (w->is_const && w->data) {
         size_t bytes = 0;
         if (!(p->wconst = nc_pack_filter(p, w->data, &bytes, false))) {
