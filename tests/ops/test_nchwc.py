@@ -151,6 +151,33 @@ async def test_network_layers_vs_numpy(stream, ci, hw, co, k, s, pad, groups):
     check(got, np.maximum(ref + z, 0), rtol=1e-4, atol=1e-4)
 
 
+# strided convs on small planes (output rows of up to 32 pixels): the padded copy split into phase
+# planes, one per (row, column) residue of the stride, so that every tile is full (odd planes, asymmetric
+# pads, strides (2, 2), (3, 2), (1, 2), a dilation with a stride, grouped, batch 2, 32 output pixels a row)
+STRIDED = [
+    (1, 32, 57, 57, 64, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "Relu"),
+    (2, 16, 15, 13, 24, (5, 5), (2, 2), (1, 1), (2, 1, 0, 2), "Sigmoid"),
+    (1, 24, 11, 17, 16, (3, 3), (3, 2), (1, 1), (1, 1, 1, 1), "Clip"),
+    (1, 16, 9, 20, 8, (3, 3), (1, 2), (1, 1), (0, 1, 1, 0), "none"),
+    (1, 16, 19, 19, 16, (3, 3), (2, 2), (2, 2), (2, 2, 2, 2), "LeakyRelu"),
+    (1, 256, 14, 14, 512, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "Relu"),
+    (1, 8, 64, 63, 8, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "none"),
+]
+
+
+@pytest.mark.parametrize(("n", "ci", "h", "w", "co", "k", "s", "d", "pads", "act"), STRIDED)
+@pytest.mark.parametrize("res", [False, True])
+async def test_strided_phase_planes_vs_numpy(stream, n, ci, h, w, co, k, s, d, pads, act, res):
+    rng = np.random.default_rng(ci + h + w + co)
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    wv = (rng.standard_normal((co, ci, *k)) / np.sqrt(ci * k[0] * k[1])).astype(np.float32)
+    b = rng.standard_normal(co).astype(np.float32)
+    ref = conv_ref(x, wv, b, s, d, pads, 1)
+    z = rng.standard_normal(ref.shape).astype(np.float32) if res else None
+    got = await run_conv(stream, x, wv, b, z, s, d, pads, 1, act, const_w=res)
+    check(got, ACTS[act][0](ref + (z if res else 0)), rtol=1e-4, atol=1e-4)
+
+
 # 1x1 unpadded convs with the input channels in passes of up to 16 blocks accumulated into the output
 # (17 blocks: 9 + 8, 33: 11 x 3, grouped with 136 channels a group): the bias starts only the first pass,
 # the residual and the activation (Relu would clip a partial sum, Sigmoid is applied on the stored

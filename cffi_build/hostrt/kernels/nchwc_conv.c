@@ -46,7 +46,9 @@ typedef struct {
     bool sub;              /* pw strided: the input's strided pixels gathered, then one long row */
     int64_t sH, sW, ssh, ssw, sHo, sWo; /* sub: the input plane, strides, the output plane */
     bool virt;             /* stride 1 on small planes: a padded copy, rows run as one (nc_virt_chunk) */
-    int64_t pb, pr, Hp, Wp, pps; /* virt: pads, the padded plane, floats / 8 a padded block */
+    int64_t pb, pr, Hp, Wp, pps; /* virt: pads, a phase plane of the padded copy, floats / 8 a plane */
+    int64_t nph;           /* virt: phase planes a block (sh * sw) */
+    int64_t *toff;         /* virt (not depthwise): each tap's float offset in a block of the copy */
     k_conv_geom g;         /* the NCHW geometry (wino) */
     bool dwl;              /* depthwise, not virt: nchwc_dw.c's rows */
     nc_dwl dl;
@@ -485,13 +487,17 @@ static aclError nc_wino(const hrt_kernel *k, void *const *in, void *const *out, 
     return rc;
 }
 
-/* ---- stride-1 convs on small planes (output rows of up to 32 pixels): a border pixel's clipped
- * tile is one pixel wide and streams the filter for 2 x 8 multiply-adds a vector (from L2 when the
- * filter is big: 512 channels at 7x7 spent most of the time in the 2 border columns of 7), and a
- * row's last strip is short.  So the image is copied once into a zero-padded scratch (Hp x Wp
- * blocks, NCHWc8) in which output pixel (oy, ox) reads from pixel oy * Wp + ox: the output rows,
- * Wp wide, run as one long row of full strips; the Wp - Wo columns past each row are computed and
- * dropped (2 of 9 at 7x7, 2 of 16 at 14x14). */
+/* ---- convs on small planes (output rows of up to 32 pixels): a border pixel's clipped tile is one
+ * pixel wide and streams the filter for 2 x 8 multiply-adds a vector (from L2 when the filter is big:
+ * 512 channels at 7x7 spent most of the time in the 2 border columns of 7), and a row's last strip
+ * is short.  So the image is copied once into a zero-padded scratch (Hp x Wp blocks, NCHWc8) in
+ * which output pixel (oy, ox) reads from pixel oy * Wp + ox: the output rows, Wp wide, run as one
+ * long row of full strips; the Wp - Wo columns past each row are computed and dropped (2 of 9 at
+ * 7x7, 2 of 16 at 14x14).  Strided: the padded image is split into sh x sw phase planes (padded
+ * pixel (py, px) to plane (py % sh, px % sw) at (py / sh, px / sw)), each ceil(Hpad / sh) x
+ * ceil(Wpad / sw) = Hp x Wp, so that tap (ky, kx) of output pixel (oy, ox) reads one plane at
+ * (oy + ky * dh / sh, ox + kx * dw / sw): a stride-1 conv again, on contiguous pixels, every tile
+ * full (a 3x3 stride-2 conv's one-pixel border tiles and row remainders were 15-20% of its time). */
 #define NC_VS 4 /* strips an item */
 
 typedef struct {
@@ -500,14 +506,39 @@ typedef struct {
     float *xp;
 } nc_pad_ctx;
 
-/* items (image * block, input row): the row into the padded copy */
+/* items (image * block, input row): the row into the padded copy (its phase planes) */
 static void nc_pad_chunk(void *vp, int64_t b, int64_t e) {
     const nc_pad_ctx *c = vp;
     const nc_plan *p = c->p;
     for (int64_t it = b; it < e; it++) {
-        const int64_t iy = it % p->H, nb = it / p->H;
-        memcpy(c->xp + (nb * p->pps + (iy + p->pt) * p->Wp + p->pl) * 8, c->x + (nb * p->H + iy) * p->W * 8,
-               sizeof(float) * (size_t)(p->W * 8));
+        const int64_t iy = it % p->H, nb = it / p->H, py = iy + p->pt;
+        const float *src = c->x + (nb * p->H + iy) * p->W * 8;
+        if (p->nph == 1) {
+            memcpy(c->xp + (nb * p->pps + py * p->Wp + p->pl) * 8, src, sizeof(float) * (size_t)(p->W * 8));
+            continue;
+        }
+        float *rows = c->xp + ((nb * p->sh + py % p->sh) * p->sw * p->pps + py / p->sh * p->Wp) * 8;
+        for (int64_t ph = 0; ph < p->sw; ph++) { /* column phase: padded columns ph, ph + sw, ... */
+            float *d = rows + ph * p->pps * 8;
+            for (int64_t pc = 0, ix = ph - p->pl; pc < p->Wp; pc++, ix += p->sw)
+                if (ix >= 0 && ix < p->W) st8(d + pc * 8, ld8(src + ix * 8));
+        }
+    }
+}
+
+/* a strip of NC_NP virtual pixels from m0 of the padded copy (blocks xps floats apart) */
+static inline __attribute__((always_inline)) void nc_virt_acc(const nc_plan *p, const float *xn, const float *wt,
+                                                              int64_t ostride, const float *bias, int64_t m0,
+                                                              const int nb, int64_t xps, v8f *acc) {
+    for (int j = 0; j < nb; j++) {
+        v8f bv = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (bias) bv = ld8(bias + j * 8);
+        for (int q = 0; q < NC_NP; q++) acc[j * NC_NP + q] = bv;
+    }
+    const int64_t kk = p->kh * p->kw;
+    for (int64_t ib = 0; ib < p->cibg; ib++) {
+        const float *xb = xn + ib * xps + m0 * 8, *wb = wt + ib * kk * 64;
+        for (int64_t t = 0; t < kk; t++) nc_lanes(xb + p->toff[t], wb + t * 64, ostride, nb, NC_NP, 8, acc);
     }
 }
 
@@ -536,7 +567,7 @@ static void nc_virt_chunk(void *vp, int64_t b, int64_t e) {
     const nc_ctx *c = vp;
     const nc_plan *p = c->p;
     const int64_t nstrips = (p->Ho * p->Wp + NC_NP - 1) / NC_NP, nchunks = (nstrips + NC_VS - 1) / NC_VS;
-    const int64_t kk = p->kh * p->kw, ostride = p->cibg * kk * 64, xps = p->pps * 8;
+    const int64_t kk = p->kh * p->kw, ostride = p->cibg * kk * 64, xps = p->nph * p->pps * 8;
     for (int64_t it = b; it < e; it++) {
         const int64_t ch = it % nchunks, t = it / nchunks % c->tiles, n = it / nchunks / c->tiles;
         const int64_t g = t / c->tiles_g, ob0 = g * p->cobg + t % c->tiles_g * NC_NB;
@@ -547,9 +578,8 @@ static void nc_virt_chunk(void *vp, int64_t b, int64_t e) {
         for (int64_t st = ch * NC_VS; st < s1; st++) {
             v8f acc[NC_NB * NC_NP];
             const int64_t m0 = st * NC_NP;
-            if (nb == NC_NB)
-                nc_tile_acc(p, xn, wt, ostride, bias, 0, m0, 0, p->kh, 0, p->kw, NC_NB, NC_NP, 8, xps, p->Wp, acc);
-            else nc_tile_acc(p, xn, wt, ostride, bias, 0, m0, 0, p->kh, 0, p->kw, 1, NC_NP, 8, xps, p->Wp, acc);
+            if (nb == NC_NB) nc_virt_acc(p, xn, wt, ostride, bias, m0, NC_NB, xps, acc);
+            else nc_virt_acc(p, xn, wt, ostride, bias, m0, 1, xps, acc);
             nc_store_virt(p, acc, nb, m0, c->z, c->y, n, ob0);
         }
     }
@@ -612,9 +642,9 @@ static aclError nc_virt(const hrt_kernel *k, nc_ctx *c) {
         return ACL_SUCCESS;
     }
     const int64_t blocks = p->N * p->CB;
-    float *xp = k_scratch(k, sizeof(float) * (size_t)(blocks * p->pps * 8));
+    float *xp = k_scratch(k, sizeof(float) * (size_t)(blocks * p->nph * p->pps * 8));
     if (!xp) return ACL_ERROR_RT_MEMORY_ALLOCATION;
-    memset(xp, 0, sizeof(float) * (size_t)(blocks * p->pps * 8));
+    memset(xp, 0, sizeof(float) * (size_t)(blocks * p->nph * p->pps * 8));
     nc_pad_ctx pc = {p, c->x, xp};
     hrt_parallel_for(blocks * p->H, K_GRAIN / (8 * p->W) + 1, nc_pad_chunk, &pc);
     c->x = xp;
@@ -663,6 +693,7 @@ static void nc_pack_free(void *packed) { free(packed); }
 static void nc_plan_free(void *vp) {
     nc_plan *p = vp;
     free(p->wconst);
+    free(p->toff);
     free(p);
 }
 
@@ -768,17 +799,28 @@ static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
     p->wino = groups == 1 && hrt_conv2d_winograd_ok(&p->g);
     p->pb = pads[1];
     p->pr = pads[3];
-    p->virt = !p->wino && sh == 1 && sw == 1 && kw > 1 && Wo <= 32;
+    p->virt = !p->wino && kw > 1 && Wo <= 32 && (!dw || (sh == 1 && sw == 1));
     if (p->virt) {
-        p->Hp = H + pads[0] + pads[1];
-        p->Wp = W + pads[2] + pads[3];
+        p->nph = sh * sw;
+        p->Hp = (H + pads[0] + pads[1] + sh - 1) / sh;
+        p->Wp = (W + pads[2] + pads[3] + sw - 1) / sw;
         p->pps = p->Hp * p->Wp + NC_NP + 2 + (kw - 1) * dwd; /* slack: the last strip's reads */
+        if (!dw && !(p->toff = malloc(sizeof(int64_t) * (size_t)(kh * kw)))) {
+            free(p);
+            return hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
+        }
+        for (int64_t ky = 0; !dw && ky < kh; ky++)
+            for (int64_t kx = 0; kx < kw; kx++) {
+                const int64_t ey = ky * dh, ex = kx * dwd;
+                p->toff[ky * kw + kx] = ((ey % sh * sw + ex % sw) * p->pps + ey / sh * p->Wp + ex / sw) * 8;
+            }
     }
     p->dwl = dw && !p->virt && hrt_nchwc_dw_ok(kh, kw, sh, sw, dh, dwd);
     p->dl = (nc_dwl){H, W, Ho, Wo, kh, kw, sh, sw, pads[0], pads[2], act.code != K_ACT_NONE, act};
     if (w->is_const && w->data) {
         size_t bytes = 0;
         if (!(p->wconst = nc_pack_filter(p, w->data, &bytes, false))) {
+            free(p->toff);
             free(p);
             return hrt_error(ACL_ERROR_BAD_ALLOC, K_API, "out of host memory");
         }
