@@ -16,7 +16,8 @@
 7. two streams running GEMMs at once vs one stream  (no collapse: >= 0.9x)
 --nchwc: ResNet-18 / MobileNet-v2 convs in the blocked layout NCHWc8 (a one-node model of _NchwcConv2D)
                                                     vs onnxruntime single-node Conv (NCHW in and out: its
-                                                    NCHWc pass reorders inside) and vs a one-node Conv model
+                                                    NCHWc pass reorders inside) and vs a one-node Conv model;
+         the networks' pools the same way (_NchwcPool2D vs the pool node vs onnxruntime's)
 
 aioge timings are pipelined: R launches back to back on one stream, then one await, so a figure is
 the per-op cost a caller sees in steady state (Python launch included).  Each variant runs in
@@ -119,6 +120,8 @@ async def main(quick: bool, conv_only: bool = False, nchwc: bool = False) -> Non
         if nchwc:
             for ncase in NCHWC_CASES:
                 await nchwc_case(dev, rng, *ncase, quick=quick, rounds=rounds)
+            for pcase in NCHWC_POOL_CASES:
+                await nchwc_pool_case(dev, rng, *pcase, quick=quick, rounds=rounds)
             print(f"load {os.getloadavg()[0]:.2f}")
             return
         if conv_only:
@@ -360,6 +363,74 @@ async def nchwc_case(dev: Any, rng: np.random.Generator, label: str, ci: int, hw
         await blocked.aclose()
     print(f"  {label:<24} NCHWc8 {t_b * 1e6:7.1f} us {fl / t_b / 1e9:5.1f} GFLOP/s | Conv {t_p * 1e6:7.1f} us "
           f"ratio {t_p / t_b:5.2f}x | ORT {t_r * 1e6:7.1f} us ratio {t_r / t_b:5.2f}x")  # fmt: skip
+
+
+# (label, op, C, H=W, kernel, stride, pad): ResNet's stem max pool, a stride-1 3x3 max (Inception), 2x2 stride-2
+# pools (VGG, DenseNet's transitions), a global average (every classifier head)
+NCHWC_POOL_CASES = [
+    ("maxpool 3x3 s2 p1 64ch 112x112", "MaxPool", 64, 112, 3, 2, 1),
+    ("maxpool 3x3 s1 p1 192ch 28x28", "MaxPool", 192, 28, 3, 1, 1),
+    ("maxpool 2x2 s2 128ch 56x56", "MaxPool", 128, 56, 2, 2, 0),
+    ("avgpool 2x2 s2 128ch 56x56", "AveragePool", 128, 56, 2, 2, 0),
+    ("global avgpool 1280ch 7x7", "GlobalAveragePool", 1280, 7, 7, 1, 0),
+]
+
+
+async def nchwc_pool_case(dev: Any, rng: np.random.Generator, label: str, op: str, c: int, hw: int, k: int,
+                          stride: int, pad: int, *, quick: bool, rounds: int) -> None:  # fmt: skip
+    """One pool as a compiled one-node model: _NchwcPool2D (blocked in and out) vs the NCHW pool node vs
+    onnxruntime's pool (as many threads as aioge's pool)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from aioge.graph import Graph
+
+    x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+    xb = np.ascontiguousarray(x.reshape(1, c // 8, 8, hw, hw).transpose(0, 1, 3, 4, 2))
+    glob = op == "GlobalAveragePool"
+    win = {} if glob else {"kernel_shape": [k, k], "strides": [stride] * 2, "pads": [pad] * 4}
+    node = helper.make_node(op, ["x"], ["y"], **win)
+    g = helper.make_graph([node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = _native.lib.aiogeHostGetNumThreads()
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"x": x})[0]
+    gp = Graph("pool")
+    gp.output(gp.add_node(op, [gp.input("x", x.shape, "float32")], win))
+    gb = Graph("nchwc_pool")
+    mode = "max" if op == "MaxPool" else "avg"
+    attrs: dict[str, Any] = {"mode": mode, "global": 1} if glob else {
+        "mode": mode, "kernel": [k, k], "strides": [stride] * 2, "pads": [pad] * 4}  # fmt: skip
+    gb.output(gb.add_node("_NchwcPool2D", [gb.input("x", xb.shape, "float32")], attrs))
+    plain, blocked = await dev.compile(gp), await dev.compile(gb)
+    try:
+        got = np.asarray(next(iter((await blocked.execute({"x": xb})).values())))
+        got = got.transpose(0, 1, 4, 2, 3).reshape(ref.shape)
+        assert np.allclose(got, ref, rtol=1e-5, atol=1e-5), f"{label}: result differs from onnxruntime"
+
+        async def run(model: Any, feed: np.ndarray, reps: int) -> float:
+            t = time.perf_counter()
+            for _ in range(reps):
+                await model.execute({"x": feed})
+            return (time.perf_counter() - t) / reps
+
+        t_r1 = _np_time(lambda: sess.run(None, {"x": x}), 3)
+        reps = max(5, min(200, int((0.02 if quick else 0.06) / max(t_r1, 1e-6))))
+        t_b = t_p = t_r = float("inf")
+        for _ in range(rounds):  # interleaved, best round each
+            t_r = min(t_r, _np_time(lambda: sess.run(None, {"x": x}), reps))
+            t_b = min(t_b, await run(blocked, xb, reps))
+            t_p = min(t_p, await run(plain, x, reps))
+    finally:
+        await plain.aclose()
+        await blocked.aclose()
+    print(f"  {label:<30} NCHWc8 {t_b * 1e6:7.1f} us | {op} {t_p * 1e6:7.1f} us ratio {t_p / t_b:5.2f}x | "
+          f"ORT {t_r * 1e6:7.1f} us ratio {t_r / t_b:5.2f}x")  # fmt: skip
 
 
 # (label, op, C, H=W, kernel, stride, pad): the networks' pools (squeezenet's and resnet's stems, inception's

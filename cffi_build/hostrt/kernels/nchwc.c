@@ -13,7 +13,11 @@
  *   (ceil mode arrives as extra bottom / right padding).  A max takes the window's taps inside the
  *   input (NaN propagates); an average divides by them (count_include_pad 0) or by the taps inside
  *   input + pads (1).  A window with no tap inside the input gives -inf (max) or 0 (average).
- *   8 channels a vector: each tap is one vector load, no deinterleaving. */
+ *   8 channels a vector: each tap is one vector load, no deinterleaving.  Windows 3 wide at strides
+ *   1 and 2 and 2 wide at stride 2 (no column dilation) run their interior columns in tiles of 4-6
+ *   output pixels: the tile's input columns reduced over the window's rows once, then each pixel
+ *   over its columns (a 3x3 stride-2 max: 27 loads for 4 pixels, not 36); border columns and other
+ *   windows a pixel at a time with the taps clipped. */
 #include "kcommon.h"
 
 #include "nchwc.h"
@@ -136,13 +140,98 @@ static inline void np_clip(int64_t i0, int64_t d, int64_t k, int64_t lo, int64_t
     *k1 = b;
 }
 
+/* one output pixel, its taps clipped to the input: a border column, or any pool the tiles below
+ * do not take */
+static inline void np_pixel(const np_plan *p, const float *xb, float *yr, int64_t ox, int64_t iy0, int64_t ky0,
+                            int64_t ky1, int64_t py0, int64_t py1) {
+    const v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    const v8f zero = {0, 0, 0, 0, 0, 0, 0, 0};
+    const int64_t W = p->W, ix0 = ox * p->sw - p->pl;
+    int64_t kx0, kx1;
+    np_clip(ix0, p->dw, p->kw, 0, W, &kx0, &kx1);
+    v8f a0 = p->is_max ? ninf : zero, a1 = a0;
+    for (int64_t ky = ky0; ky < ky1; ky++) {
+        const float *xr = xb + ((iy0 + ky * p->dh) * W + ix0) * 8;
+        int64_t kx = kx0;
+        if (p->is_max) {
+            for (; kx + 2 <= kx1; kx += 2) {
+                a0 = np_max(a0, ld8(xr + kx * p->dw * 8));
+                a1 = np_max(a1, ld8(xr + (kx + 1) * p->dw * 8));
+            }
+            if (kx < kx1) a0 = np_max(a0, ld8(xr + kx * p->dw * 8));
+        } else {
+            for (; kx + 2 <= kx1; kx += 2) {
+                a0 += ld8(xr + kx * p->dw * 8);
+                a1 += ld8(xr + (kx + 1) * p->dw * 8);
+            }
+            if (kx < kx1) a0 += ld8(xr + kx * p->dw * 8);
+        }
+    }
+    v8f r;
+    if (p->is_max) r = np_max(a0, a1);
+    else {
+        int64_t n = (ky1 - ky0) * (kx1 - kx0);
+        if (p->include_pad) {
+            int64_t px0, px1;
+            np_clip(ix0, p->dw, p->kw, -p->pl, W + p->pr, &px0, &px1);
+            n = (py1 - py0) * (px1 - px0);
+        }
+        const float s = n ? 1.0f / (float)n : 0.0f;
+        r = (a0 + a1) * (v8f){s, s, s, s, s, s, s, s};
+        if (!n) r = zero;
+    }
+    st8(yr + ox * 8, r);
+}
+
+/* NP interior pixels (every column tap inside the row; no dilation): the window's (NP - 1) * S + KW
+ * columns reduced over the nr rows (rs floats apart) once, then each pixel over its KW columns: a
+ * 3x3 stride-2 max loads 27 vectors for 4 pixels where a pixel at a time loaded 36 */
+static inline __attribute__((always_inline)) void np_tile(const float *x, int64_t rs, int64_t nr, v8f scale, float *y,
+                                                          const bool MX, const int KW, const int S, const int NP) {
+    const v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    const v8f zero = {0, 0, 0, 0, 0, 0, 0, 0};
+    v8f col[9]; /* (NP - 1) * S + KW of them */
+#pragma GCC unroll 16
+    for (int j = 0; j < (NP - 1) * S + KW; j++) col[j] = MX ? ninf : zero;
+    for (int64_t r = 0; r < nr; r++)
+#pragma GCC unroll 16
+        for (int j = 0; j < (NP - 1) * S + KW; j++) {
+            const v8f v = ld8(x + r * rs + j * 8);
+            col[j] = MX ? np_max(col[j], v) : col[j] + v;
+        }
+#pragma GCC unroll 8
+    for (int q = 0; q < NP; q++) {
+        v8f a = col[q * S];
+#pragma GCC unroll 4
+        for (int k = 1; k < KW; k++) a = MX ? np_max(a, col[q * S + k]) : a + col[q * S + k];
+        st8(y + q * 8, MX ? a : a * scale);
+    }
+}
+
+/* the interior columns [lo, hi) of an output row */
+static inline __attribute__((always_inline)) void np_interior(const np_plan *p, const float *x0, int64_t nr, v8f scale,
+                                                              float *yr, int64_t lo, int64_t hi, const bool MX,
+                                                              const int KW, const int S) {
+    const int NP = S == 1 ? 6 : 4; /* (NP - 1) * S + KW column vectors live: 8 or 9 */
+    const int64_t rs = p->dh * p->W * 8;
+    int64_t ox = lo;
+    for (; ox + NP <= hi; ox += NP) np_tile(x0 + (ox * S - p->pl) * 8, rs, nr, scale, yr + ox * 8, MX, KW, S, NP);
+    for (; ox < hi; ox++) np_tile(x0 + (ox * S - p->pl) * 8, rs, nr, scale, yr + ox * 8, MX, KW, S, 1);
+}
+
 /* items: (image * block, output row) */
 static void np_chunk(void *vp, int64_t b, int64_t e) {
     const np_ctx *c = vp;
     const np_plan *p = c->p;
     const int64_t H = p->H, W = p->W, Ho = p->Ho, Wo = p->Wo;
-    const v8f ninf = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    const v8f zero = {0, 0, 0, 0, 0, 0, 0, 0};
+    /* interior columns: ox * sw - pl >= 0 and ox * sw - pl + (kw - 1) * dw <= W - 1 */
+    int64_t lo = (p->pl + p->sw - 1) / p->sw, last = W - 1 + p->pl - (p->kw - 1) * p->dw;
+    int64_t hi = last < 0 ? 0 : last / p->sw + 1;
+    if (hi > Wo) hi = Wo;
+    if (lo > hi) lo = hi;
+    /* the tiles: 3 wide at strides 1 and 2, 2 wide at stride 2 (ResNet's, Inception's, the 2x2 pools) */
+    const int kind = p->dw != 1 ? 0 : p->kw == 3 && p->sw == 1 ? 1 : p->kw == 3 && p->sw == 2 ? 2 : p->kw == 2 && p->sw == 2 ? 3 : 0;
+    if (!kind) lo = hi = Wo;
     for (int64_t it = b; it < e; it++) {
         const int64_t oy = it % Ho, nb = it / Ho;
         const float *xb = c->x + nb * H * W * 8;
@@ -151,43 +240,23 @@ static void np_chunk(void *vp, int64_t b, int64_t e) {
         int64_t ky0, ky1, py0, py1;
         np_clip(iy0, p->dh, p->kh, 0, H, &ky0, &ky1);
         np_clip(iy0, p->dh, p->kh, -p->pt, H + p->pb, &py0, &py1);
-        for (int64_t ox = 0; ox < Wo; ox++) {
-            const int64_t ix0 = ox * p->sw - p->pl;
-            int64_t kx0, kx1;
-            np_clip(ix0, p->dw, p->kw, 0, W, &kx0, &kx1);
-            v8f a0 = p->is_max ? ninf : zero, a1 = a0;
-            for (int64_t ky = ky0; ky < ky1; ky++) {
-                const float *xr = xb + ((iy0 + ky * p->dh) * W + ix0) * 8;
-                int64_t kx = kx0;
-                if (p->is_max) {
-                    for (; kx + 2 <= kx1; kx += 2) {
-                        a0 = np_max(a0, ld8(xr + kx * p->dw * 8));
-                        a1 = np_max(a1, ld8(xr + (kx + 1) * p->dw * 8));
-                    }
-                    if (kx < kx1) a0 = np_max(a0, ld8(xr + kx * p->dw * 8));
-                } else {
-                    for (; kx + 2 <= kx1; kx += 2) {
-                        a0 += ld8(xr + kx * p->dw * 8);
-                        a1 += ld8(xr + (kx + 1) * p->dw * 8);
-                    }
-                    if (kx < kx1) a0 += ld8(xr + kx * p->dw * 8);
-                }
+        for (int64_t ox = 0; ox < lo; ox++) np_pixel(p, xb, yr, ox, iy0, ky0, ky1, py0, py1);
+        if (lo < hi) {
+            const int64_t nr = ky1 - ky0, n = (p->include_pad ? py1 - py0 : nr) * p->kw;
+            const float s = n ? 1.0f / (float)n : 0.0f;
+            const v8f scale = {s, s, s, s, s, s, s, s};
+            const float *x0 = xb + (iy0 + ky0 * p->dh) * W * 8;
+            if (p->is_max) {
+                if (kind == 1) np_interior(p, x0, nr, scale, yr, lo, hi, true, 3, 1);
+                else if (kind == 2) np_interior(p, x0, nr, scale, yr, lo, hi, true, 3, 2);
+                else np_interior(p, x0, nr, scale, yr, lo, hi, true, 2, 2);
+            } else {
+                if (kind == 1) np_interior(p, x0, nr, scale, yr, lo, hi, false, 3, 1);
+                else if (kind == 2) np_interior(p, x0, nr, scale, yr, lo, hi, false, 3, 2);
+                else np_interior(p, x0, nr, scale, yr, lo, hi, false, 2, 2);
             }
-            v8f r;
-            if (p->is_max) r = np_max(a0, a1);
-            else {
-                int64_t n = (ky1 - ky0) * (kx1 - kx0);
-                if (p->include_pad) {
-                    int64_t px0, px1;
-                    np_clip(ix0, p->dw, p->kw, -p->pl, W + p->pr, &px0, &px1);
-                    n = (py1 - py0) * (px1 - px0);
-                }
-                const float s = n ? 1.0f / (float)n : 0.0f;
-                r = (a0 + a1) * (v8f){s, s, s, s, s, s, s, s};
-                if (!n) r = zero;
-            }
-            st8(yr + ox * 8, r);
         }
+        for (int64_t ox = hi; ox < Wo; ox++) np_pixel(p, xb, yr, ox, iy0, ky0, ky1, py0, py1);
     }
 }
 
