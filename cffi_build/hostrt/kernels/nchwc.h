@@ -11,8 +11,7 @@ typedef int32_t v8i __attribute__((vector_size(32)));
 /* lanes of a where m is set, else b */
 static inline v8f nc_sel(v8i m, v8f a, v8f b) { return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 
-/* nchwc_dw.c: depthwise convs (a block's 8 channels in the lanes) on planes that _NchwcConv2D does
- * not copy padded: the geometry of one conv (H, W: the input plane; kh x kw taps, strides sh, sw,
+/* nchwc_dw.c: _NchwcConv2D's depthwise convs (a block's 8 channels in the lanes): the geometry of one conv (H, W: the input plane; kh x kw taps, strides sh, sw,
  * pads top / left) and its epilogue (the activation). */
 typedef struct {
     int64_t H, W, Ho, Wo, kh, kw, sh, sw, pt, pl;

@@ -50,7 +50,7 @@ typedef struct {
     int64_t nph;           /* virt: phase planes a block (sh * sw) */
     int64_t *toff;         /* virt (not depthwise): each tap's float offset in a block of the copy */
     k_conv_geom g;         /* the NCHW geometry (wino) */
-    bool dwl;              /* depthwise, not virt: nchwc_dw.c's rows */
+    bool dwl;              /* depthwise that nchwc_dw.c takes (kw 3 or 5, no dilation): its rows */
     nc_dwl dl;
 } nc_plan;
 
@@ -799,7 +799,7 @@ static aclError nchwc_conv_compile(hrt_kernel *k, const aclopAttr *attrs) {
     p->wino = groups == 1 && hrt_conv2d_winograd_ok(&p->g);
     p->pb = pads[1];
     p->pr = pads[3];
-    p->virt = !p->wino && kw > 1 && Wo <= 32 && (!dw || (sh == 1 && sw == 1));
+    p->virt = !p->wino && kw > 1 && Wo <= 32 && (!dw || (sh == 1 && sw == 1 && !hrt_nchwc_dw_ok(kh, kw, sh, sw, dh, dwd)));
     if (p->virt) {
         p->nph = sh * sw;
         p->Hp = (H + pads[0] + pads[1] + sh - 1) / sh;

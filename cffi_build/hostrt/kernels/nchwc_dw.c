@@ -1,5 +1,6 @@
-/* _NchwcConv2D's depthwise convs on large planes (nchwc_conv.c routes them here): NCHWc8, a
- * block's 8 channels in a vector's lanes, one output row of one (image, block) plane a call.
+/* _NchwcConv2D's depthwise convs with 3- or 5-wide filters and no dilation, on any plane
+ * (nchwc_conv.c routes them here; its padded-copy route keeps the others): NCHWc8, a block's 8
+ * channels in a vector's lanes, one output row of one (image, block) plane a call.
  *
  * The manner of MLAS's MlasConvDepthwiseFloatKernel, with input reuse across taps: a tile is
  * DW_P output pixels of a row in DW_P vector accumulators; for each filter row the kw filter
