@@ -298,13 +298,19 @@ async def conv_case(s: Any, rng: np.random.Generator, label: str, ci: int, hw: i
 
 
 # (label, C_in, H=W, C_out, kernel, stride, pad, groups): ResNet-18's 3x3 convs and downsampling 1x1,
-# MobileNet-v2's 1x1 expansions / projections and depthwise 3x3 convs
+# ResNet-50's bottleneck 1x1 / 3x3 and downsampling, MobileNet-v2's 1x1 expansions / projections and
+# depthwise 3x3 convs
 NCHWC_CASES = [
     ("3x3 64ch 56x56", 64, 56, 64, 3, 1, 1, 1),
     ("3x3 128ch 28x28", 128, 28, 128, 3, 1, 1, 1),
+    ("3x3 256ch 14x14", 256, 14, 256, 3, 1, 1, 1),
     ("3x3 s2 64->128 56x56", 64, 56, 128, 3, 2, 1, 1),
     ("3x3 s2 128->256 28x28", 128, 28, 256, 3, 2, 1, 1),
+    ("3x3 s2 256->256 28x28", 256, 28, 256, 3, 2, 1, 1),
     ("1x1 s2 64->128 56x56", 64, 56, 128, 1, 2, 0, 1),
+    ("1x1 s2 256->512 56x56", 256, 56, 512, 1, 2, 0, 1),
+    ("1x1 64->256 56x56", 64, 56, 256, 1, 1, 0, 1),
+    ("1x1 256->64 56x56", 256, 56, 64, 1, 1, 0, 1),
     ("1x1 24->144 56x56", 24, 56, 144, 1, 1, 0, 1),
     ("1x1 192->32 28x28", 192, 28, 32, 1, 1, 0, 1),
     ("1x1 96->576 14x14", 96, 14, 576, 1, 1, 0, 1),

@@ -182,7 +182,7 @@ async def test_strided_phase_planes_vs_numpy(stream, n, ci, h, w, co, k, s, d, p
 # (17 blocks: 9 + 8, 33: 11 x 3, grouped with 136 channels a group): the bias starts only the first pass,
 # the residual and the activation (Relu would clip a partial sum, Sigmoid is applied on the stored
 # floats) end only the last; whole planes; strided (the pixels gathered first): 2, (2, 1), (1, 2), (3, 2)
-# on odd planes, batch 2, ResNet-50's 512-channel downsampling at 14x14
+# on odd planes, batch 2, ResNet-50's 512-channel downsampling at 14x14; long rows (575 and 840 pixels)
 POINTWISE = [
     (1, 136, 9, 9, 24, (1, 1), 1, "Relu"),
     (2, 264, 7, 11, 16, (1, 1), 1, "Sigmoid"),
@@ -194,6 +194,8 @@ POINTWISE = [
     (1, 16, 8, 10, 8, (3, 2), 1, "none"),
     (1, 24, 7, 9, 16, (1, 2), 1, "Clip"),
     (1, 512, 14, 14, 64, (2, 2), 1, "Sigmoid"),
+    (1, 136, 25, 23, 24, (1, 1), 1, "Relu"),
+    (2, 16, 41, 40, 40, (2, 1), 1, "Sigmoid"),
 ]
 
 
