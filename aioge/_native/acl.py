@@ -194,6 +194,11 @@ def destroy_data_buffer(buf: Handle) -> None:
     lib.aclDestroyDataBuffer(buf)
 
 
+def memcpy(dst: Handle, src: Handle, nbytes: int, kind: MemcpyKind) -> None:
+    """``aclrtMemcpy``: copies at once, outside any stream's order."""
+    check(lib.aclrtMemcpy(dst, nbytes, src, nbytes, kind), "aclrtMemcpy")
+
+
 def memcpy_async(dst: Handle, src: Handle, nbytes: int, kind: MemcpyKind, stream: Handle) -> None:
     check(lib.aclrtMemcpyAsync(dst, nbytes, src, nbytes, kind, stream), "aclrtMemcpyAsync")
 

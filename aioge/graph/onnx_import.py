@@ -396,7 +396,10 @@ def _copy_field(dst: Any, fd: Any, v: Any) -> None:
     elif fd.type == fd.TYPE_MESSAGE:
         getattr(dst, fd.name).CopyFrom(v)
     else:
-        setattr(dst, fd.name, v)
+        try:
+            setattr(dst, fd.name, v)
+        except ValueError as e:  # a string field of bytes that are not UTF-8 (UnicodeDecodeError)
+            raise MalformedModelError(f"field {fd.name!r} of the model is invalid: {e}") from None
 
 
 def _upgrade(onnx: Any, proto: Any) -> tuple[Any, bool]:
@@ -496,8 +499,9 @@ class _Importer:
                 raise MalformedModelError(
                     f"{what}: raw data of {len(raw)} bytes for {dims} x {dt} = {math.prod(dims) * dt.itemsize} bytes"
                 )
-            # aligned as protobuf's own bytes are (16), or copied once (the kernels read it in place)
-            if arr.ctypes.data % 16:
+            # numpy and the C readers (the upload's memcpy, const descs, the kernels' weight packing,
+            # all unaligned vector loads) need the element size's alignment only: copied only without it
+            if not arr.flags.aligned:
                 arr = arr.copy()
                 arr.setflags(write=False)  # as the view: set_constant keeps it without a copy
             return arr

@@ -5,7 +5,7 @@ Parsing a model with protobuf copies every initializer's bytes into the message,
 format of the serialized ``ModelProto`` instead and cuts the ``raw_data`` of the main graph's
 initializers out: protobuf then parses only the model's structure (kilobytes), and the
 importer views each weight in the caller's buffer, copying at most once (a weight whose bytes
-are not 16-byte aligned in the buffer).
+are not aligned to its element size in the buffer).
 
 Only what the scanner fully understands is cut; anything else (groups, a second ``graph``
 field, duplicate or external initializers, a length past the end) makes it return None and

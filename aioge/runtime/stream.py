@@ -734,14 +734,24 @@ class Stream(Resource):
         """
         return self._upload(array, dtype, None)
 
-    def _upload(self, array: Any, dtype: dtypes.DTypeLike | None, name: str | None) -> Tensor:
-        """``upload``, naming the copy ``name`` in its device error."""
+    def _upload(self, array: Any, dtype: dtypes.DTypeLike | None, name: str | None, now: bool = False) -> Tensor:
+        """``upload``, naming the copy ``name`` in its device error.
+
+        ``now``: copy at once, outside the stream's order (a compiled model's weights): a pageable
+        source is otherwise staged (copied) by the runtime at the call and copied again when the
+        stream gets there.  The block is new (no queued launch uses it, see ``BlockPool``) and
+        nobody else sees it yet, so this is the same upload, with one copy and no completion.
+        Not while capturing or timing (the copy is then a launch of its own)."""
         arr = np.asarray(array, dtype=None if dtype is None else dtypes.normalize(dtype))
         dt = dtypes.normalize(arr.dtype)
         arr = _native.contiguous(arr)
         with self._enqueue as tx:
             mem = DeviceMemory(self.device, arr.nbytes, self)
             t = Tensor(mem, arr.shape, dt)
+            if now and tx.capture is None and not self.timing and _trace.hub is None:
+                if arr.nbytes:
+                    acl.memcpy(mem.ptr, _native.host_ptr(arr), arr.nbytes, acl.MemcpyKind.HOST_TO_DEVICE)
+                return t
             tx.mark_start()
             if arr.nbytes:
                 acl.memcpy_async(mem.ptr, _native.host_ptr(arr), arr.nbytes, acl.MemcpyKind.HOST_TO_DEVICE, tx.handle)

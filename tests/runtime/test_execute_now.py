@@ -46,7 +46,10 @@ async def test_a_small_execution_runs_now_without_a_completion(dev, compiled):
     await s.synchronize()  # the weights' uploads
     feeds = {"x": np.arange(15, dtype=np.float32).reshape(3, 5) / 7, "y": np.linspace(-1, 1, 5, dtype=np.float32)}
     want = run_reference(ew_chain(), feeds)
+    first = launched(s)
     await until_now(model, feeds, s)
+    # its own arena counts, also when every run took this path and none leased one from the pool
+    assert model.stats["arenas"] == 1 + (launched(s) > first)
     before, tasks = launched(s), _native.counters()["tasks_executed"]
     outs = [await model.execute(feeds) for _ in range(5)]
     assert launched(s) == before  # no event recorded, nothing for the lane to complete

@@ -299,7 +299,7 @@ class SharedWeights:
             t = self._tensors.get(k)
             if t is None:
                 # under the lock: concurrent compiles of two shapes upload it once
-                t = self._tensors[k] = _owned(stream.upload(a if host is None else host))
+                t = self._tensors[k] = _owned(stream._upload(a if host is None else host, None, None, now=True))
             return t
 
     @property
@@ -381,7 +381,8 @@ class CompiledGraph(Resource):
         """Executions in flight at once before ``execute()`` waits for one to finish.
 
         Each one in flight holds an arena, so this also bounds the arenas
-        the model leases.  ``launch()`` never waits but counts too.
+        the model leases (besides the one of its synchronous path, whose runs
+        are over when the call returns).  ``launch()`` never waits but counts too.
         """
         return self._flight.limit
 
@@ -391,7 +392,8 @@ class CompiledGraph(Resource):
 
     @property
     def stats(self) -> dict[str, int]:
-        """``in_flight`` executions, their ``peak``, ``arenas`` allocated, ``aux_streams`` opened."""
+        """``in_flight`` executions, their ``peak``, ``arenas`` allocated (the synchronous path's
+        included), ``aux_streams`` opened."""
         f = self._flight
         with f.lock:
             f.settle()
@@ -405,12 +407,13 @@ class CompiledGraph(Resource):
         b = self._build
         s0 = dev.default_stream
         # each weight made contiguous once (a folded fill is a broadcast view: materialised here),
-        # uploaded from, and packed from (_pack_weights); an array already contiguous is not copied
+        # uploaded from (one copy, at once: Stream._upload's now), and packed from (_pack_weights);
+        # an array already contiguous is not copied
         host = [_native.contiguous(self.graph.constants[name]) for name in b.weights]
         for name, h in zip(b.weights, host, strict=True):
             a = self.graph.constants[name]
             w = self._shared.get(s0, a, h) if self._shared is not None else None
-            self._weights.append(w if w is not None else _owned(s0.upload(h)))
+            self._weights.append(w if w is not None else _owned(s0._upload(h, None, None, now=True)))
         if self.mode == "per_op":
             return
         in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
@@ -426,6 +429,8 @@ class CompiledGraph(Resource):
             self._arena_bytes = max(end, 1)
             if _execute_now is not None and _inline_bytes():
                 self._now = _Now(self, _owned_memory(DeviceMemory(dev, self._arena_bytes, s0)))
+                with self._flight.lock:
+                    self._flight.made += 1  # an arena of the model's too: the one its runs now use
         cache = dev.context.cache
         for op in b.ops:
             consts: list[Any] = []  # a const desc holds a copy of its value (a weight: megabytes): dropped at once
