@@ -289,15 +289,17 @@ def load_onnx(
     if weights and source_opset < MIN_OPSET:  # the version converter reads the weights in the message
         proto, base, weights = _read(onnx, model, base_dir, split=False)
     proto, upgraded = _upgrade(onnx, proto)
-    g = _Importer(onnx, proto, base, dict(input_shapes or {}), source_opset, weights).run()
-    from .passes.infer_shapes import infer_shapes
+    im = _Importer(onnx, proto, base, dict(input_shapes or {}), source_opset, weights)
+    g = im.run()
+    from .passes.infer_shapes import infer_in_place
 
     try:
         if g.is_dynamic:  # inferred per concrete shape (Graph.specialize)
             g.validate(shapes=False)
         else:  # validate(shapes=False)'s node checks are infer_shapes' own: not run twice
             g._validate_structure(signatures=False)
-            g = infer_shapes(g, declared_dtypes=True)
+            # the graph is ours alone: inferred in place, each node's dtypes checked once (emit did)
+            g = infer_in_place(g, declared_dtypes=True, checked=im.dtypes)
     except (DynamicShapeError, OnnxImportError):
         raise
     except GraphError as e:

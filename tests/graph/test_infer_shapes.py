@@ -183,3 +183,71 @@ def test_inference_does_not_mutate_and_sorts_nodes() -> None:
     g2 = infer_shapes(g)
     assert g.values["a"].shape is None
     assert [n.name for n in g2.nodes] == ["a", "b"]
+
+
+def _counting_dtype_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count check_node_dtypes calls (by node name) in the importer and in shape inference."""
+    import sys
+
+    from aioge.graph import onnx_import, schema
+
+    calls: list[str] = []
+    real = schema.check_node_dtypes
+
+    def counting(node, in_dtypes):  # type: ignore[no-untyped-def]
+        calls.append(node.name)
+        return real(node, in_dtypes)
+
+    monkeypatch.setattr(onnx_import, "check_node_dtypes", counting)
+    monkeypatch.setattr(sys.modules["aioge.graph.passes.infer_shapes"], "check_node_dtypes", counting)
+    return calls
+
+
+@pytest.mark.parametrize("name", ["residual_cnn", "inception", "attention"])
+def test_load_onnx_checks_each_nodes_dtypes_once_and_infers_what_infer_shapes_infers(monkeypatch, name):
+    import aioge
+    from tests.graph import models
+
+    data = getattr(models, name)().SerializeToString()
+    calls = _counting_dtype_checks(monkeypatch)
+    g = aioge.load_onnx(data)
+    assert sorted(calls) == sorted(n.name for n in g.nodes)  # the importer's check, not inference's again
+    # an independent inference of the same graph (a copy with no node output's shape) agrees
+    fresh = g.copy()
+    for n in fresh.nodes:
+        for o in n.outputs:
+            if o:
+                fresh.values[o].shape = fresh.values[o].dtype = None
+    again = infer_shapes(fresh)
+    assert [n.name for n in again.nodes] == [n.name for n in g.nodes]
+    assert {k: (v.shape, v.dtype) for k, v in again.values.items()} == {
+        k: (v.shape, v.dtype) for k, v in g.values.items()
+    }
+
+
+def test_a_node_fed_other_dtypes_than_it_was_checked_with_is_checked_again(monkeypatch):
+    from aioge.graph.passes.infer_shapes import infer_in_place
+
+    def graph() -> Graph:
+        g = Graph()
+        x = g.input("x", (2, 3), "float32")
+        g.output(g.add_node("Relu", [g.add_node("Neg", [x], name="neg", outputs=["y"])], name="relu", outputs=["z"]))
+        return g
+
+    f32, i64 = np.dtype("float32"), np.dtype("int64")
+    calls = _counting_dtype_checks(monkeypatch)
+    g = infer_in_place(graph(), checked={"x": f32, "y": f32, "z": f32})
+    assert calls == [] and g.values["y"].dtype == g.values["z"].dtype == f32 and g.values["z"].shape == (2, 3)
+    g = infer_in_place(graph(), checked={"x": f32, "y": f32})  # relu's output never checked
+    assert calls == ["relu"]
+    calls.clear()
+    # checked with an int64 input: not what it is fed now -> checked (and inferred) again
+    g = infer_in_place(graph(), checked={"x": i64, "y": i64, "z": i64})
+    assert calls == ["neg", "relu"] and g.values["z"].dtype == f32
+    calls.clear()
+    # an int64 graph whose dtype check was never made: an error naming the node, as without it
+    g = Graph()
+    x = g.input("x", (2,), "int64")
+    g.output(g.add_node("Sqrt", [x], name="sqrt"))
+    with pytest.raises(GraphTypeError, match="sqrt"):
+        infer_in_place(g, checked={"x": np.dtype("int64")})

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -540,7 +541,20 @@ def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
     Raises:
         GraphError subclasses naming the node (see the module docstring).
     """
-    g = working_copy(graph)
+    return _infer(working_copy(graph), declared_dtypes, None, _MEMO.get(graph, {}))
+
+
+def infer_in_place(g: Graph, *, declared_dtypes: bool = False, checked: Mapping[str, Any] | None = None) -> Graph:
+    """:func:`infer_shapes` of a graph nobody else holds yet (the importer's): in place, no copy.
+
+    ``checked``: value name -> the dtype its producer's dtype check gave (the importer checks each
+    node's dtypes as it emits it, see ``check_node_dtypes``); a node whose input dtypes are the ones
+    it was checked with is not checked again -- the check gives the same dtypes (or raised then).
+    """
+    return _infer(g, declared_dtypes, checked, _MEMO.get(g, {}))
+
+
+def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, prior: Mapping[str, _Inferred]) -> Graph:
     for name in g.inputs:
         v = g.values[name]
         if name in g.symbolic:
@@ -556,7 +570,6 @@ def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
         _check_size(v.shape, v.dtype, "graph input", name, None)
     order = g.topological_order()
     known: dict[str, np.ndarray] = dict(g.constants)
-    prior = _MEMO.get(graph, {})
     memo: dict[str, _Inferred] = {}
     values, known_get = g.values, known.get
     for node in order:
@@ -584,7 +597,9 @@ def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
                     node=node.name,
                     op_type=node.op_type,
                 )
-        dtypes = check_node_dtypes(node, in_dtypes)
+        dtypes = _checked_dtypes(node, in_dtypes, checked) if checked is not None else None
+        if dtypes is None:
+            dtypes = check_node_dtypes(node, in_dtypes)
         shapes = _infer_node(node, in_shapes, in_values)
         for o, s, dt in zip(node.outputs, shapes, dtypes, strict=False):
             if not o:
@@ -621,6 +636,17 @@ def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
     if not g._scratch:  # optimize's working graph: optimize never takes its own result as "inferred"
         _INFERRED[g] = _snapshot(g)
     return g
+
+
+def _checked_dtypes(node: Node, in_dtypes: list[Any], checked: Mapping[str, Any]) -> list[Any] | None:
+    """The output dtypes ``node``'s check gave for these input dtypes (None: not checked with them)."""
+    get = checked.get
+    outs = [get(o) if o else None for o in node.outputs]
+    if any(o and dt is None for o, dt in zip(node.outputs, outs, strict=True)):
+        return None
+    if in_dtypes != [get(x) if x else None for x in node.inputs]:
+        return None
+    return outs
 
 
 class _Inferred(NamedTuple):
