@@ -156,10 +156,10 @@ def test_depthwise_and_pointwise_with_clip_and_a_residual_stay_blocked():
     assert len(convs[2].inputs) == 4  # the residual: x through the shared reorder
 
 
-def se() -> Graph:
+def se(batch: int = 1) -> Graph:
     rng = np.random.default_rng(4)
     g = Graph("se")
-    x = g.input("x", (1, 32, 7, 7))
+    x = g.input("x", (batch, 32, 7, 7))
     h = g.add_node("Relu", [conv(g, rng, x, 32, 32)])
     s = g.add_node("GlobalAveragePool", [h])
     s = g.add_node("Relu", [conv(g, rng, s, 32, 8, k=1)])
@@ -168,14 +168,30 @@ def se() -> Graph:
     return g
 
 
-def test_squeeze_excitation_multiplies_blocked_tensors():
+@pytest.mark.parametrize("swap", [False, True])
+def test_squeeze_excitation_scales_as_a_depthwise_conv_whose_filter_is_a_view_of_the_scale(swap):
     g = se()
+    if swap:  # Mul(scale, x)
+        g.nodes[-1].inputs.reverse()
     out = blocked(g, feeds_for(g))
     c = counts(out)
-    assert c["_NchwcConv2D"] == 3 and c["_NchwcPool2D"] == 1
+    assert c["_NchwcConv2D"] == 4 and c["_NchwcPool2D"] == 1 and "Mul" not in c
     assert c["_ReorderToNchwc"] == 1 and c["_ReorderFromNchwc"] == 1
+    scale = out.nodes[-2]
+    assert scale.op_type == "_NchwcConv2D" and scale.attrs["groups"] == 32
+    assert [out.values[i].shape for i in scale.inputs] == [(1, 4, 7, 7, 8), (32, 1, 1, 1)]
+    view = next(n for n in out.nodes if n.outputs == [scale.inputs[1]])
+    assert view.op_type == "Reshape" and out.values[view.inputs[0]].shape == (1, 4, 1, 1, 8)
+
+
+def test_a_channel_scale_of_a_batch_of_two_stays_a_blocked_mul():
+    """One filter per image is not a conv: the scale of each item multiplies its own feature map."""
+    g = se(batch=2)
+    out = blocked(g, feeds_for(g))
+    c = counts(out)
+    assert c["_NchwcConv2D"] == 3 and c["Mul"] == 1
     mul = next(n for n in out.nodes if n.op_type == "Mul")
-    assert [out.values[i].shape for i in mul.inputs] == [(1, 4, 7, 7, 8), (1, 4, 1, 1, 8)]
+    assert sorted(out.values[i].shape for i in mul.inputs) == [(2, 4, 1, 1, 8), (2, 4, 7, 7, 8)]
 
 
 def se_narrow() -> Graph:
@@ -192,15 +208,16 @@ def se_narrow() -> Graph:
     return g
 
 
-def test_a_computed_per_channel_scale_is_reordered_not_the_feature_map():
+def test_a_computed_per_channel_scale_is_viewed_as_a_filter_not_the_feature_map_reordered():
     g = se_narrow()
     out = blocked(g, feeds_for(g))
     c = counts(out)
-    assert c["_NchwcConv2D"] == 2 and c["_FusedConv"] == 2  # the squeeze (16 -> 4) and excite (4 -> 16) stay
-    ew = next(n for n in out.nodes if n.op_type == "Mul")
-    assert [out.values[i].shape for i in ew.inputs] == [(1, 2, 7, 7, 8), (1, 2, 1, 1, 8)]
-    # in: x, and the scale as a Reshape (one pixel: the same bytes); out: the pooled vector (a Reshape too)
-    # and the result
+    # the squeeze (16 -> 4) and excite (4 -> 16) stay; the scaling is a depthwise conv
+    assert c["_NchwcConv2D"] == 3 and c["_FusedConv"] == 2 and "Mul" not in c
+    scale = next(n for n in out.nodes if n.op_type == "_NchwcConv2D" and n.attrs["groups"] == 16)
+    assert [out.values[i].shape for i in scale.inputs] == [(1, 2, 7, 7, 8), (16, 1, 1, 1)]
+    # in: x; out: the pooled vector (a Reshape: one pixel, the same bytes) and the result; the NCHW
+    # scale viewed as the filter (a Reshape)
     assert c["_ReorderToNchwc"] == 1 and c["_ReorderFromNchwc"] == 1 and c["Reshape"] == 2
 
 
@@ -509,18 +526,20 @@ def export(name: str, size: int) -> Graph:
         # one pixel, a Reshape
         ("resnet18", 32, {"_ReorderToNchwc": 1, "Reshape": 1, "_NchwcConv2D": 19, "_NchwcPool2D": 2}),
         ("mobilenet_v2", 32, {"_ReorderToNchwc": 1, "Reshape": 1, "_NchwcConv2D": 51, "_NchwcPool2D": 1}),
-        # the stem conv + HardSwish (3 input channels) stays NCHW
+        # the stem conv + HardSwish (3 input channels) stays NCHW; 6 of the 9 squeeze-excitations scale
+        # planes of more than one pixel: depthwise convs reading a view of the scale (6 Reshapes)
         (
             "mobilenet_v3_small",
             32,
-            {"_ReorderToNchwc": 1, "Reshape": 1, "_NchwcConv2D": 51, "_NchwcPool2D": 10, "Conv": 1},
+            {"_ReorderToNchwc": 1, "Reshape": 7, "_NchwcConv2D": 57, "_NchwcPool2D": 10, "Conv": 1, "Mul": 3},
         ),
         # 11 squeeze-excitations squeeze to channel counts that are not multiples of 8: their two convs stay
-        # NCHW between views of the pooled vector and of the scale (23 Reshapes: those + the end's)
+        # NCHW after views of the pooled vector; 11 of the 16 scalings are depthwise convs reading a view
+        # of the scale (24 Reshapes: those + the end's), the others scale one pixel
         (
             "efficientnet_b0",
             32,
-            {"_ReorderToNchwc": 1, "Reshape": 23, "_NchwcConv2D": 58, "_NchwcPool2D": 17, "Conv": 12},
+            {"_ReorderToNchwc": 1, "Reshape": 24, "_NchwcConv2D": 69, "_NchwcPool2D": 17, "Conv": 12, "Mul": 5},
         ),
         # BatchNorm + Relu after each Concat: depthwise 1x1 convs, so the whole net stays blocked
         ("densenet121", 32, {"_ReorderToNchwc": 1, "Reshape": 1, "_NchwcConv2D": 181, "_NchwcPool2D": 5}),
