@@ -10,7 +10,8 @@ checked once) is cached per device by (op, attrs, dtypes and shapes), and a
 launch is then one C call taking the device pointers that enqueues the op and
 returns its stream sequence number, which is its completion (no event).  The
 checks, the compiled-op cache accounting and the errors are the runtime's
-own, as for ``aclopCompileAndExecute``.
+own, as for ``aclopCompileAndExecute``.  That launch is one transaction of the
+stream's enqueue primitive (``Enqueue.run_prepared`` in stream.py).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def launch(
                     fast = False
                     break
         if fast:
-            return _launch_prepared(stream, op_type, inputs, outputs, attrs, what)
+            return stream._enqueue.run_prepared(op_type, inputs, outputs, attrs, what)
         if tensors:
             return _launch_tensors(stream, op_type, inputs, outputs, attrs, what)
     cache = stream.device.context.cache
@@ -213,89 +214,6 @@ def _launch_tensors(
         return comp
 
 
-def _launch_prepared(
-    stream: Stream,
-    op_type: str,
-    inputs: Sequence[Tensor | None],
-    outputs: Sequence[Tensor],
-    attrs: Mapping[str, Any] | None,
-    what: str | None = None,
-) -> Completion:
-    """launch() on the host runtime: a prepared launch, one C call (see the module docstring).
-
-    Device tensors and absent (None) inputs, ND formats: the prepared launch looked up (or made),
-    then the enqueue primitive's prepared-launch form (:meth:`Enqueue.run_prepared`: order, the one
-    C call that returns the launch's sequence number, commit).  Observed (a profiler, metrics) or
-    timed, the same call, with a start event before it and a completion event after it to observe.
-    """
-    tx = stream._enqueue
-    hub = _trace.hub
-    observed = hub is not None or stream.timing
-    # the stream's lock also guards the device's caches, as in every launch path; observed, the
-    # whole transaction (it gives back an unused start event).  Entered and left by hand: on a
-    # lock, `with` costs a launch about twice acquire() + release()
-    lock = tx.lock
-    if observed:
-        tx.__enter__()
-    else:
-        lock.acquire()
-    try:
-        if stream._closed:
-            stream._check_open()
-        cache = tx.cache
-        if attrs:
-            attr_h = cache.attr(attrs)
-        else:
-            attr_h = cache.no_attr
-            if attr_h is None:
-                attr_h = cache.no_attr = cache.attr(None)
-        n_in = len(inputs)
-        a = inputs[0] if n_in == 2 else None
-        b = inputs[1] if n_in == 2 else None
-        if a is not None and b is not None and len(outputs) == 1:  # binary ops
-            y = outputs[0]
-            k: tuple[Any, ...] = (op_type, attr_h, a.dtype, a.shape, b.dtype, b.shape, y.dtype, y.shape)
-        else:
-            key: list[Any] = [op_type, attr_h]
-            for x in inputs:
-                if x is None:
-                    key.append(None)
-                else:
-                    key.append(x.dtype)
-                    key.append(x.shape)
-            for y in outputs:
-                key.append(y.dtype)
-                key.append(y.shape)
-            k = tuple(key)
-        prep = cache.prepared.get(k)
-        if prep is None:
-            stream.device.context.bind()
-            prep = cache.prepare(k, op_type, inputs, outputs)
-        comp = tx.run_prepared(prep, attr_h, inputs, outputs, op_type, what, observed)
-        if hub is not None:
-            hub.annotate(comp, inputs, outputs)
-        return comp
-    finally:
-        if observed:
-            tx.__exit__()
-        else:
-            lock.release()
-
-
-def _pick_stream(inputs: Sequence[InputLike], outputs: Sequence[Any], stream: Stream | None) -> Stream:
-    if stream is not None:
-        return stream
-    x = inputs[0] if inputs else None
-    if type(x) is Tensor:
-        m = x._mem
-        if m is not None and m.ptr is not None and not m.stream._closed:  # Tensor.home(), the common case
-            return m.stream
-    for x in (*inputs, *outputs):
-        if type(x) is Tensor:
-            return x._memory().home()
-    raise ValueError("no Tensor among the inputs/outputs: pass stream=")
-
-
 def op(
     op_type: str,
     inputs: Sequence[InputLike],
@@ -329,7 +247,19 @@ def op(
     Example:
         >>> (y,) = aioge.op("Add", [x, x], [aioge.TensorSpec((2, 3), "float32")], stream=s)
     """
-    s = _pick_stream(inputs, outputs, stream)
+    s = stream
+    if s is None:  # the stream of the first tensor: Tensor.home(), inline for the common case
+        x = inputs[0] if inputs else None
+        m = x._mem if type(x) is Tensor else None
+        if m is not None and m.ptr is not None and not m.stream._closed:
+            s = m.stream
+        else:
+            for x in (*inputs, *outputs):
+                if type(x) is Tensor:
+                    s = x._memory().home()
+                    break
+            else:
+                raise ValueError("no Tensor among the inputs/outputs: pass stream=")
     # before launch, so every backend refuses the same (only outputs given as tensors can overlap)
     outs = []
     given = 0
@@ -353,7 +283,7 @@ def op(
                 fast = False
                 break
     if fast:
-        _launch_prepared(s, op_type, inputs, outs, attrs)
+        s._enqueue.run_prepared(op_type, inputs, outs, attrs)
         return outs
     if given:
         aliasing.check(op_type, inputs, outputs)

@@ -212,6 +212,10 @@ def _wake(waiters: list[Any]) -> None:
             w.set()
 
 
+_new = object.__new__
+_init = Completion.__init__
+
+
 class Lane:
     """The pending launches of one stream and the drivers that complete them."""
 
@@ -270,7 +274,8 @@ class Lane:
                deps: list[Completion] | None = None, name: str | None = None, tseq: int = 0) -> Completion:  # fmt: skip
         with self.lock:
             self.launched = n = self.launched + 1
-            comp = Completion(self, event, keep, what, n, start, deps, name, tseq)
+            comp = _new(Completion)  # + __init__ as a function: a class call costs a launch more
+            _init(comp, self, event, keep, what, n, start, deps, name, tseq)
             self.pending.append(comp)
             if self._idle:
                 self._cv.notify()
@@ -284,7 +289,8 @@ class Lane:
         """``submit`` for the prepared-launch path (sequence-number lanes, no event, no
         observer): the caller holds the stream's lock, which serialises every submit."""
         self.launched = n = self.launched + 1
-        comp = Completion(self, None, keep, what, n, None, None, name, tseq)
+        comp = _new(Completion)
+        _init(comp, self, None, keep, what, n, None, None, name, tseq)
         self.pending.append(comp)  # atomic; iterations of pending take a snapshot or hold the lock
         if self._thread is not None:  # the lane thread may be asleep on the condition
             with self.lock:

@@ -19,7 +19,7 @@ import itertools
 import math
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -468,73 +468,121 @@ class Enqueue:
                     if other is not lane:
                         self.wait(comp)
 
-    def run_prepared(self, prep: Any, attr_h: Any, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor],
-                     what: str, name: str | None, observed: bool) -> Completion:  # fmt: skip
-        """The prepared-launch form (``aioge.op`` on the host runtime; the caller holds the lock):
-        the launch's device pointers (inputs then outputs; NULL for an absent input) gathered in
-        a reusable array, the launch ordered as :meth:`order` orders it, the one C call
-        (``aiogeHostLaunchExecute``: it returns the launch's sequence number, which completes
-        it) and the readers and writers noted as :meth:`commit` notes them.  ``observed`` (a
-        profiler, metrics, a timing stream): the same call between a start event and
-        :meth:`commit`'s completion event.  A refused call raises its AclError, nothing enqueued.
+    def run_prepared(self, op_type: str, inputs: Sequence[Tensor | None], outputs: Sequence[Tensor],
+                     attrs: Mapping[str, Any] | None, name: str | None = None) -> Completion:  # fmt: skip
+        """The prepared-launch form (``aioge.op`` on the host runtime), one transaction: the stream's
+        lock, the prepared launch of (op, attrs, dtypes and shapes) looked up in the device's cache
+        (or made: descs checked once by the runtime), the launch's device pointers (inputs then
+        outputs; NULL for an absent input) gathered in a reusable array, the launch ordered as
+        :meth:`order` orders it, the one C call (``aiogeHostLaunchExecute``: it returns the launch's
+        sequence number, which completes it) and the readers and writers noted by :meth:`note`.
+        Observed (a profiler, metrics) or timed: the same call inside the whole transaction
+        (``with``), between a start event and :meth:`commit`'s completion event.  A refused call
+        raises its AclError, nothing enqueued; ``name`` is what the launch's device error names.
 
-        One pass over the tensors: it only checks what :meth:`order` would act on (memory of
-        another device, a pending writer or reader of another stream) and leaves those launches
-        to :meth:`order` itself."""
-        ptrs = self._ptrs
-        n = len(inputs) + len(outputs)
-        if ptrs is None or len(ptrs) < n:
-            ptrs = self._ptrs = acl.pointer_scratch(max(n, 8))
-        dev, lane = self._dev, self._lane
-        plain = True  # nothing for order() to do
-        reads: list[DeviceMemory] = []
-        i = 0
-        for x in inputs:
-            if x is None:
-                ptrs[i] = _NULL
+        Unobserved it takes the lock alone (acquire()/release(): on a lock, ``with`` costs a launch
+        about twice that) and binds no context (a wait or a new prepared launch binds it).  One pass
+        over the tensors: it only checks what :meth:`order` would act on (memory of another device,
+        a pending writer or reader of another stream) and leaves those launches to :meth:`order`."""
+        stream = self.stream
+        hub = _trace.hub
+        observed = hub is not None or stream.timing
+        lock = self.lock
+        if observed:
+            self.__enter__()
+        else:
+            lock.acquire()
+        try:
+            if stream._closed:
+                stream._check_open()
+            cache = self.cache
+            if attrs:
+                attr_h = cache.attr(attrs)
             else:
-                m = x._mem
+                attr_h = cache.no_attr
+                if attr_h is None:
+                    attr_h = cache.no_attr = cache.attr(None)
+            n_in = len(inputs)
+            if n_in == 2 and len(outputs) == 1 and (a := inputs[0]) is not None and (b := inputs[1]) is not None:
+                y = outputs[0]  # binary ops
+                k: tuple[Any, ...] = (op_type, attr_h, a.dtype, a.shape, b.dtype, b.shape, y.dtype, y.shape)
+            else:
+                key: list[Any] = [op_type, attr_h]
+                for x in inputs:
+                    if x is None:
+                        key.append(None)
+                    else:
+                        key.append(x.dtype)
+                        key.append(x.shape)
+                for y in outputs:
+                    key.append(y.dtype)
+                    key.append(y.shape)
+                k = tuple(key)
+            prep = cache.prepared.get(k)
+            if prep is None:
+                self._dev.context.bind()
+                prep = cache.prepare(k, op_type, inputs, outputs)
+            ptrs = self._ptrs
+            n = n_in + len(outputs)
+            if ptrs is None or len(ptrs) < n:
+                ptrs = self._ptrs = acl.pointer_scratch(max(n, 8))
+            dev, lane = self._dev, self._lane
+            plain = True  # nothing for order() to do
+            reads: list[DeviceMemory] = []
+            i = 0
+            for x in inputs:
+                if x is None:
+                    ptrs[i] = _NULL
+                else:
+                    m = x._mem
+                    if m is None or m.ptr is None:
+                        m = x._memory()  # raises ClosedResourceError
+                    ptrs[i] = m.ptr
+                    reads.append(m)
+                    if plain:
+                        w = m.writer
+                        if m.device is not dev or (w is not None and not w._done and w.lane is not lane):
+                            plain = False
+                i += 1
+            writes: list[DeviceMemory] = []
+            for y in outputs:
+                m = y._mem
                 if m is None or m.ptr is None:
-                    m = x._memory()  # raises ClosedResourceError
+                    m = y._memory()
                 ptrs[i] = m.ptr
-                reads.append(m)
+                writes.append(m)
                 if plain:
                     w = m.writer
-                    if m.device is not dev or (w is not None and not w._done and w.lane is not lane):
+                    r = m.readers
+                    if (m.device is not dev or (w is not None and not w._done and w.lane is not lane)
+                            or (r and (len(r) > 1 or lane not in r))):  # fmt: skip
                         plain = False
-            i += 1
-        writes: list[DeviceMemory] = []
-        for y in outputs:
-            m = y._mem
-            if m is None or m.ptr is None:
-                m = y._memory()
-            ptrs[i] = m.ptr
-            writes.append(m)
-            if plain:
-                w = m.writer
-                r = m.readers
-                if (m.device is not dev or (w is not None and not w._done and w.lane is not lane)
-                        or (r and (len(r) > 1 or lane not in r))):  # fmt: skip
-                    plain = False
-            i += 1
-        if not plain:
-            self.order(reads, writes)
-        if observed:
-            self.mark_start()
-        seq = _execute(prep, ptrs, attr_h, self.handle)
-        if seq < 0:
-            acl.raise_for(-seq, what)
-        keep = (reads, writes)
-        if observed:
-            return self.commit(keep, what, reads=reads, writes=writes, name=name)
-        cap = self.capture
-        if cap is not None:  # recorded by the runtime, not run
-            comp = cap._record(keep, what, reads, writes, name)
-            self.note(comp, reads=reads, writes=writes)
+                i += 1
+            if not plain:
+                self.order(reads, writes)
+            if observed:
+                self.mark_start()
+            seq = _execute(prep, ptrs, attr_h, self.handle)
+            if seq < 0:
+                acl.raise_for(-seq, op_type)
+            keep = (reads, writes)
+            if observed:
+                comp = self.commit(keep, op_type, reads=reads, writes=writes, name=name)
+                if hub is not None:
+                    hub.annotate(comp, inputs, outputs)
+                return comp
+            cap = self.capture
+            if cap is not None:  # recorded by the runtime, not run
+                comp = cap._record(keep, op_type, reads, writes, name)
+            else:
+                comp = lane.submit_seq(keep, op_type, name, seq)
+            self.note(comp, reads, writes)
             return comp
-        comp = lane.submit_seq(keep, what, name, seq)
-        self.note(comp, reads=reads, writes=writes)
-        return comp
+        finally:
+            if observed:
+                self.__exit__()
+            else:
+                lock.release()
 
     def mark_start(self) -> None:
         """Timing streams: record the start event of the launch about to be enqueued."""
@@ -575,7 +623,7 @@ class Enqueue:
         self.note(comp, reads=reads, writes=writes)
         return comp
 
-    def note(self, comp: Completion, *, reads: Sequence[DeviceMemory] = (),
+    def note(self, comp: Completion, reads: Sequence[DeviceMemory] = (),
              writes: Sequence[DeviceMemory] = ()) -> None:  # fmt: skip
         """Note ``comp`` (a launch of this stream) as the last reader of ``reads``
         and the writer of ``writes``: what later ``order`` calls wait for."""
