@@ -501,11 +501,9 @@ class _Importer:
                 raise MalformedModelError(
                     f"{what}: raw data of {len(raw)} bytes for {dims} x {dt} = {math.prod(dims) * dt.itemsize} bytes"
                 )
-            # numpy and the C readers (the upload's memcpy, const descs, the kernels' weight packing,
-            # all unaligned vector loads) need the element size's alignment only: copied only without it
-            if not arr.flags.aligned:
-                arr = arr.copy()
-                arr.setflags(write=False)  # as the view: set_constant keeps it without a copy
+            # a view where it lies, at any address: every reader is correct on unaligned data (numpy
+            # ufuncs and BLAS calls buffer or copy it themselves; the upload's memcpy and const descs
+            # copy bytes; the kernels' weight packing copies it aligned for the pack alone: packcache.c)
             return arr
         if t.data_location == onnx.TensorProto.EXTERNAL:
             t = self._load_external(t, dt, dims, what)

@@ -4,8 +4,8 @@ Parsing a model with protobuf copies every initializer's bytes into the message,
 ``TensorProto.raw_data`` copies them again.  :func:`split_weights` walks the protobuf wire
 format of the serialized ``ModelProto`` instead and cuts the ``raw_data`` of the main graph's
 initializers out: protobuf then parses only the model's structure (kilobytes), and the
-importer views each weight in the caller's buffer, copying at most once (a weight whose bytes
-are not aligned to its element size in the buffer).
+importer views each weight in the caller's buffer, at whatever address it lies (no copy; the
+readers that need a weight aligned copy it themselves).
 
 Only what the scanner fully understands is cut; anything else (groups, a second ``graph``
 field, duplicate or external initializers, a length past the end) makes it return None and

@@ -272,7 +272,7 @@ aclError aiogeGraphPackWeights(aiogeGraph *graph, int32_t first, int32_t count, 
                 int64_t w = nd->at[j] - first;
                 if (nd->loc[j] != AIOGE_LOC_INPUT || w < 0 || w >= count || !hostData[w] || !devPtrs[w]) continue;
                 size_t bytes = 0;
-                void *p = nd->k->pack(nd->k, j, hostData[w], &bytes);
+                void *p = hrt_pack_weight(nd->k, j, hostData[w], g->in_bytes[nd->at[j]], &bytes);
                 if (!p) continue;
                 nd->packed = p;
                 nd->packed_src = devPtrs[w];

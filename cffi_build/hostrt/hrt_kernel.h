@@ -194,6 +194,9 @@ size_t hrt_sgemm_pb_bytes(const hrt_sgemm_pb *pb);
  * (layout, address and values); hrt_sgemm_pb_release drops one plan's reference (pack_free) */
 hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float *b, int64_t ldb);
 void hrt_sgemm_pb_release(hrt_sgemm_pb *pb);
+/* packcache.c: k->pack(k, input, data, bytes) of a graph's weight (nbytes at data, any address):
+ * data not aligned to its element size is packed from an aligned copy */
+void *hrt_pack_weight(const hrt_kernel *k, int input, const void *data, size_t nbytes, size_t *bytes);
 int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
 int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);

@@ -12,9 +12,15 @@
  * panels (hrt_sgemm_pb_holds) before it takes them.  Only such a candidate is compared: a weight
  * no entry was packed from at its address is read once, to pack it (a 64-bit hash of every weight
  * read each one a second time: 11% of vgg19's compile).  pc_mu is a leaf: candidates are compared
- * outside it, each held by a reference meanwhile. */
+ * outside it, each held by a reference meanwhile.
+ *
+ * hrt_pack_weight is the one entry of a graph's weight packing (graph.c): a weight the model's
+ * bytes hold at an address not aligned to its element size (the importer views every weight where
+ * it lies in the file) is copied into an aligned scratch for the pack hook alone, and an entry
+ * packed from that scratch is keyed by the weight's own address (pc_alias), as if packed in place. */
 #include "hrt.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,17 +37,33 @@ static pthread_mutex_t pc_mu = PTHREAD_MUTEX_INITIALIZER;
 static pc_entry *pc_list;
 static _Atomic int64_t pc_shared_hits;
 
+/* the calling thread's aligned scratch copy of a weight being packed: [copy, copy + bytes) is the
+ * weight at orig (hrt_pack_weight); copy NULL: none */
+static __thread struct {
+    const char *copy, *orig;
+    size_t bytes;
+} pc_alias;
+
+/* the address an entry of b is keyed by: b's own, or the weight's that b's scratch copy holds */
+static const void *pc_key(const float *b) {
+    const char *p = (const char *)b;
+    if (pc_alias.copy && p >= pc_alias.copy && p < pc_alias.copy + pc_alias.bytes)
+        return pc_alias.orig + (p - pc_alias.copy);
+    return b;
+}
+
 /* the candidates compared at most: entries from one address and layout (more: packed anew) */
 #define PC_TRIES 8
 
 /* An entry holding op(B) as B is now, with a reference taken for the caller; NULL: none.
  * tried / ntried: entries already found to differ (not compared again). */
 static pc_entry *pc_find(bool tb, int64_t n, int64_t k, const float *b, int64_t ldb, const pc_entry **tried, int *ntried) {
+    const void *key = pc_key(b);
     for (;;) {
         pc_entry *cand = NULL;
         HRT_LOCK(&pc_mu, HRT_RANK_LEAF);
         for (pc_entry *e = pc_list; e && !cand; e = e->next) {
-            if (e->tb != tb || e->n != n || e->k != k || e->ldb != ldb || e->src != b) continue;
+            if (e->tb != tb || e->n != n || e->k != k || e->ldb != ldb || e->src != key) continue;
             bool seen = false;
             for (int i = 0; i < *ntried; i++) seen |= tried[i] == e;
             if (!seen) cand = e;
@@ -73,7 +95,7 @@ hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float
         hrt_sgemm_pb_free(pb);
         return NULL;
     }
-    *mine = (pc_entry){NULL, tb, n, k, ldb, b, pb, 1};
+    *mine = (pc_entry){NULL, tb, n, k, ldb, pc_key(b), pb, 1};
     hit = pc_find(tb, n, k, b, ldb, tried, &ntried);
     if (hit) {
         hrt_sgemm_pb_free(pb);
@@ -85,6 +107,24 @@ hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float
     pc_list = mine;
     HRT_UNLOCK(&pc_mu);
     return pb;
+}
+
+void *hrt_pack_weight(const hrt_kernel *k, int input, const void *data, size_t nbytes, size_t *bytes) {
+    size_t esz = input < k->n_in ? hrt_dtype_size(k->in[input].dtype) : 0;
+    if (esz < 2 || ((uintptr_t)data & (esz - 1)) == 0 || esz & (esz - 1)) return k->pack(k, input, data, bytes);
+    /* not aligned to its element size: the hooks read it as typed elements (vector loads, and a
+     * compiler may assume the alignment), so they are handed an aligned copy, freed once packed
+     * (a packed weight never points into its source) */
+    void *copy = hrt_aligned_alloc(64, nbytes);
+    if (!copy) return NULL; /* not packed: the node runs from the weight as uploaded */
+    memcpy(copy, data, nbytes);
+    pc_alias.copy = copy;
+    pc_alias.orig = data;
+    pc_alias.bytes = nbytes;
+    void *p = k->pack(k, input, copy, bytes);
+    pc_alias.copy = NULL;
+    free(copy);
+    return p;
 }
 
 void hrt_sgemm_pb_release(hrt_sgemm_pb *pb) {
