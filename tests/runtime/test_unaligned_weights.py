@@ -92,9 +92,9 @@ def _before(m: onnx.ModelProto, name: str) -> Any:
     return m.graph.initializer[i - 1] if i else m.graph.node[0]
 
 
-async def _outputs(dev, data: bytes) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+async def _outputs(dev, data: bytes, mode: str) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
     g = aioge.load_onnx(data)
-    model = await dev.compile(g)
+    model = await dev.compile(g, mode=mode)
     try:
         y = np.asarray((await model.execute({"x": _X}))["y"])
         return y, g.constants, model.plan.packed_weight_bytes
@@ -102,13 +102,14 @@ async def _outputs(dev, data: bytes) -> tuple[np.ndarray, dict[str, np.ndarray],
         await model.aclose()
 
 
-async def test_weights_at_odd_offsets_are_viewed_in_place_and_give_the_aligned_models_outputs(dev):
+@pytest.mark.parametrize("mode", ["auto", "per_op"])
+async def test_weights_at_odd_offsets_are_viewed_in_place_and_give_the_aligned_models_outputs(dev, mode):
     assert all(v.nbytes >= MIN_CUT_BYTES for v in _BIG.values())
     odd = _serialized({"w1": 1, "w2": 3, "w3": 6, "w4": 9, "idx": 13, "w5": 5})
     aligned = _serialized({"w1": 0, "w2": 0, "w3": 0, "w4": 0, "idx": 0, "w5": 0})
     assert len(odd) >= MIN_SPLIT_MODEL_BYTES  # its weights are cut out of the message
-    y_odd, consts, packed_odd = await _outputs(dev, odd)
-    y_al, consts_al, packed_al = await _outputs(dev, aligned)
+    y_odd, consts, packed_odd = await _outputs(dev, odd, mode)
+    y_al, consts_al, packed_al = await _outputs(dev, aligned, mode)
     base = np.frombuffer(odd, np.uint8).ctypes.data
     for k, v in _BIG.items():
         a = consts[k]
@@ -117,7 +118,8 @@ async def test_weights_at_odd_offsets_are_viewed_in_place_and_give_the_aligned_m
         assert not a.flags.aligned and not a.flags.writeable
         np.testing.assert_array_equal(a, v)
         assert consts_al[k].flags.aligned
-    assert packed_odd == packed_al > 0  # the same weights packed, from their unaligned bytes
+    # the same weights packed, from their unaligned bytes (per_op: each op's kernel reads the uploaded copy)
+    assert packed_odd == packed_al and (packed_odd > 0) == (mode == "auto" and _native.has_host_hooks)
     np.testing.assert_array_equal(y_odd, y_al)  # bit for bit
     ort = pytest.importorskip("onnxruntime")
     sess = ort.InferenceSession(odd, providers=["CPUExecutionProvider"])
