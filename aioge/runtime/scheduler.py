@@ -326,9 +326,11 @@ class Lane:
         if seen is not None and seen[1]:
             misses[what] = (seen[0], seen[1] - 1)
             return comp._done
-        deadline = time.perf_counter() + AWAIT_SPIN_S
-        while not comp._done and time.perf_counter() < deadline:
-            self.poll()
+        self.poll()  # a tiny launch has often run by now: then no clock read
+        if not comp._done:
+            deadline = time.perf_counter() + AWAIT_SPIN_S
+            while not comp._done and time.perf_counter() < deadline:
+                self.poll()
         if comp._done:
             if seen is not None:
                 misses.pop(what, None)

@@ -19,7 +19,7 @@ import itertools
 import math
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -254,13 +254,15 @@ class Tensor:
         Cancellation: returns control at once; the launch still runs and its
         buffers stay alive until it has.
         """
-        w = self._writer
-        if w is not None:
-            await w.wait()
-        return self
+        return await self
 
-    def __await__(self) -> Any:
-        return self.ready().__await__()
+    def __await__(self) -> Generator[Any, None, Tensor]:
+        # what ready() awaits, without a coroutine of its own (the await of every launch's output)
+        m = self._mem
+        w = None if m is None else m.writer
+        if w is not None:
+            yield from w.wait().__await__()
+        return self
 
     async def numpy(self, *, timeout: float | None = None, stream: Stream | None = None) -> np.ndarray:
         """Copy to a new host array, in stream order.
