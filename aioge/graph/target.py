@@ -7,9 +7,8 @@ and the host rewrites of :mod:`aioge.graph.lower.host`) takes a
 * ``host`` -- the embedded host runtime: every fusion (Conv+BatchNorm
   folding, bias+activation into ``_FusedConv``/``_FusedMatMul``, elementwise
   chains into ``_FusedElementwise``) and its host-only kernels
-  (``_FusedConv2D``, ``_FusedMatMul``, ``_FusedElementwise``); with
-  ``AIOGE_HOST_NCHWC=1`` also the ``NCHWc8`` layout (off by default: slower
-  than the NCHW convolutions so far);
+  (``_FusedConv2D``, ``_FusedMatMul``, ``_FusedElementwise``) and the
+  ``NCHWc8`` layout (``AIOGE_HOST_NCHWC=0`` turns it off);
 * ``ascend`` -- a real ``libascendcl.so``: only CANN op types (no
   ``_``-prefixed op is ever emitted), and only the fusions that rewrite into
   standard ops (Conv+BatchNorm folding changes weights, not op types).
@@ -83,8 +82,8 @@ class Target:
 
 
 def _host_layouts() -> frozenset[str]:
-    """The host target's layouts: ``NCHWc8`` too when ``AIOGE_HOST_NCHWC=1`` (read once, at import)."""
-    text = os.environ.get("AIOGE_HOST_NCHWC", "").strip() or "0"
+    """The host target's layouts: ``NCHWc8`` too unless ``AIOGE_HOST_NCHWC=0`` (read once, at import)."""
+    text = os.environ.get("AIOGE_HOST_NCHWC", "").strip() or "1"
     if text not in ("0", "1"):
         raise ValueError(f"AIOGE_HOST_NCHWC={text!r} must be 0 or 1")
     return frozenset({"NCHW", "ND", "NCHWc8"} if text == "1" else {"NCHW", "ND"})

@@ -371,7 +371,7 @@ def test_the_host_target_enables_the_pass_only_with_its_kernels():
     assert ("NCHWc8" in HOST.layouts) == ("_NchwcConv2D" in ops)
 
 
-@pytest.mark.parametrize(("value", "want"), [("1", "True"), ("0", "False"), ("", "False"), ("yes", "ValueError")])
+@pytest.mark.parametrize(("value", "want"), [("1", "True"), ("0", "False"), ("", "True"), ("yes", "ValueError")])
 def test_aioge_host_nchwc_selects_the_layout_for_the_host_target(value, want):
     code = (
         "try:\n    import aioge.graph as G\n"
