@@ -325,6 +325,27 @@ NCHWC_CASES = [
 ]
 
 
+async def _blocked_plain_ort(blocked: Any, xb: np.ndarray, plain: Any, x: np.ndarray, sess: Any, quick: bool,
+                             rounds: int) -> tuple[float, float, float]:  # fmt: skip
+    """Seconds per call of the blocked model, the NCHW model and onnxruntime on input "x": rounds
+    interleaved, the best round of each."""
+
+    async def run(model: Any, feed: np.ndarray, reps: int) -> float:
+        t = time.perf_counter()
+        for _ in range(reps):
+            await model.execute({"x": feed})
+        return (time.perf_counter() - t) / reps
+
+    t_r1 = _np_time(lambda: sess.run(None, {"x": x}), 3)
+    reps = max(5, min(200, int((0.02 if quick else 0.06) / max(t_r1, 1e-6))))
+    t_b = t_p = t_r = float("inf")
+    for _ in range(rounds):
+        t_r = min(t_r, _np_time(lambda: sess.run(None, {"x": x}), reps))
+        t_b = min(t_b, await run(blocked, xb, reps))
+        t_p = min(t_p, await run(plain, x, reps))
+    return t_b, t_p, t_r
+
+
 async def nchwc_case(dev: Any, rng: np.random.Generator, label: str, ci: int, hw: int, co: int, k: int, stride: int,
                      pad: int, groups: int, *, quick: bool, rounds: int) -> None:  # fmt: skip
     """One conv as a compiled one-node model each way (filters packed at load, inputs fed from numpy
@@ -350,20 +371,8 @@ async def nchwc_case(dev: Any, rng: np.random.Generator, label: str, ci: int, hw
         got = got.transpose(0, 1, 4, 2, 3).reshape(ref.shape)
         assert np.allclose(got, ref, rtol=1e-3, atol=1e-3), f"{label}: result differs from onnxruntime"
 
-        async def run(model: Any, feed: np.ndarray, reps: int) -> float:
-            t = time.perf_counter()
-            for _ in range(reps):
-                await model.execute({"x": feed})
-            return (time.perf_counter() - t) / reps
-
         fl = 2 * co * (ci // groups) * k * k * ref.shape[2] * ref.shape[3]
-        t_r1 = _np_time(lambda: sess.run(None, {"x": x}), 3)
-        reps = max(5, min(200, int((0.02 if quick else 0.06) / max(t_r1, 1e-6))))
-        t_b = t_p = t_r = float("inf")
-        for _ in range(rounds):  # interleaved, best round each
-            t_r = min(t_r, _np_time(lambda: sess.run(None, {"x": x}), reps))
-            t_b = min(t_b, await run(blocked, xb, reps))
-            t_p = min(t_p, await run(plain, x, reps))
+        t_b, t_p, t_r = await _blocked_plain_ort(blocked, xb, plain, x, sess, quick, rounds)
     finally:
         await plain.aclose()
         await blocked.aclose()
@@ -419,19 +428,7 @@ async def nchwc_pool_case(dev: Any, rng: np.random.Generator, label: str, op: st
         got = got.transpose(0, 1, 4, 2, 3).reshape(ref.shape)
         assert np.allclose(got, ref, rtol=1e-5, atol=1e-5), f"{label}: result differs from onnxruntime"
 
-        async def run(model: Any, feed: np.ndarray, reps: int) -> float:
-            t = time.perf_counter()
-            for _ in range(reps):
-                await model.execute({"x": feed})
-            return (time.perf_counter() - t) / reps
-
-        t_r1 = _np_time(lambda: sess.run(None, {"x": x}), 3)
-        reps = max(5, min(200, int((0.02 if quick else 0.06) / max(t_r1, 1e-6))))
-        t_b = t_p = t_r = float("inf")
-        for _ in range(rounds):  # interleaved, best round each
-            t_r = min(t_r, _np_time(lambda: sess.run(None, {"x": x}), reps))
-            t_b = min(t_b, await run(blocked, xb, reps))
-            t_p = min(t_p, await run(plain, x, reps))
+        t_b, t_p, t_r = await _blocked_plain_ort(blocked, xb, plain, x, sess, quick, rounds)
     finally:
         await plain.aclose()
         await blocked.aclose()

@@ -103,6 +103,11 @@ def conv_case(draw):
 @given(case=conv_case(), bias=st.booleans(), res=st.booleans(), act=st.sampled_from(sorted(ACTS)),
        seed=st.integers(0, 2**16))  # fmt: skip
 async def test_conv_vs_numpy(stream, case, bias, res, act, seed):
+    await check_conv_case(stream, case, bias, res, act, seed)
+
+
+async def check_conv_case(stream, case, bias, res, act, seed):
+    """One drawn conv (n, ci, co, groups, k, s, d, p, hw) with random data against conv_ref (float64)."""
     n, ci, co, groups, k, s, d, p, hw = case
     if hw[0] + p[0] + p[1] < d[0] * (k[0] - 1) + 1 or hw[1] + p[2] + p[3] < d[1] * (k[1] - 1) + 1:
         return

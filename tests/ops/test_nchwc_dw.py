@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import aioge
 from aioge import TensorSpec
 from tests.ops.opsutil import F32, check, few, up
-from tests.ops.test_nchwc import ACTS, conv_ref, from_blocked, pool_ref, run_conv, to_blocked
+from tests.ops.test_nchwc import ACTS, check_conv_case, conv_ref, from_blocked, pool_ref, run_conv, to_blocked
 
 pytestmark = pytest.mark.anyio
 
@@ -35,18 +35,7 @@ def dw_case(draw):
        seed=st.integers(0, 2**16))  # fmt: skip
 async def test_depthwise_large_planes_vs_numpy(stream, case, bias, res, act, seed):
     n, c, k, s, d, p, hw = case
-    if hw[0] + p[0] + p[1] < d[0] * (k[0] - 1) + 1 or hw[1] + p[2] + p[3] < d[1] * (k[1] - 1) + 1:
-        return
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, c, *hw)).astype(np.float32)
-    w = rng.standard_normal((c, 1, *k)).astype(np.float32)
-    b = rng.standard_normal(c).astype(np.float32) if bias else None
-    ref = conv_ref(x, w, b, s, d, p, c)
-    z = rng.standard_normal(ref.shape).astype(np.float32) if res else None
-    if z is not None:
-        ref = ref + z
-    got = await run_conv(stream, x, w, b, z, s, d, p, c, act)
-    check(got, ACTS[act][0](ref), rtol=1e-4, atol=1e-4)
+    await check_conv_case(stream, (n, c, c, c, k, s, d, p, hw), bias, res, act, seed)
 
 
 # (C, H, W, k, stride, pads): MobileNet-v2's and EfficientNet-b0's depthwise convs on large planes, odd
