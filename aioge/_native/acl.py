@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import OutOfDeviceMemoryError, error_class
-from . import _has, check, ffi, lib, recent_error
+from . import _has, _launch, check, ffi, lib, recent_error
 
 Handle = Any  # an opaque cffi pointer (aclrtStream, aclrtEvent, aclTensorDesc *, ...)
 
@@ -552,6 +552,35 @@ def pointer_scratch(n: int) -> Any:
 
 #: ``aiogeHostLaunchExecute(launch, ptrs, attr, stream) -> seq | -code``, raw: the launch hot path
 launch_execute_rc: Any = getattr(lib, "aiogeHostLaunchExecute", None)
+#: ``launch_plain(enq, op_type, inputs, outputs, attrs, name) -> Completion | None``: the prepared
+#: launch of ``aioge.op`` in one C call (``_launch.c``) when it needs nothing but the launch, else
+#: None, nothing launched; usable once :func:`bind_launch` bound the runtime's types
+launch_plain = _launch.launch
+#: ``launch_op(op_type, inputs, outputs, attrs, stream) -> [output] | None``: ``aioge.op``'s prepared
+#: launch into one given output, unobserved, in one C call (:func:`launch_plain` on the stream's
+#: Enqueue); None, nothing launched, for anything else
+launch_op = _launch.op
+#: ``note_launch(comp, reads, writes, stream)``: the one definition of a launch's reader and writer notes
+note_launch = _launch.note
+#: ``submit_seq(lane, keep, what, name, tseq) -> Completion``: ``Lane.submit_seq``'s one definition
+submit_seq = _launch.submit_seq
+
+
+def bind_launch(tensor: type, memory: type, completion: type, poll_every: int, trace: Any) -> None:
+    """Hand ``_launch`` the runtime's Tensor, DeviceMemory and Completion classes (slot layouts
+    checked: a Completion it makes has every slot ``Completion.__init__`` sets), the pending
+    length above which a lane polls, the module whose ``hub`` means an observer, and the host
+    runtime's ``aiogeHostLaunchExecute``."""
+    fn = launch_execute_rc  # a function pointer in ABI mode, a built-in of the compiled module in API mode
+    ptr = fn if isinstance(fn, ffi.CData) else ffi.addressof(lib, "aiogeHostLaunchExecute")
+    _launch.init(int(ffi.cast("uintptr_t", ptr)), ffi.CData, raise_for, tensor, memory, completion, poll_every, trace)
+
+
+def cdata_address(handle: Handle) -> int:
+    """The address ``_launch`` reads from a cffi pointer (tests compare it with ``ffi.cast``)."""
+    return _launch.address(handle)
+
+
 #: ``aiogeHostStreamSubmitted(stream) -> seq``, raw: the number of the stream's latest task
 stream_submitted: Any = getattr(lib, "aiogeHostStreamSubmitted", None)
 #: ``aiogeHostStreamWaitCompleted(stream, seq, timeout_ms) -> rc``, raw, for the lane thread

@@ -214,6 +214,7 @@ def _wake(waiters: list[Any]) -> None:
 
 _new = object.__new__
 _init = Completion.__init__
+_submit_seq = acl.submit_seq
 
 
 class Lane:
@@ -287,18 +288,12 @@ class Lane:
 
     def submit_seq(self, keep: Any, what: str, name: str | None, tseq: int) -> Completion:
         """``submit`` for the prepared-launch path (sequence-number lanes, no event, no
-        observer): the caller holds the stream's lock, which serialises every submit."""
-        self.launched = n = self.launched + 1
-        comp = _new(Completion)
-        _init(comp, self, None, keep, what, n, None, None, name, tseq)
-        self.pending.append(comp)  # atomic; iterations of pending take a snapshot or hold the lock
-        if self._thread is not None:  # the lane thread may be asleep on the condition
-            with self.lock:
-                if self._idle:
-                    self._cv.notify()
-        if not n & 63 and len(self.pending) > POLL_EVERY:
-            self.poll()
-        return comp
+        observer): the caller holds the stream's lock, which serialises every submit.  One
+        definition, in C (``acl.submit_seq``, which the prepared launch's C transaction also
+        calls): the lane counts the launch, its Completion joins ``pending``, a lane thread
+        asleep on the condition is woken, and every 64th launch polls once ``pending`` is
+        longer than ``POLL_EVERY``."""
+        return _submit_seq(self, keep, what, name, tseq)  # type: ignore[no-any-return]
 
     def record_failure(self, err: tuple[int, str, str]) -> None:
         """A launch that ran at once on the caller's thread (and so has no completion) failed:

@@ -30,7 +30,7 @@ from ..errors import BusyResourceError, ClosedResourceError, InvalidParamError, 
 from . import _trace
 from ._resources import Resource, finalizing
 from .capture import CapturedGraph, StreamCapture, captured_error, dependency_error
-from .scheduler import Completion, Lane, deadline
+from .scheduler import POLL_EVERY, Completion, Lane, deadline
 
 if TYPE_CHECKING:
     from .device import Device
@@ -344,6 +344,8 @@ _record_event = acl.record_event_rc
 _NULL = acl.NULL
 _submitted = acl.stream_submitted
 _execute = acl.launch_execute_rc
+_launch_plain = acl.launch_plain
+_note_launch = acl.note_launch
 _wait_seq = acl.stream_wait_seq
 
 #: every launch's completion event: waitable by other streams, and timed on timing streams
@@ -386,8 +388,8 @@ class Enqueue:
         self.handle: Any = stream._handle
         self._dev = stream.device
         self._lane = stream._lane
-        #: the stream's lock; the prepared-launch form takes it alone (``with tx.lock:``, then the
-        #: stream's open check): it needs no bound context (a wait binds it)
+        #: the stream's lock; the prepared launch's C transaction takes it alone (then the stream's
+        #: open check): it needs no bound context (a wait binds it)
         self.lock: threading.Lock = stream._lock
         self._start: Any = None
         self._cap = (0, 0)
@@ -475,28 +477,26 @@ class Enqueue:
         """The prepared-launch form (``aioge.op`` on the host runtime), one transaction: the stream's
         lock, the prepared launch of (op, attrs, dtypes and shapes) looked up in the device's cache
         (or made: descs checked once by the runtime), the launch's device pointers (inputs then
-        outputs; NULL for an absent input) gathered in a reusable array, the launch ordered as
-        :meth:`order` orders it, the one C call (``aiogeHostLaunchExecute``: it returns the launch's
-        sequence number, which completes it) and the readers and writers noted by :meth:`note`.
-        Observed (a profiler, metrics) or timed: the same call inside the whole transaction
-        (``with``), between a start event and :meth:`commit`'s completion event.  A refused call
-        raises its AclError, nothing enqueued; ``name`` is what the launch's device error names.
+        outputs; NULL for an absent input) gathered in a reusable array, the launch ordered by
+        :meth:`order`, the one C call (``aiogeHostLaunchExecute``: it returns the launch's sequence
+        number, which completes it) and the readers and writers noted by :meth:`note`.  Observed (a
+        profiler, metrics) or timed: the same call inside the whole transaction (``with``), between
+        a start event and :meth:`commit`'s completion event.  A refused call raises its AclError,
+        nothing enqueued; ``name`` is what the launch's device error names.
 
-        Unobserved it takes the lock alone (acquire()/release(): on a lock, ``with`` costs a launch
-        about twice that) and binds no context (a wait or a new prepared launch binds it).  One pass
-        over the tensors: it only checks what :meth:`order` would act on (memory of another device,
-        a pending writer or reader of another stream) and leaves those launches to :meth:`order`."""
+        Unobserved, the transaction is one C call (``acl.launch_plain``, ``aioge/_native/_launch.c``)
+        when it needs nothing but the launch: prepared already, not capturing, nothing for
+        :meth:`order` to wait for; it notes through the same definition as :meth:`note`.  Anything
+        else it leaves to the Python transaction below, having launched nothing."""
         stream = self.stream
         hub = _trace.hub
         observed = hub is not None or stream.timing
-        lock = self.lock
-        if observed:
-            self.__enter__()
-        else:
-            lock.acquire()
+        if not observed:
+            comp = _launch_plain(self, op_type, inputs, outputs, attrs, name)
+            if comp is not None:
+                return comp  # type: ignore[no-any-return]
+        self.__enter__()
         try:
-            if stream._closed:
-                stream._check_open()
             cache = self.cache
             if attrs:
                 attr_h = cache.attr(attrs)
@@ -504,87 +504,56 @@ class Enqueue:
                 attr_h = cache.no_attr
                 if attr_h is None:
                     attr_h = cache.no_attr = cache.attr(None)
-            n_in = len(inputs)
-            if n_in == 2 and len(outputs) == 1 and (a := inputs[0]) is not None and (b := inputs[1]) is not None:
-                y = outputs[0]  # binary ops
-                k: tuple[Any, ...] = (op_type, attr_h, a.dtype, a.shape, b.dtype, b.shape, y.dtype, y.shape)
-            else:
-                key: list[Any] = [op_type, attr_h]
-                for x in inputs:
-                    if x is None:
-                        key.append(None)
-                    else:
-                        key.append(x.dtype)
-                        key.append(x.shape)
-                for y in outputs:
-                    key.append(y.dtype)
-                    key.append(y.shape)
-                k = tuple(key)
+            key: list[Any] = [op_type, attr_h]
+            for x in inputs:
+                if x is None:
+                    key.append(None)
+                else:
+                    key.append(x.dtype)
+                    key.append(x.shape)
+            for y in outputs:
+                key.append(y.dtype)
+                key.append(y.shape)
+            k = tuple(key)
             prep = cache.prepared.get(k)
             if prep is None:
-                self._dev.context.bind()
                 prep = cache.prepare(k, op_type, inputs, outputs)
             ptrs = self._ptrs
-            n = n_in + len(outputs)
+            n = len(inputs) + len(outputs)
             if ptrs is None or len(ptrs) < n:
                 ptrs = self._ptrs = acl.pointer_scratch(max(n, 8))
-            dev, lane = self._dev, self._lane
-            plain = True  # nothing for order() to do
             reads: list[DeviceMemory] = []
             i = 0
             for x in inputs:
                 if x is None:
                     ptrs[i] = _NULL
                 else:
-                    m = x._mem
-                    if m is None or m.ptr is None:
-                        m = x._memory()  # raises ClosedResourceError
+                    m = x._memory()  # raises ClosedResourceError
                     ptrs[i] = m.ptr
                     reads.append(m)
-                    if plain:
-                        w = m.writer
-                        if m.device is not dev or (w is not None and not w._done and w.lane is not lane):
-                            plain = False
                 i += 1
             writes: list[DeviceMemory] = []
             for y in outputs:
-                m = y._mem
-                if m is None or m.ptr is None:
-                    m = y._memory()
+                m = y._memory()
                 ptrs[i] = m.ptr
                 writes.append(m)
-                if plain:
-                    w = m.writer
-                    r = m.readers
-                    if (m.device is not dev or (w is not None and not w._done and w.lane is not lane)
-                            or (r and (len(r) > 1 or lane not in r))):  # fmt: skip
-                        plain = False
                 i += 1
-            if not plain:
-                self.order(reads, writes)
-            if observed:
-                self.mark_start()
+            self.order(reads, writes)
+            self.mark_start()
             seq = _execute(prep, ptrs, attr_h, self.handle)
             if seq < 0:
                 acl.raise_for(-seq, op_type)
             keep = (reads, writes)
-            if observed:
+            if observed or self.capture is not None:
                 comp = self.commit(keep, op_type, reads=reads, writes=writes, name=name)
                 if hub is not None:
                     hub.annotate(comp, inputs, outputs)
                 return comp
-            cap = self.capture
-            if cap is not None:  # recorded by the runtime, not run
-                comp = cap._record(keep, op_type, reads, writes, name)
-            else:
-                comp = lane.submit_seq(keep, op_type, name, seq)
+            comp = self._lane.submit_seq(keep, op_type, name, seq)
             self.note(comp, reads, writes)
             return comp
         finally:
-            if observed:
-                self.__exit__()
-            else:
-                lock.release()
+            self.__exit__()
 
     def mark_start(self) -> None:
         """Timing streams: record the start event of the launch about to be enqueued."""
@@ -629,17 +598,10 @@ class Enqueue:
              writes: Sequence[DeviceMemory] = ()) -> None:  # fmt: skip
         """Note ``comp`` (a launch of this stream) as the last reader of ``reads``
         and the writer of ``writes``: what later ``order`` calls wait for."""
-        lane = comp.lane
-        for m in reads:
-            # every stream's last read, the writer's own stream's too: a later
-            # write on another stream waits for it (write-after-read)
-            m.readers[lane] = comp
-        s = self.stream
-        for m in writes:
-            m.writer = comp
-            m.stream = s
-            if m.readers:
-                m.readers.clear()
+        # every stream's last read, the writer's own stream's too: a later write on another stream
+        # waits for it (write-after-read); a write forgets the readers.  One definition, in C
+        # (``acl.note_launch``): the prepared launch's C transaction notes through it too.
+        _note_launch(comp, reads, writes, self.stream)
 
 
 # ---- the stream registry (always on: one entry per stream opened) -------------------------
@@ -1101,3 +1063,7 @@ class Event(Resource):
             acl.destroy_event(self._handle)
 
     _gc_release = _close
+
+
+if acl.launch_execute_rc is not None:  # the host runtime: its prepared launch in one C call
+    acl.bind_launch(Tensor, DeviceMemory, Completion, POLL_EVERY, _trace)

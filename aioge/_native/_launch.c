@@ -1,0 +1,727 @@
+/* aioge._native._launch: the prepared launch of aioge.op on the host runtime, as one C call.
+ *
+ * launch(enq, op_type, inputs, outputs, attrs, name) is Enqueue.run_prepared's transaction for the
+ * case that needs nothing but the launch (aioge/runtime/stream.py): the stream's lock, the
+ * prepared launch looked up in the device's cache by (op type, attr handle, dtype and shape of
+ * each input and output), the device pointers gathered, the one call of aiogeHostLaunchExecute,
+ * the Completion (Lane.submit_seq) and the readers and writer noted (note(), below, the one
+ * definition Enqueue.note also calls).  It returns None, having launched nothing, for everything
+ * else: a closed stream, a capture, no prepared launch yet, memory of another device or a pending
+ * launch of another stream that Enqueue.order must wait for, anything not exactly the runtime's
+ * types; the caller then runs the whole transaction in Python.
+ *
+ * Handles are cffi pointers; their address is read from the cdata object (CDataObject in cffi's
+ * _cffi_backend.c: head, ctype, data), a layout cffi has kept since 1.0 and that tests/hostrt
+ * checks against ffi.cast("uintptr_t", ...).  Tensor, DeviceMemory, Completion: __slots__ classes
+ * whose slots are read through their member descriptors' offsets, for those exact types. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+
+typedef int64_t (*execute_fn)(void *launch, void *const ptrs[], const void *attr, void *stream);
+
+typedef struct {
+    PyObject_HEAD
+    void *c_type;
+    char *c_data;
+    PyObject *c_weakreflist;
+} CDataView;
+
+#define MAX_TENSORS 64
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+static execute_fn g_execute;
+static PyTypeObject *g_cdata, *g_tensor, *g_memory, *g_completion;
+static PyObject *g_raise_for, *g_trace;
+static Py_ssize_t t_mem, t_dtype, t_shape;
+static Py_ssize_t m_ptr, m_device, m_writer, m_readers, m_stream;
+static Py_ssize_t c_done, c_lane, c_tseq, c_name, c_event, c_deps, c_start, c_device_ms, c_keep, c_what, c_seq,
+    c_error, c_waiters;
+static Py_ssize_t g_poll_every;
+
+static PyObject *s_lock, *s_stream, *s_capture, *s_cache, *s_dev, *s_lane, *s_handle, *s_closed, *s_no_attr,
+    *s_prepared, *s_attr, *s_acquire, *s_release, *s_submit_seq, *s_readers, *s_writer, *s_lane_pub,
+    *s_launched, *s_pending, *s_append, *s_thread, *s_idle, *s_cv, *s_notify, *s_poll, *s_hub, *s_timing, *s_enqueue;
+
+/* the address a cffi pointer stands for; -1 (no exception) if `o` is no cdata */
+static inline int cdata_address(PyObject *o, void **out) {
+    if (!PyObject_TypeCheck(o, g_cdata))
+        return -1;
+    *out = ((CDataView *)o)->c_data;
+    return 0;
+}
+
+/* a slot of an exact runtime type; NULL (no exception) when unset or of another type */
+static inline PyObject *slot(PyObject *o, PyTypeObject *tp, Py_ssize_t off) {
+    return Py_TYPE(o) == tp ? SLOT(o, off) : NULL;
+}
+
+static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
+    PyObject *old = SLOT(o, off);
+    Py_INCREF(v);
+    SLOT(o, off) = v;
+    Py_XDECREF(old);
+}
+
+static int slot_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out) {
+    PyObject *d = PyDict_GetItemString(tp->tp_dict, name);
+    if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ member", tp->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *def = ((PyMemberDescrObject *)d)->d_member;
+    if (def->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "%s.%s: not an object slot", tp->tp_name, name);
+        return -1;
+    }
+    *out = def->offset;
+    return 0;
+}
+
+/* ---- note: the one definition of the reader/writer notes ---------------------------------- */
+
+/* `comp` (a launch of `stream`, on comp.lane) becomes the last reader of each of `reads` (every
+ * stream's last read, the writer's own stream's too: a later write on another stream waits for
+ * it) and the writer of each of `writes` (its readers forgotten, its stream the writer's). */
+static int note_impl(PyObject *comp, PyObject *lane, PyObject *const *reads, Py_ssize_t n_reads,
+                     PyObject *const *writes, Py_ssize_t n_writes, PyObject *stream) {
+    for (Py_ssize_t i = 0; i < n_reads; i++) {
+        PyObject *m = reads[i];
+        PyObject *r = slot(m, g_memory, m_readers);
+        if (r != NULL && PyDict_CheckExact(r)) {
+            if (PyDict_SetItem(r, lane, comp) < 0)
+                return -1;
+        } else {
+            r = PyObject_GetAttr(m, s_readers);
+            if (r == NULL)
+                return -1;
+            int rc = PyObject_SetItem(r, lane, comp);
+            Py_DECREF(r);
+            if (rc < 0)
+                return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n_writes; i++) {
+        PyObject *m = writes[i];
+        if (Py_TYPE(m) == g_memory) {
+            slot_set(m, m_writer, comp);
+            slot_set(m, m_stream, stream);
+        } else if (PyObject_SetAttr(m, s_writer, comp) < 0 || PyObject_SetAttr(m, s_stream, stream) < 0) {
+            return -1;
+        }
+        PyObject *r = Py_TYPE(m) == g_memory ? SLOT(m, m_readers) : NULL;
+        if (r != NULL && PyDict_CheckExact(r)) {
+            if (PyDict_GET_SIZE(r))
+                PyDict_Clear(r);
+        } else {
+            r = PyObject_GetAttr(m, s_readers);
+            if (r == NULL)
+                return -1;
+            int truth = PyObject_IsTrue(r);
+            PyObject *res = truth > 0 ? PyObject_CallMethod(r, "clear", NULL) : (truth < 0 ? NULL : Py_None);
+            Py_DECREF(r);
+            if (res == NULL)
+                return -1;
+            if (res != Py_None)
+                Py_DECREF(res);
+        }
+    }
+    return 0;
+}
+
+static PyObject *py_note(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "note(comp, reads, writes, stream)");
+        return NULL;
+    }
+    PyObject *reads = PySequence_Fast(args[1], "reads: a sequence");
+    if (reads == NULL)
+        return NULL;
+    PyObject *writes = PySequence_Fast(args[2], "writes: a sequence");
+    if (writes == NULL) {
+        Py_DECREF(reads);
+        return NULL;
+    }
+    PyObject *lane = slot(args[0], g_completion, c_lane);
+    if (lane != NULL)
+        Py_INCREF(lane);
+    else
+        lane = PyObject_GetAttr(args[0], s_lane_pub);
+    int rc = lane == NULL ? -1 : note_impl(args[0], lane, PySequence_Fast_ITEMS(reads), PySequence_Fast_GET_SIZE(reads),
+                                              PySequence_Fast_ITEMS(writes), PySequence_Fast_GET_SIZE(writes), args[3]);
+    Py_XDECREF(lane);
+    Py_DECREF(reads);
+    Py_DECREF(writes);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- submit_seq: the Completion of a launch on a sequence-number lane ------------------------ */
+
+/* Lane.submit_seq (scheduler.py; the prepared launches: no event, no observer): the caller holds
+ * the stream's lock, which serialises every submit.  The lane counts the launch; the Completion
+ * (every slot of Completion.__init__, checked by init()) joins the lane's pending queue; a lane
+ * thread asleep on the condition is woken; every 64th launch polls once the queue is long. */
+static PyObject *submit_seq_impl(PyObject *lane, PyObject *keep, PyObject *what, PyObject *name, int64_t tseq) {
+    PyObject *comp = NULL, *pending = NULL, *tmp = NULL, *n_obj = NULL;
+    long long n;
+    if ((tmp = PyObject_GetAttr(lane, s_launched)) == NULL)
+        return NULL;
+    n = PyLong_AsLongLong(tmp);
+    Py_DECREF(tmp);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    n += 1;
+    if ((n_obj = PyLong_FromLongLong(n)) == NULL || PyObject_SetAttr(lane, s_launched, n_obj) < 0)
+        goto fail;
+    if ((comp = g_completion->tp_alloc(g_completion, 0)) == NULL)
+        goto fail;
+    PyObject *tseq_obj = PyLong_FromLongLong(tseq);
+    if (tseq_obj == NULL)
+        goto fail;
+    SLOT(comp, c_lane) = Py_NewRef(lane);
+    SLOT(comp, c_tseq) = tseq_obj;
+    SLOT(comp, c_name) = Py_NewRef(name);
+    SLOT(comp, c_event) = Py_NewRef(Py_None);
+    SLOT(comp, c_deps) = Py_NewRef(Py_None);
+    SLOT(comp, c_start) = Py_NewRef(Py_None);
+    SLOT(comp, c_device_ms) = Py_NewRef(Py_None);
+    SLOT(comp, c_keep) = Py_NewRef(keep);
+    SLOT(comp, c_what) = Py_NewRef(what);
+    SLOT(comp, c_seq) = Py_NewRef(n_obj);
+    SLOT(comp, c_done) = Py_NewRef(Py_False);
+    SLOT(comp, c_error) = Py_NewRef(Py_None);
+    SLOT(comp, c_waiters) = Py_NewRef(Py_None);
+    if ((pending = PyObject_GetAttr(lane, s_pending)) == NULL)
+        goto fail;
+    if ((tmp = PyObject_CallMethodOneArg(pending, s_append, comp)) == NULL)
+        goto fail;
+    Py_DECREF(tmp);
+    if ((tmp = PyObject_GetAttr(lane, s_thread)) == NULL)
+        goto fail;
+    int has_thread = tmp != Py_None;
+    Py_DECREF(tmp);
+    if (has_thread) {  // the lane thread may be asleep on the condition
+        PyObject *lock = PyObject_GetAttr(lane, s_lock);
+        if (lock == NULL)
+            goto fail;
+        if ((tmp = PyObject_CallMethodNoArgs(lock, s_acquire)) == NULL) {
+            Py_DECREF(lock);
+            goto fail;
+        }
+        Py_DECREF(tmp);
+        int idle = -1;
+        if ((tmp = PyObject_GetAttr(lane, s_idle)) != NULL) {
+            idle = PyObject_IsTrue(tmp);
+            Py_DECREF(tmp);
+        }
+        if (idle > 0) {
+            PyObject *cv = PyObject_GetAttr(lane, s_cv);
+            tmp = cv == NULL ? NULL : PyObject_CallMethodNoArgs(cv, s_notify);
+            Py_XDECREF(cv);
+            idle = tmp == NULL ? -1 : 0;
+            Py_XDECREF(tmp);
+        }
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        tmp = PyObject_CallMethodNoArgs(lock, s_release);
+        Py_DECREF(lock);
+        if (tmp == NULL) {
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+            goto fail;
+        }
+        Py_DECREF(tmp);
+        PyErr_Restore(et, ev, tb);
+        if (idle < 0)
+            goto fail;
+    }
+    if (!(n & 63)) {
+        Py_ssize_t len = PyObject_Length(pending);
+        if (len < 0)
+            goto fail;
+        if (len > g_poll_every) {
+            if ((tmp = PyObject_CallMethodNoArgs(lane, s_poll)) == NULL)
+                goto fail;
+            Py_DECREF(tmp);
+        }
+    }
+    Py_DECREF(pending);
+    Py_DECREF(n_obj);
+    return comp;
+fail:
+    Py_XDECREF(comp);
+    Py_XDECREF(pending);
+    Py_XDECREF(n_obj);
+    return NULL;
+}
+
+static PyObject *py_submit_seq(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "submit_seq(lane, keep, what, name, tseq)");
+        return NULL;
+    }
+    if (g_completion == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "aioge._native._launch: init() not called");
+        return NULL;
+    }
+    long long tseq = PyLong_AsLongLong(args[4]);
+    if (tseq == -1 && PyErr_Occurred())
+        return NULL;
+    return submit_seq_impl(args[0], args[1], args[2], args[3], tseq);
+}
+
+/* ---- launch --------------------------------------------------------------------------------- */
+
+/* the memory of a Tensor (a new reference), its address in *ptr; NULL (no exception): not plain */
+static PyObject *tensor_memory(PyObject *x, void **ptr) {
+    PyObject *m = slot(x, g_tensor, t_mem);
+    if (m == NULL || Py_TYPE(m) != g_memory)
+        return NULL;
+    PyObject *p = SLOT(m, m_ptr);
+    if (p == NULL || cdata_address(p, ptr) < 0)
+        return NULL;
+    Py_INCREF(m);
+    return m;
+}
+
+/* nothing for Enqueue.order to wait for: memory of this device whose writer is done or of this
+ * lane (and, written, no read pending on another lane) */
+static int plain(PyObject *m, PyObject *dev, PyObject *lane, int written) {
+    if (SLOT(m, m_device) != dev)
+        return 0;
+    PyObject *w = SLOT(m, m_writer);
+    if (w == NULL)
+        return 0;
+    if (w != Py_None) {
+        PyObject *done = slot(w, g_completion, c_done);
+        if (done == NULL)
+            return 0;
+        if (done != Py_True && SLOT(w, c_lane) != lane)
+            return 0;
+    }
+    if (written) {
+        PyObject *r = SLOT(m, m_readers);
+        if (r == NULL || !PyDict_CheckExact(r))
+            return 0;
+        Py_ssize_t n = PyDict_GET_SIZE(r);
+        if (n > 1)
+            return 0;
+        if (n == 1) {
+            int has = PyDict_Contains(r, lane);
+            if (has <= 0) {
+                PyErr_Clear();
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* the transaction under the stream's lock: a new reference to the Completion, Py_None (a new
+ * reference) when the Python path must run it, NULL with an exception when the launch was refused */
+static PyObject *launch_locked(PyObject *enq, PyObject *op_type, PyObject *inputs, PyObject *outputs,
+                               PyObject *attrs, PyObject *name) {
+    PyObject *res = NULL, *stream = NULL, *cache = NULL, *attr_h = NULL, *key = NULL, *prepared = NULL;
+    PyObject *dev = NULL, *lane = NULL, *handle = NULL, *keep = NULL;
+    PyObject *tmp;
+    void *ptrs[MAX_TENSORS];
+    void *prep_addr, *attr_addr, *stream_addr;
+    Py_ssize_t n_in = PySequence_Fast_GET_SIZE(inputs), n_out = PySequence_Fast_GET_SIZE(outputs);
+    PyObject **xin = PySequence_Fast_ITEMS(inputs), **xout = PySequence_Fast_ITEMS(outputs);
+
+#define PYTHON_PATH()                                                                                                 \
+    do {                                                                                                              \
+        res = Py_NewRef(Py_None);                                                                                     \
+        goto done;                                                                                                    \
+    } while (0)
+#define GET(var, obj, nm)                                                                                             \
+    do {                                                                                                              \
+        if ((var = PyObject_GetAttr(obj, nm)) == NULL)                                                                \
+            goto done;                                                                                                \
+    } while (0)
+
+    if (n_in + n_out > MAX_TENSORS)
+        PYTHON_PATH();
+    GET(stream, enq, s_stream);
+    GET(tmp, stream, s_closed);
+    int closed = PyObject_IsTrue(tmp);
+    Py_DECREF(tmp);
+    if (closed)
+        PYTHON_PATH();
+    GET(tmp, enq, s_capture);
+    Py_DECREF(tmp);
+    if (tmp != Py_None)
+        PYTHON_PATH();
+    GET(cache, enq, s_cache);
+    int has_attrs = attrs == Py_None ? 0 : PyObject_IsTrue(attrs);
+    if (has_attrs < 0)
+        goto done;
+    if (has_attrs) {
+        if ((attr_h = PyObject_CallMethodOneArg(cache, s_attr, attrs)) == NULL)
+            goto done;
+    } else {
+        GET(attr_h, cache, s_no_attr);
+    }
+    if (cdata_address(attr_h, &attr_addr) < 0)
+        PYTHON_PATH();  // no_attr not made yet
+
+    Py_ssize_t n_key = 2 + 2 * n_out;
+    for (Py_ssize_t i = 0; i < n_in; i++)
+        n_key += xin[i] == Py_None ? 1 : 2;
+    if ((key = PyTuple_New(n_key)) == NULL)
+        goto done;
+    PyTuple_SET_ITEM(key, 0, Py_NewRef(op_type));
+    PyTuple_SET_ITEM(key, 1, Py_NewRef(attr_h));
+    Py_ssize_t k = 2;
+    for (Py_ssize_t i = 0; i < n_in + n_out; i++) {
+        PyObject *x = i < n_in ? xin[i] : xout[i - n_in];
+        if (x == Py_None && i < n_in) {
+            PyTuple_SET_ITEM(key, k++, Py_NewRef(Py_None));
+            continue;
+        }
+        PyObject *dt = slot(x, g_tensor, t_dtype), *shape = slot(x, g_tensor, t_shape);
+        if (dt == NULL || shape == NULL)
+            PYTHON_PATH();
+        PyTuple_SET_ITEM(key, k++, Py_NewRef(dt));
+        PyTuple_SET_ITEM(key, k++, Py_NewRef(shape));
+    }
+    GET(prepared, cache, s_prepared);
+    if (!PyDict_CheckExact(prepared))
+        PYTHON_PATH();
+    PyObject *prep = PyDict_GetItemWithError(prepared, key);  // borrowed
+    if (prep == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        PYTHON_PATH();  // made by the Python path
+    }
+    if (cdata_address(prep, &prep_addr) < 0)
+        PYTHON_PATH();
+
+    GET(dev, enq, s_dev);
+    GET(lane, enq, s_lane);
+    GET(handle, enq, s_handle);
+    if (cdata_address(handle, &stream_addr) < 0)
+        PYTHON_PATH();
+    Py_ssize_t n_reads = 0;
+    for (Py_ssize_t i = 0; i < n_in; i++)
+        n_reads += xin[i] != Py_None;
+    /* what the completion keeps alive until the launch ran: the memory read, then written */
+    if ((keep = PyTuple_New(n_reads + n_out)) == NULL)
+        goto done;
+    PyObject **mem = &PyTuple_GET_ITEM(keep, 0);
+    Py_ssize_t j = 0;
+    for (Py_ssize_t i = 0; i < n_in; i++) {
+        if (xin[i] == Py_None) {
+            ptrs[i] = NULL;
+            continue;
+        }
+        PyObject *m = tensor_memory(xin[i], &ptrs[i]);
+        if (m == NULL || !plain(m, dev, lane, 0)) {
+            Py_XDECREF(m);
+            PYTHON_PATH();
+        }
+        mem[j++] = m;
+    }
+    for (Py_ssize_t i = 0; i < n_out; i++) {
+        PyObject *m = tensor_memory(xout[i], &ptrs[n_in + i]);
+        if (m == NULL || !plain(m, dev, lane, 1)) {
+            Py_XDECREF(m);
+            PYTHON_PATH();
+        }
+        mem[j++] = m;
+    }
+
+    int64_t seq;
+    Py_BEGIN_ALLOW_THREADS
+    seq = g_execute(prep_addr, ptrs, attr_addr, stream_addr);
+    Py_END_ALLOW_THREADS
+    if (seq < 0) {
+        tmp = PyObject_CallFunction(g_raise_for, "LO", (long long)-seq, op_type);
+        Py_XDECREF(tmp);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_SystemError, "raise_for returned");
+        goto done;
+    }
+    PyObject *comp = submit_seq_impl(lane, keep, op_type, name, seq);
+    if (comp == NULL)
+        goto done;
+    if (note_impl(comp, lane, mem, n_reads, mem + n_reads, n_out, stream) < 0) {
+        Py_DECREF(comp);
+        goto done;
+    }
+    res = comp;
+done:
+    Py_XDECREF(stream);
+    Py_XDECREF(cache);
+    Py_XDECREF(attr_h);
+    Py_XDECREF(key);
+    Py_XDECREF(prepared);
+    Py_XDECREF(dev);
+    Py_XDECREF(lane);
+    Py_XDECREF(handle);
+    Py_XDECREF(keep);
+    return res;
+#undef PYTHON_PATH
+#undef GET
+}
+
+/* the transaction under the enqueue's lock (launch_locked); inputs and outputs are fast sequences */
+static PyObject *launch_fast(PyObject *enq, PyObject *op_type, PyObject *inputs, PyObject *outputs, PyObject *attrs,
+                             PyObject *name) {
+    PyObject *res = NULL;
+    PyObject *lock = PyObject_GetAttr(enq, s_lock);
+    if (lock == NULL)
+        return NULL;
+    PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
+    if (r != NULL) {
+        Py_DECREF(r);
+        res = launch_locked(enq, op_type, inputs, outputs, attrs, name);
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        r = PyObject_CallMethodNoArgs(lock, s_release);
+        if (r == NULL) {
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+            Py_CLEAR(res);
+        } else {
+            Py_DECREF(r);
+            PyErr_Restore(et, ev, tb);
+        }
+    }
+    Py_DECREF(lock);
+    return res;
+}
+
+static PyObject *py_launch(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "launch(enq, op_type, inputs, outputs, attrs, name)");
+        return NULL;
+    }
+    if (g_execute == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "aioge._native._launch: init() not called");
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(args[1]))
+        Py_RETURN_NONE;
+    PyObject *inputs = PySequence_Fast(args[2], "inputs: a sequence");
+    if (inputs == NULL)
+        return NULL;
+    PyObject *outputs = PySequence_Fast(args[3], "outputs: a sequence");
+    if (outputs == NULL) {
+        Py_DECREF(inputs);
+        return NULL;
+    }
+    PyObject *res = launch_fast(args[0], args[1], inputs, outputs, args[4], args[5]);
+    Py_DECREF(inputs);
+    Py_DECREF(outputs);
+    return res;
+}
+
+/* op(op_type, inputs, outputs, attrs, stream) -> [output] | None: aioge.op's prepared launch for
+ * one given output Tensor and device Tensor (or absent) inputs, none of them the output's memory,
+ * on `stream` or (None) the stream of the first input when that one is open, unobserved (no
+ * trace hub, not a timing stream): launch() on the stream's Enqueue.  None, nothing launched, for
+ * anything else (launch.op then decides as for every launch). */
+static PyObject *py_op(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "op(op_type, inputs, outputs, attrs, stream)");
+        return NULL;
+    }
+    if (g_execute == NULL || g_trace == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "aioge._native._launch: init() not called");
+        return NULL;
+    }
+    PyObject *op_type = args[0], *inputs = args[1], *outputs = args[2], *attrs = args[3], *stream = args[4];
+    if (!PyUnicode_CheckExact(op_type) || !(PyList_CheckExact(inputs) || PyTuple_CheckExact(inputs)) ||
+        !(PyList_CheckExact(outputs) || PyTuple_CheckExact(outputs)) || PySequence_Fast_GET_SIZE(outputs) != 1)
+        Py_RETURN_NONE;
+    PyObject *y = PySequence_Fast_GET_ITEM(outputs, 0);
+    PyObject *out_mem = slot(y, g_tensor, t_mem);
+    if (out_mem == NULL || out_mem == Py_None)
+        Py_RETURN_NONE;
+    Py_ssize_t n_in = PySequence_Fast_GET_SIZE(inputs);
+    PyObject **xin = PySequence_Fast_ITEMS(inputs);
+    for (Py_ssize_t i = 0; i < n_in; i++) {
+        if (xin[i] == Py_None)
+            continue;
+        PyObject *m = slot(xin[i], g_tensor, t_mem);
+        if (m == NULL || m == out_mem)
+            Py_RETURN_NONE;
+    }
+    PyObject *s;
+    if (stream == Py_None) {
+        if (n_in == 0 || xin[0] == Py_None)
+            Py_RETURN_NONE;
+        PyObject *m = slot(xin[0], g_tensor, t_mem);
+        if (m == NULL || Py_TYPE(m) != g_memory || SLOT(m, m_ptr) == NULL || SLOT(m, m_ptr) == Py_None)
+            Py_RETURN_NONE;
+        s = SLOT(m, m_stream);
+        if (s == NULL)
+            Py_RETURN_NONE;
+    } else {
+        s = stream;
+    }
+    Py_INCREF(s);
+    Py_INCREF(y);  // the caller's list may change while the launch runs without the GIL
+    PyObject *res = NULL, *enq = NULL, *tmp;
+    int flag;
+    if ((tmp = PyObject_GetAttr(s, s_closed)) == NULL)
+        goto done;
+    flag = PyObject_IsTrue(tmp);
+    Py_DECREF(tmp);
+    if (flag) {
+        res = flag < 0 ? NULL : Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((tmp = PyObject_GetAttr(g_trace, s_hub)) == NULL)
+        goto done;
+    flag = tmp != Py_None;
+    Py_DECREF(tmp);
+    if (!flag) {
+        if ((tmp = PyObject_GetAttr(s, s_timing)) == NULL)
+            goto done;
+        flag = PyObject_IsTrue(tmp);
+        Py_DECREF(tmp);
+        if (flag < 0)
+            goto done;
+    }
+    if (flag) {  // observed
+        res = Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((enq = PyObject_GetAttr(s, s_enqueue)) == NULL)
+        goto done;
+    PyObject *comp = launch_fast(enq, op_type, inputs, outputs, attrs, Py_None);
+    if (comp == NULL || comp == Py_None) {
+        res = comp;
+        goto done;
+    }
+    Py_DECREF(comp);
+    res = PyList_New(1);
+    if (res != NULL)
+        PyList_SET_ITEM(res, 0, Py_NewRef(y));
+done:
+    Py_DECREF(s);
+    Py_DECREF(y);
+    Py_XDECREF(enq);
+    return res;
+}
+
+/* the slots of a Completion, every one set by Completion.__init__ and by submit_seq_impl */
+static const char *const completion_slots[] = {"_done", "_error", "_waiters", "deps", "device_ms", "event", "keep",
+                                               "lane", "name", "seq", "start", "tseq", "what"};
+#define N_COMPLETION_SLOTS ((Py_ssize_t)(sizeof completion_slots / sizeof completion_slots[0]))
+
+/* init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, Completion, poll_every, trace):
+ * `trace` is the module whose `hub` (not None: an observer) op() checks */
+static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, "
+                                         "Completion, poll_every, trace)");
+        return NULL;
+    }
+    void *fn = PyLong_AsVoidPtr(args[0]);
+    if (fn == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "init: a NULL execute address");
+        return NULL;
+    }
+    for (int i = 1; i < 6; i++)
+        if (i != 2 && !PyType_Check(args[i])) {
+            PyErr_Format(PyExc_TypeError, "init: argument %d is not a type", i);
+            return NULL;
+        }
+    Py_ssize_t poll_every = PyLong_AsSsize_t(args[6]);
+    if (poll_every == -1 && PyErr_Occurred())
+        return NULL;
+    PyTypeObject *tensor = (PyTypeObject *)args[3], *memory = (PyTypeObject *)args[4],
+                 *completion = (PyTypeObject *)args[5];
+    /* a Completion made here has every slot Completion.__init__ sets: no more, no fewer */
+    PyObject *declared = PyObject_GetAttrString((PyObject *)completion, "__slots__");
+    if (declared == NULL)
+        return NULL;
+    PyObject *have = PySet_New(declared);
+    Py_DECREF(declared);
+    if (have == NULL)
+        return NULL;
+    Py_ssize_t n_have = PySet_GET_SIZE(have);
+    Py_DECREF(have);
+    if (n_have != N_COMPLETION_SLOTS || completion->tp_dictoffset != 0) {
+        PyErr_Format(PyExc_TypeError, "init: %s has %zd slots (or a __dict__), _launch.c sets %zd",
+                     completion->tp_name, n_have, N_COMPLETION_SLOTS);
+        return NULL;
+    }
+    Py_ssize_t co[N_COMPLETION_SLOTS];
+    for (Py_ssize_t i = 0; i < N_COMPLETION_SLOTS; i++)
+        if (slot_offset(completion, completion_slots[i], &co[i]) < 0)
+            return NULL;
+    Py_ssize_t o[8];
+    if (slot_offset(tensor, "_mem", &o[0]) < 0 || slot_offset(tensor, "dtype", &o[1]) < 0 ||
+        slot_offset(tensor, "shape", &o[2]) < 0 || slot_offset(memory, "ptr", &o[3]) < 0 ||
+        slot_offset(memory, "device", &o[4]) < 0 || slot_offset(memory, "writer", &o[5]) < 0 ||
+        slot_offset(memory, "readers", &o[6]) < 0 || slot_offset(memory, "stream", &o[7]) < 0)
+        return NULL;
+    t_mem = o[0], t_dtype = o[1], t_shape = o[2];
+    m_ptr = o[3], m_device = o[4], m_writer = o[5], m_readers = o[6], m_stream = o[7];
+    c_done = co[0], c_error = co[1], c_waiters = co[2], c_deps = co[3], c_device_ms = co[4], c_event = co[5];
+    c_keep = co[6], c_lane = co[7], c_name = co[8], c_seq = co[9], c_start = co[10], c_tseq = co[11], c_what = co[12];
+    g_poll_every = poll_every;
+    Py_XSETREF(g_cdata, (PyTypeObject *)Py_NewRef(args[1]));
+    Py_XSETREF(g_raise_for, Py_NewRef(args[2]));
+    Py_XSETREF(g_trace, Py_NewRef(args[7]));
+    Py_XSETREF(g_tensor, (PyTypeObject *)Py_NewRef(tensor));
+    Py_XSETREF(g_memory, (PyTypeObject *)Py_NewRef(memory));
+    Py_XSETREF(g_completion, (PyTypeObject *)Py_NewRef(completion));
+    g_execute = (execute_fn)fn;
+    Py_RETURN_NONE;
+}
+
+/* address(cdata) -> int: the address launch() reads from a cffi pointer (tests compare it with cffi's) */
+static PyObject *py_address(PyObject *mod, PyObject *o) {
+    void *p;
+    if (g_cdata == NULL || cdata_address(o, &p) < 0) {
+        PyErr_SetString(PyExc_TypeError, "address: not a cffi pointer (or init() not called)");
+        return NULL;
+    }
+    return PyLong_FromVoidPtr(p);
+}
+
+static PyMethodDef methods[] = {
+    {"init", (PyCFunction)(void (*)(void))py_init, METH_FASTCALL, "Bind the runtime's types and entry point."},
+    {"op", (PyCFunction)(void (*)(void))py_op, METH_FASTCALL,
+     "aioge.op's prepared launch into one given output: [output], or None (launch.op decides)."},
+    {"launch", (PyCFunction)(void (*)(void))py_launch, METH_FASTCALL,
+     "A prepared launch needing nothing else: its Completion, or None (the Python path runs it)."},
+    {"submit_seq", (PyCFunction)(void (*)(void))py_submit_seq, METH_FASTCALL,
+     "submit_seq(lane, keep, what, name, tseq): the Completion of a launch on a sequence-number lane."},
+    {"note", (PyCFunction)(void (*)(void))py_note, METH_FASTCALL,
+     "note(comp, reads, writes, stream): the launch's reader and writer notes."},
+    {"address", (PyCFunction)py_address, METH_O, "The address of a cffi pointer."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "aioge._native._launch", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__launch(void) {
+    struct {
+        PyObject **var;
+        const char *s;
+    } names[] = {
+        {&s_lock, "lock"},         {&s_stream, "stream"},     {&s_capture, "capture"},   {&s_cache, "cache"},
+        {&s_dev, "_dev"},          {&s_lane, "_lane"},        {&s_handle, "handle"},     {&s_closed, "_closed"},
+        {&s_no_attr, "no_attr"},   {&s_prepared, "prepared"}, {&s_attr, "attr"},         {&s_acquire, "acquire"},
+        {&s_release, "release"},   {&s_submit_seq, "submit_seq"}, {&s_readers, "readers"}, {&s_writer, "writer"}, {&s_lane_pub, "lane"},
+        {&s_launched, "launched"}, {&s_pending, "pending"}, {&s_append, "append"}, {&s_thread, "_thread"},
+        {&s_idle, "_idle"}, {&s_cv, "_cv"}, {&s_notify, "notify"}, {&s_poll, "poll"},
+        {&s_hub, "hub"}, {&s_timing, "timing"}, {&s_enqueue, "_enqueue"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].var = PyUnicode_InternFromString(names[i].s)) == NULL)
+            return NULL;
+    return PyModule_Create(&module);
+}
