@@ -32,13 +32,14 @@ typedef struct {
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 static execute_fn g_execute;
-static PyTypeObject *g_cdata, *g_tensor, *g_memory, *g_completion;
+static PyTypeObject *g_cdata, *g_tensor, *g_memory, *g_completion, *g_enqueue;
 static PyObject *g_raise_for, *g_trace;
 static Py_ssize_t t_mem, t_dtype, t_shape;
 static Py_ssize_t m_ptr, m_device, m_writer, m_readers, m_stream;
 static Py_ssize_t c_done, c_lane, c_tseq, c_name, c_event, c_deps, c_start, c_device_ms, c_keep, c_what, c_seq,
     c_error, c_waiters;
 static Py_ssize_t g_poll_every;
+static Py_ssize_t e_stream, e_capture, e_cache, e_dev, e_lane, e_handle, e_lock;
 
 static PyObject *s_lock, *s_stream, *s_capture, *s_cache, *s_dev, *s_lane, *s_handle, *s_closed, *s_no_attr,
     *s_prepared, *s_attr, *s_acquire, *s_release, *s_submit_seq, *s_readers, *s_writer, *s_lane_pub,
@@ -55,6 +56,16 @@ static inline int cdata_address(PyObject *o, void **out) {
 /* a slot of an exact runtime type; NULL (no exception) when unset or of another type */
 static inline PyObject *slot(PyObject *o, PyTypeObject *tp, Py_ssize_t off) {
     return Py_TYPE(o) == tp ? SLOT(o, off) : NULL;
+}
+
+/* an attribute of the Enqueue (a new reference): its slot when it is exactly the runtime's Enqueue */
+static inline PyObject *enq_attr(PyObject *enq, Py_ssize_t off, PyObject *name) {
+    if (Py_TYPE(enq) == g_enqueue) {
+        PyObject *v = SLOT(enq, off);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(enq, name);
 }
 
 static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
@@ -343,20 +354,25 @@ static PyObject *launch_locked(PyObject *enq, PyObject *op_type, PyObject *input
         if ((var = PyObject_GetAttr(obj, nm)) == NULL)                                                                \
             goto done;                                                                                                \
     } while (0)
+#define GET_ENQ(var, off, nm)                                                                                         \
+    do {                                                                                                              \
+        if ((var = enq_attr(enq, off, nm)) == NULL)                                                                   \
+            goto done;                                                                                                \
+    } while (0)
 
     if (n_in + n_out > MAX_TENSORS)
         PYTHON_PATH();
-    GET(stream, enq, s_stream);
+    GET_ENQ(stream, e_stream, s_stream);
     GET(tmp, stream, s_closed);
     int closed = PyObject_IsTrue(tmp);
     Py_DECREF(tmp);
     if (closed)
         PYTHON_PATH();
-    GET(tmp, enq, s_capture);
+    GET_ENQ(tmp, e_capture, s_capture);
     Py_DECREF(tmp);
     if (tmp != Py_None)
         PYTHON_PATH();
-    GET(cache, enq, s_cache);
+    GET_ENQ(cache, e_cache, s_cache);
     int has_attrs = attrs == Py_None ? 0 : PyObject_IsTrue(attrs);
     if (has_attrs < 0)
         goto done;
@@ -401,9 +417,9 @@ static PyObject *launch_locked(PyObject *enq, PyObject *op_type, PyObject *input
     if (cdata_address(prep, &prep_addr) < 0)
         PYTHON_PATH();
 
-    GET(dev, enq, s_dev);
-    GET(lane, enq, s_lane);
-    GET(handle, enq, s_handle);
+    GET_ENQ(dev, e_dev, s_dev);
+    GET_ENQ(lane, e_lane, s_lane);
+    GET_ENQ(handle, e_handle, s_handle);
     if (cdata_address(handle, &stream_addr) < 0)
         PYTHON_PATH();
     Py_ssize_t n_reads = 0;
@@ -467,13 +483,14 @@ done:
     return res;
 #undef PYTHON_PATH
 #undef GET
+#undef GET_ENQ
 }
 
 /* the transaction under the enqueue's lock (launch_locked); inputs and outputs are fast sequences */
 static PyObject *launch_fast(PyObject *enq, PyObject *op_type, PyObject *inputs, PyObject *outputs, PyObject *attrs,
                              PyObject *name) {
     PyObject *res = NULL;
-    PyObject *lock = PyObject_GetAttr(enq, s_lock);
+    PyObject *lock = enq_attr(enq, e_lock, s_lock);
     if (lock == NULL)
         return NULL;
     PyObject *r = PyObject_CallMethodNoArgs(lock, s_acquire);
@@ -617,12 +634,12 @@ static const char *const completion_slots[] = {"_done", "_error", "_waiters", "d
                                                "lane", "name", "seq", "start", "tseq", "what"};
 #define N_COMPLETION_SLOTS ((Py_ssize_t)(sizeof completion_slots / sizeof completion_slots[0]))
 
-/* init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, Completion, poll_every, trace):
+/* init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, Completion, poll_every, trace, Enqueue):
  * `trace` is the module whose `hub` (not None: an observer) op() checks */
 static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
+    if (nargs != 9) {
         PyErr_SetString(PyExc_TypeError, "init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, "
-                                         "Completion, poll_every, trace)");
+                                         "Completion, poll_every, trace, Enqueue)");
         return NULL;
     }
     void *fn = PyLong_AsVoidPtr(args[0]);
@@ -660,6 +677,17 @@ static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < N_COMPLETION_SLOTS; i++)
         if (slot_offset(completion, completion_slots[i], &co[i]) < 0)
             return NULL;
+    if (!PyType_Check(args[8])) {
+        PyErr_SetString(PyExc_TypeError, "init: argument 8 is not a type");
+        return NULL;
+    }
+    PyTypeObject *enqueue = (PyTypeObject *)args[8];
+    Py_ssize_t eo[7];
+    if (slot_offset(enqueue, "stream", &eo[0]) < 0 || slot_offset(enqueue, "capture", &eo[1]) < 0 ||
+        slot_offset(enqueue, "cache", &eo[2]) < 0 || slot_offset(enqueue, "_dev", &eo[3]) < 0 ||
+        slot_offset(enqueue, "_lane", &eo[4]) < 0 || slot_offset(enqueue, "handle", &eo[5]) < 0 ||
+        slot_offset(enqueue, "lock", &eo[6]) < 0)
+        return NULL;
     Py_ssize_t o[8];
     if (slot_offset(tensor, "_mem", &o[0]) < 0 || slot_offset(tensor, "dtype", &o[1]) < 0 ||
         slot_offset(tensor, "shape", &o[2]) < 0 || slot_offset(memory, "ptr", &o[3]) < 0 ||
@@ -671,6 +699,9 @@ static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     c_done = co[0], c_error = co[1], c_waiters = co[2], c_deps = co[3], c_device_ms = co[4], c_event = co[5];
     c_keep = co[6], c_lane = co[7], c_name = co[8], c_seq = co[9], c_start = co[10], c_tseq = co[11], c_what = co[12];
     g_poll_every = poll_every;
+    e_stream = eo[0], e_capture = eo[1], e_cache = eo[2], e_dev = eo[3], e_lane = eo[4], e_handle = eo[5];
+    e_lock = eo[6];
+    Py_XSETREF(g_enqueue, (PyTypeObject *)Py_NewRef(enqueue));
     Py_XSETREF(g_cdata, (PyTypeObject *)Py_NewRef(args[1]));
     Py_XSETREF(g_raise_for, Py_NewRef(args[2]));
     Py_XSETREF(g_trace, Py_NewRef(args[7]));

@@ -566,14 +566,15 @@ note_launch = _launch.note
 submit_seq = _launch.submit_seq
 
 
-def bind_launch(tensor: type, memory: type, completion: type, poll_every: int, trace: Any) -> None:
-    """Hand ``_launch`` the runtime's Tensor, DeviceMemory and Completion classes (slot layouts
+def bind_launch(tensor: type, memory: type, completion: type, poll_every: int, trace: Any, enqueue: type) -> None:
+    """Hand ``_launch`` the runtime's Tensor, DeviceMemory, Completion and Enqueue classes (slot layouts
     checked: a Completion it makes has every slot ``Completion.__init__`` sets), the pending
     length above which a lane polls, the module whose ``hub`` means an observer, and the host
     runtime's ``aiogeHostLaunchExecute``."""
     fn = launch_execute_rc  # a function pointer in ABI mode, a built-in of the compiled module in API mode
     ptr = fn if isinstance(fn, ffi.CData) else ffi.addressof(lib, "aiogeHostLaunchExecute")
-    _launch.init(int(ffi.cast("uintptr_t", ptr)), ffi.CData, raise_for, tensor, memory, completion, poll_every, trace)
+    _launch.init(int(ffi.cast("uintptr_t", ptr)), ffi.CData, raise_for, tensor, memory, completion, poll_every, trace,
+                 enqueue)  # fmt: skip
 
 
 def cdata_address(handle: Handle) -> int:

@@ -13,7 +13,7 @@ from aioge._native import _launch, acl, ffi
 from aioge.runtime import _trace
 from aioge.runtime import launch as launch_mod
 from aioge.runtime.scheduler import POLL_EVERY, Completion
-from aioge.runtime.stream import DeviceMemory, Tensor
+from aioge.runtime.stream import DeviceMemory, Enqueue, Tensor
 
 pytestmark = [
     pytest.mark.anyio,
@@ -37,11 +37,11 @@ def test_init_refuses_a_completion_of_other_slots() -> None:
 
     addr = int(ffi.cast("uintptr_t", ffi.addressof(acl.lib, "aiogeHostLaunchExecute")))
     with pytest.raises(TypeError, match="slots"):
-        _launch.init(addr, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Other, POLL_EVERY, _trace)
+        _launch.init(addr, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Other, POLL_EVERY, _trace, Enqueue)
     with pytest.raises(TypeError, match="not a __slots__ member"):
-        _launch.init(addr, ffi.CData, acl.raise_for, Other, DeviceMemory, Completion, POLL_EVERY, _trace)
+        _launch.init(addr, ffi.CData, acl.raise_for, Other, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue)
     with pytest.raises(ValueError, match="NULL"):
-        _launch.init(0, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Completion, POLL_EVERY, _trace)
+        _launch.init(0, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue)
     # the failed calls left the bound state alone: launches still run through C
     assert acl.cdata_address(ffi.cast("void *", 16)) == 16
 
