@@ -126,6 +126,14 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.asarray(one / (one + np.exp(-x)))
 
 
+def _swish(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x * _sigmoid(x))
+
+
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x * np.minimum(np.maximum(x * _c(1 / 6, x) + _c(0.5, x), _c(0, x)), _c(1, x)))
+
+
 def _softplus(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.logaddexp(np.zeros((), x.dtype), x))
 
@@ -155,6 +163,8 @@ UNARY: dict[str, tuple[Callable[..., np.ndarray], int]] = {
     "Sign": (np.sign, 0),
     "Clip": (_clip, 2),  # (min, max); +-inf for an absent bound
     "Shrink": (_shrink, 2),  # (bias, lambd)
+    "Swish": (_swish, 0),  # x * sigmoid(x) (SiLU)
+    "HardSwish": (_hard_swish, 0),  # x * clip(x / 6 + 1/2, 0, 1)
 }
 
 
@@ -214,6 +224,8 @@ ACTIVATIONS: dict[str, tuple[str, ...]] = {
     "Gelu": (),
     "GeluTanh": (),
     "Clip": ("min", "max"),
+    "Swish": (),
+    "HardSwish": (),
 }
 
 

@@ -44,6 +44,8 @@ static __attribute__((noinline)) PB_TARGET void PB_FN(act_tile)(int kind, float 
     case K_ACT_INL_SIGMOID: PB_ACT_ROWS(K_ACT_INL_SIGMOID) break;
     case K_ACT_INL_TANH: PB_ACT_ROWS(K_ACT_INL_TANH) break;
     case K_ACT_INL_GELU: PB_ACT_ROWS(K_ACT_INL_GELU) break;
+    case K_ACT_INL_SWISH: PB_ACT_ROWS(K_ACT_INL_SWISH) break;
+    case K_ACT_INL_HARD_SWISH: PB_ACT_ROWS(K_ACT_INL_HARD_SWISH) break;
     default: PB_ACT_ROWS(K_ACT_INL_GELU_TANH) break;
     }
 #undef PB_ACT_ROWS

@@ -229,7 +229,7 @@ bool hrt_sgemm_pb_holds(const hrt_sgemm_pb *pb, bool tb, const float *b, int64_t
 }
 
 /* the epilogue as the kernels read it: scale and bias on the accumulators, Relu / Clip (inl) too;
- * tile: Sigmoid / Tanh / Gelu / GeluTanh (K_ACT_INL_*), run over each stored MR x NR tile while it is
+ * tile: Sigmoid / Tanh / Gelu / GeluTanh / Swish / HardSwish (K_ACT_INL_*), run over each stored MR x NR tile while it is
  * in L1 (PB_FN(act_tile)); post: another activation (LeakyRelu), run over a block's stored rows */
 typedef struct {
     bool scaled;
@@ -249,6 +249,8 @@ static inline __attribute__((always_inline)) float pb_act1(int kind, float x) {
     case K_ACT_INL_SIGMOID: return k_sigmoidf(x);
     case K_ACT_INL_TANH: return k_tanhf(x);
     case K_ACT_INL_GELU: return 0.5f * x * (1.0f + k_erff(x * 0.70710678118654752f));
+    case K_ACT_INL_SWISH: return k_swishf(x);
+    case K_ACT_INL_HARD_SWISH: return k_hard_swishf(x);
     default: return x * k_sigmoidf(1.5957691216057308f * (x + 0.044715f * x * x * x));
     }
 }
@@ -282,7 +284,7 @@ static bool pb_epi_of(const hrt_sgemm_ep *ep, pb_epi *e) {
     if (!ep) return false;
     const k_act *act = ep->act && ep->act->code != K_ACT_NONE ? ep->act : NULL;
     const int inl = act ? act->inl : 0;
-    const bool tile = inl >= K_ACT_INL_SIGMOID && inl <= K_ACT_INL_GELU_TANH;
+    const bool tile = inl >= K_ACT_INL_SIGMOID && inl <= K_ACT_INL_HARD_SWISH;
     *e = (pb_epi){ep->scale != 1.0f, ep->scale, ep->bias, tile ? 0 : inl, tile ? inl : 0, act ? act->lo : 0.0f,
                   act ? act->hi : 0.0f, act, act && !inl ? act : NULL};
     return e->scaled || e->bias || e->act;

@@ -78,5 +78,7 @@ def test_activations() -> None:
     np.testing.assert_array_equal(
         apply_activation(y, {"activation": "Clip", "min": 0.0, "max": 6.0}), [0, 0.5, 6]
     )
+    np.testing.assert_allclose(apply_activation(y, {"activation": "Swish"}), y / (1 + np.exp(-y)), rtol=1e-6)
+    np.testing.assert_allclose(apply_activation(y, {"activation": "HardSwish"}), [-1 / 3, 0.5 * 7 / 12, 8])
     with pytest.raises(ValueError):
-        apply_activation(y, {"activation": "Swish"})
+        apply_activation(y, {"activation": "Mish"})

@@ -483,7 +483,7 @@ def bad(op: str, shapes: list[tuple[int, ...]], **attrs) -> Graph:
         ("_NchwcConv2D", [(1, 2, 4, 4, 8), (12, 16, 1, 1)], {}, "(12, 16, 1, 1)"),
         ("_NchwcConv2D", [(1, 2, 4, 4, 8), (16, 16, 1, 1), (16,), (1, 1, 4, 4, 8)], {}, "residual"),
         ("_NchwcConv2D", [(1, 2, 4, 4, 8), (8, 16, 5, 5)], {}, "does not fit"),
-        ("_NchwcConv2D", [(1, 2, 4, 4, 8), (8, 16, 1, 1)], {"activation": "Swish"}, "unknown activation"),
+        ("_NchwcConv2D", [(1, 2, 4, 4, 8), (8, 16, 1, 1)], {"activation": "Mish"}, "unknown activation"),
         ("_NchwcPool2D", [(1, 2, 4, 4, 8)], {"mode": "min", "global": 1}, "mode"),
         ("_NchwcPool2D", [(1, 2, 4, 4, 8)], {"mode": "max", "kernel": [3]}, "kernel"),
     ],
@@ -526,20 +526,22 @@ def export(name: str, size: int) -> Graph:
         # one pixel, a Reshape
         ("resnet18", 32, {"_ReorderToNchwc": 1, "Reshape": 1, "_NchwcConv2D": 19, "_NchwcPool2D": 2}),
         ("mobilenet_v2", 32, {"_ReorderToNchwc": 1, "Reshape": 1, "_NchwcConv2D": 51, "_NchwcPool2D": 1}),
-        # the stem conv + HardSwish (3 input channels) stays NCHW; 6 of the 9 squeeze-excitations scale
-        # planes of more than one pixel: depthwise convs reading a view of the scale (6 Reshapes)
+        # the stem conv + HardSwish (3 input channels) stays NCHW, one _FusedConv; 6 of the 9
+        # squeeze-excitations scale planes of more than one pixel: depthwise convs reading a view of the
+        # scale (6 Reshapes)
         (
             "mobilenet_v3_small",
             32,
-            {"_ReorderToNchwc": 1, "Reshape": 7, "_NchwcConv2D": 57, "_NchwcPool2D": 10, "Conv": 1, "Mul": 3},
+            {"_ReorderToNchwc": 1, "Reshape": 7, "_NchwcConv2D": 57, "_NchwcPool2D": 10, "_FusedConv": 1, "Mul": 3},
         ),
         # 11 squeeze-excitations squeeze to channel counts that are not multiples of 8: their two convs stay
-        # NCHW after views of the pooled vector; 11 of the 16 scalings are depthwise convs reading a view
-        # of the scale (24 Reshapes: those + the end's), the others scale one pixel
+        # NCHW after views of the pooled vector (_FusedConvs with Swish and Sigmoid, 22 + the stem's); 11 of
+        # the 16 scalings are depthwise convs reading a view of the scale (24 Reshapes: those + the end's),
+        # the others scale one pixel
         (
             "efficientnet_b0",
             32,
-            {"_ReorderToNchwc": 1, "Reshape": 24, "_NchwcConv2D": 69, "_NchwcPool2D": 17, "Conv": 12, "Mul": 5},
+            {"_ReorderToNchwc": 1, "Reshape": 24, "_NchwcConv2D": 69, "_NchwcPool2D": 17, "_FusedConv": 23, "Mul": 5},
         ),
         # BatchNorm + Relu after each Concat: depthwise 1x1 convs, so the whole net stays blocked
         ("densenet121", 32, {"_ReorderToNchwc": 1, "Reshape": 1, "_NchwcConv2D": 181, "_NchwcPool2D": 5}),

@@ -300,6 +300,7 @@ def test_conv_bn_not_folded_when_conv_output_is_shared() -> None:
         ("Gelu", {"approximate": "tanh"}, [], {"activation": "GeluTanh"}),
         ("Clip", {}, [0.0, 6.0], {"activation": "Clip", "min": 0.0, "max": 6.0}),
         ("Clip", {}, [None, 1.5], {"activation": "Clip", "min": -math.inf, "max": 1.5}),
+        ("HardSwish", {}, [], {"activation": "HardSwish"}),
     ],
 )
 def test_conv_bias_activation_fusion(act: str, attrs: dict, consts: list, want: dict) -> None:
@@ -325,6 +326,47 @@ def test_conv_bias_activation_fusion(act: str, attrs: dict, consts: list, want: 
     for k, v in want.items():
         assert node.attrs[k] == v
     same_outputs(g, f, {"x": rand(1, 3, 6, 6)})
+
+
+@pytest.mark.parametrize("sigmoid_first", [True, False])
+@pytest.mark.parametrize("product", ["Conv", "MatMul"])
+def test_swish_joins_the_product(product: str, sigmoid_first: bool) -> None:
+    """x * sigmoid(x) after a product (EfficientNet's convs, LLaMA's gate) is its Swish activation."""
+    g = Graph()
+    if product == "Conv":
+        x = g.input("x", (1, 3, 6, 6))
+        c = g.add_node("Conv", [x, g.constant(rand(5, 3, 3, 3)), g.constant(rand(5))], name="p")
+        feeds = {"x": rand(1, 3, 6, 6) * 4}
+    else:
+        x = g.input("x", (2, 4, 8))
+        c = g.add_node("MatMul", [x, g.constant(rand(8, 6))], name="p")
+        feeds = {"x": rand(2, 4, 8) * 4}
+    s = g.add_node("Sigmoid", [c])
+    y = g.add_node("Mul", [s, c] if sigmoid_first else [c, s], name="y")
+    g.output(y)
+    g = infer_shapes(g)
+    f = fuse_bias_activation(g)
+    fused = "_FusedConv" if product == "Conv" else "_FusedMatMul"
+    assert f.op_counts() == {fused: 1}
+    assert f.nodes[0].attrs["activation"] == "Swish" and f.nodes[0].outputs == ["y"]
+    same_outputs(g, f, feeds)
+
+
+@pytest.mark.parametrize("shared", ["sigmoid", "product", "output"])
+def test_swish_not_fused_when_a_value_is_read_elsewhere(shared: str) -> None:
+    g = Graph()
+    x = g.input("x", (1, 3, 6, 6))
+    c = g.add_node("Conv", [x, g.constant(rand(5, 3, 3, 3))], name="p")
+    s = g.add_node("Sigmoid", [c])
+    y = g.add_node("Mul", [c, s], name="y")
+    extra = {"sigmoid": s, "product": c}.get(shared)
+    if extra is not None:
+        g.output(y, g.add_node("Neg", [extra]))
+    else:
+        g.output(y, c)
+    f = fuse_bias_activation(infer_shapes(g))
+    assert f.op_counts().get("Sigmoid") == 1 and f.op_counts().get("Mul") == 1
+    assert all(n.attrs.get("activation", "none") == "none" for n in f.nodes if n.op_type == "_FusedConv")
 
 
 def test_matmul_scale_bias_activation_fusion() -> None:

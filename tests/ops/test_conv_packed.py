@@ -187,6 +187,8 @@ POINTWISE_ACTS = {
     "Clip": lambda v: np.clip(v, 0, 1),
     "Sigmoid": lambda v: 1 / (1 + np.exp(-v)),
     "LeakyRelu": lambda v: np.where(v < 0, 0.01 * v, v),
+    "Swish": lambda v: v / (1 + np.exp(-v)),  # Sigmoid + Mul in the graph
+    "HardSwish": lambda v: v * np.clip(v / 6 + 0.5, 0, 1),
 }
 
 
@@ -200,6 +202,8 @@ def pointwise_graph(n, c, h, w, co, stride, pads, bias, act, seed):
     y = g.add_node("Conv", ins, {"kernel_shape": [1, 1], "pads": list(pads), "strides": [stride[0], stride[1]]})
     if act == "Clip":
         y = g.add_node("Clip", [y, g.constant("lo", np.float32(0.0)), g.constant("hi", np.float32(1.0))])
+    elif act == "Swish":
+        y = g.add_node("Mul", [y, g.add_node("Sigmoid", [y])])
     elif act:
         y = g.add_node(act, [y])
     g.output(y)

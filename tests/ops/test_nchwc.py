@@ -60,6 +60,8 @@ ACTS = {
     "Clip": (lambda v: np.clip(v, 0, 6), {"min": 0.0, "max": 6.0}),
     "LeakyRelu": (lambda v: np.where(v < 0, 0.1 * v, v), {"alpha": 0.1}),
     "Sigmoid": (lambda v: 1 / (1 + np.exp(-v)), {}),
+    "Swish": (lambda v: v / (1 + np.exp(-v)), {}),
+    "HardSwish": (lambda v: v * np.clip(v / 6 + 0.5, 0, 1), {}),
 }
 
 

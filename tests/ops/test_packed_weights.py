@@ -70,6 +70,8 @@ ACTS = {
     "LeakyRelu": ({"alpha": 0.1}, lambda v: np.where(v < 0, 0.1 * v, v)),
     "Gelu": ({}, lambda v: 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))),
     "Tanh": ({}, np.tanh),
+    "Swish": ({}, lambda v: v / (1 + np.exp(-v))),  # Sigmoid + Mul in the graph
+    "HardSwish": ({}, lambda v: v * np.clip(v / 6 + 0.5, 0, 1)),
     # ONNX Gelu approximate="tanh": GPT-2's gelu_new
     "GeluTanh": (
         {"approximate": "tanh"},
@@ -99,6 +101,8 @@ def gemm_layer(m: int, k: int, n: int, *, ta: bool, tb: bool, alpha: float, beta
     if act == "Clip":
         lo, hi = g.constant("lo", np.float32(attrs["min"])), g.constant("hi", np.float32(attrs["max"]))
         y = g.add_node("Clip", [y, lo, hi])
+    elif act == "Swish":
+        y = g.add_node("Mul", [y, g.add_node("Sigmoid", [y])])
     elif act != "none":
         y = g.add_node("Gelu" if act == "GeluTanh" else act, [y], dict(attrs))
     g.output(y)

@@ -37,7 +37,9 @@ Three rewrites, applied in this order by :func:`fuse`:
    ``"LeakyRelu"`` (reads ``alpha``: float slope), ``"Sigmoid"``, ``"Tanh"``,
    ``"Gelu"`` (erf form), ``"GeluTanh"`` (tanh approximation), ``"Clip"``
    (reads ``min`` and ``max``: floats, ``-inf``/``inf`` for an absent bound;
-   ``Clip(0, 6)`` is ReLU6).  Only the attrs an activation reads are set.
+   ``Clip(0, 6)`` is ReLU6), ``"Swish"`` (``x * sigmoid(x)``: a ``Sigmoid`` of
+   the product's output and the ``Mul`` of the two, EfficientNet's and SiLU's
+   form), ``"HardSwish"``.  Only the attrs an activation reads are set.
 
    A fusion happens only if every intermediate value has exactly one consumer
    and is not a graph output, and it needs at least one absorbed node, except
@@ -396,7 +398,7 @@ def _fold_conv_affine(g: Graph) -> Graph:
 # --------------------------------------------------------------- bias + activation
 def _activation(g: Graph, n: Node) -> dict[str, Any] | None:
     op = n.op_type
-    if op in ("Relu", "Sigmoid", "Tanh"):
+    if op in ("Relu", "Sigmoid", "Tanh", "HardSwish"):
         return {"activation": op}
     if op == "LeakyRelu":
         return {"activation": "LeakyRelu", "alpha": float(get_attr(n, "alpha"))}
@@ -415,6 +417,23 @@ def _activation(g: Graph, n: Node) -> dict[str, Any] | None:
             bounds.append(v)
         return {"activation": "Clip", "min": bounds[0], "max": bounds[1]}
     return None
+
+
+def _swish_of(g: Graph, consumers: dict[str, list[Node]], v: str) -> tuple[Node, Node] | None:
+    """(the Sigmoid, the Mul) when ``v``'s only readers are ``s = Sigmoid(v)`` and ``Mul(v, s)``
+    (either order) and ``s`` is read by that Mul alone: Swish (SiLU), ``v * sigmoid(v)``."""
+    readers = consumers.get(v, [])
+    if len(readers) != 2 or v in g.outputs:
+        return None
+    sig = next((m for m in readers if m.op_type == "Sigmoid"), None)
+    mul = next((m for m in readers if m.op_type == "Mul"), None)
+    if sig is None or mul is None or single_consumer(g, consumers, sig.outputs[0]) is not mul:
+        return None
+    if sorted(mul.inputs) != sorted([v, sig.outputs[0]]):
+        return None
+    if g.values[mul.outputs[0]].shape != g.values[v].shape:
+        return None
+    return sig, mul
 
 
 def _bias_vector(g: Graph, add: Node, main_out: str, channels: int, channel_axis: int) -> np.ndarray | None:
@@ -540,7 +559,12 @@ def fuse_bias_activation(graph: Graph) -> Graph:
                 tail = add.outputs[0]
         act_attrs: dict[str, Any] = {"activation": "none"}
         act = single_consumer(g, consumers, tail)
-        if act is not None and act.inputs[0] == tail:
+        swish = _swish_of(g, consumers, tail) if act is None else None
+        if swish is not None:
+            act_attrs = {"activation": "Swish"}
+            absorbed.extend(swish)
+            tail = swish[1].outputs[0]
+        elif act is not None and act.inputs[0] == tail:
             a = _activation(g, act)
             if a is not None:
                 act_attrs = a

@@ -11,7 +11,7 @@
  *       0/1), scale (Float), activation (String) + alpha / min / max.
  *
  * Activations: none Relu LeakyRelu(alpha) Sigmoid Tanh Gelu (erf) GeluTanh
- * Clip(min, max).  Everything computes in float32 (float64 for float64). */
+ * Clip(min, max) Swish (x * sigmoid(x)) HardSwish (x * clip(x / 6 + 1/2, 0, 1)).  Everything computes in float32 (float64 for float64). */
 #include "kcommon.h"
 #include "kmath.h"
 
@@ -19,7 +19,7 @@ static const char *API = "aclopCompileAndExecute";
 
 enum {
     E_RELU, E_LEAKY, E_SIGMOID, E_TANH, E_EXP, E_LOG, E_SQRT, E_ABS, E_NEG, E_RECIP, E_ERF, E_GELU, E_GELU_TANH,
-    E_SOFTPLUS, E_ELU, E_SELU, E_SIGN, E_CLIP, E_SHRINK, E_NUNARY,
+    E_SOFTPLUS, E_ELU, E_SELU, E_SIGN, E_CLIP, E_SHRINK, E_SWISH, E_HARD_SWISH, E_NUNARY,
     E_ADD = 32, E_SUB, E_MUL, E_DIV, E_POW, E_MAX, E_MIN, E_PRELU, E_NONE = 64
 };
 
@@ -30,7 +30,7 @@ static const struct {
     {"Relu", E_RELU}, {"LeakyRelu", E_LEAKY}, {"Sigmoid", E_SIGMOID}, {"Tanh", E_TANH}, {"Exp", E_EXP},
     {"Log", E_LOG}, {"Sqrt", E_SQRT}, {"Abs", E_ABS}, {"Neg", E_NEG}, {"Reciprocal", E_RECIP}, {"Erf", E_ERF},
     {"Gelu", E_GELU}, {"GeluTanh", E_GELU_TANH}, {"Softplus", E_SOFTPLUS}, {"Elu", E_ELU}, {"Selu", E_SELU},
-    {"Sign", E_SIGN}, {"Clip", E_CLIP}, {"Shrink", E_SHRINK}, {"Add", E_ADD}, {"Sub", E_SUB}, {"Mul", E_MUL},
+    {"Sign", E_SIGN}, {"Clip", E_CLIP}, {"Shrink", E_SHRINK}, {"Swish", E_SWISH}, {"HardSwish", E_HARD_SWISH}, {"Add", E_ADD}, {"Sub", E_SUB}, {"Mul", E_MUL},
     {"Div", E_DIV}, {"Pow", E_POW}, {"Max", E_MAX}, {"Min", E_MIN}, {"PRelu", E_PRELU}, {"none", E_NONE},
 };
 
@@ -52,7 +52,13 @@ static inline float k_powf(float x, float y) { return powf(x, y); }
     }
 DEF_POW_BLOCK(float, f, f32)
 DEF_POW_BLOCK(double, d, f64)
-#define DEF_MATH(T, SUF, EXP, LOG, SQRT, TANH, ERF, POW, LOG1P)                                         \
+static inline double swish_d(double x) { return x * (1 / (1 + exp(-x))); }
+static inline double hard_swish_d(double x) {
+    double g = x * (1.0 / 6) + 0.5;
+    g = g < 0 ? 0 : g;
+    return x * (g > 1 ? 1 : g);
+}
+#define DEF_MATH(T, SUF, EXP, LOG, SQRT, TANH, ERF, POW, LOG1P, SWISH, HARD_SWISH)                                      \
     static void unary_##SUF(int op, T *x, int64_t n, double p0, double p1) {                             \
         const T a = (T)p0, b = (T)p1;                                                                   \
         switch (op) {                                                                                   \
@@ -93,6 +99,8 @@ DEF_POW_BLOCK(double, d, f64)
         case E_SHRINK: /* params: (bias, lambd) */                                                      \
             for (int64_t i = 0; i < n; i++) x[i] = x[i] < -b ? x[i] + a : (x[i] > b ? x[i] - a : 0);    \
             break;                                                                                      \
+        case E_SWISH: for (int64_t i = 0; i < n; i++) x[i] = SWISH(x[i]); break;                        \
+        case E_HARD_SWISH: for (int64_t i = 0; i < n; i++) x[i] = HARD_SWISH(x[i]); break;              \
         default: break;                                                                                 \
         }                                                                                               \
     }                                                                                                   \
@@ -117,15 +125,16 @@ DEF_POW_BLOCK(double, d, f64)
         }                                                                                               \
     }
 
-DEF_MATH(float, f, k_expf, k_logf, sqrtf, k_tanhf, k_erff, k_powf, k_log1pf)
-DEF_MATH(double, d, exp, log, sqrt, tanh, erf, pow, log1p)
+DEF_MATH(float, f, k_expf, k_logf, sqrtf, k_tanhf, k_erff, k_powf, k_log1pf, k_swishf, k_hard_swishf)
+DEF_MATH(double, d, exp, log, sqrt, tanh, erf, pow, log1p, swish_d, hard_swish_d)
 
 /* Activation codes map onto the unary opcodes (E_NONE: nothing). */
 static int activation_code(const char *name) {
     if (strcmp(name, "none") == 0) return E_NONE;
     int c = opcode_of(name);
     switch (c) {
-    case E_RELU: case E_LEAKY: case E_SIGMOID: case E_TANH: case E_GELU: case E_GELU_TANH: case E_CLIP: return c;
+    case E_RELU: case E_LEAKY: case E_SIGMOID: case E_TANH: case E_GELU: case E_GELU_TANH: case E_CLIP: case E_SWISH:
+    case E_HARD_SWISH: return c;
     default: return -1;
     }
 }
@@ -151,6 +160,8 @@ aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *ac
     case E_TANH: act->inl = K_ACT_INL_TANH; break;
     case E_GELU: act->inl = K_ACT_INL_GELU; break;
     case E_GELU_TANH: act->inl = K_ACT_INL_GELU_TANH; break;
+    case E_SWISH: act->inl = K_ACT_INL_SWISH; break;
+    case E_HARD_SWISH: act->inl = K_ACT_INL_HARD_SWISH; break;
     default: act->inl = 0; break;
     }
     act->lo = (float)lo;

@@ -145,12 +145,12 @@ typedef struct {
 } k_conv_geom;
 /* An activation fused into a kernel's epilogue (fused.c): the `activation`
  * attr of aioge's fused ops (none, Relu, LeakyRelu (alpha), Sigmoid, Tanh,
- * Gelu, GeluTanh, Clip (min, max)), applied in place. */
+ * Gelu, GeluTanh, Clip (min, max), Swish, HardSwish), applied in place. */
 typedef struct k_act {
     int code;    /* K_ACT_NONE: nothing to do */
     double a, b; /* LeakyRelu: alpha; Clip: min, max */
-    int inl;     /* set by k_act_from_attrs: K_ACT_INL_RELU / _CLIP (lo, hi), which k_act_tile inlines;
-                  * K_ACT_INL_SIGMOID / _TANH / _GELU / _GELU_TANH, which the packed GEMM inlines */
+    int inl;     /* set by k_act_from_attrs: K_ACT_INL_RELU / _CLIP (lo, hi), _SWISH / _HARD_SWISH, which
+                  * k_act_tile inlines; K_ACT_INL_SIGMOID ... _HARD_SWISH, which the packed GEMM inlines */
     float lo, hi;
     /* k_act_apply_f32, set by k_act_from_attrs: how the layers below the kernels (the packed
      * GEMM's epilogue, gemm_small.c) apply it without calling up into the kernels */
@@ -163,12 +163,14 @@ typedef struct k_act {
 #define K_ACT_INL_TANH 4
 #define K_ACT_INL_GELU 5
 #define K_ACT_INL_GELU_TANH 6
+#define K_ACT_INL_SWISH 7
+#define K_ACT_INL_HARD_SWISH 8
 /* Read activation/alpha/min/max from attrs (absent: none). */
 aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *act);
 void k_act_apply_f32(const k_act *act, float *x, int64_t n);
 void k_act_apply_f64(const k_act *act, double *x, int64_t n);
-/* k_act_apply_f32 for a kernel's output tile (16-64 floats, once per tile): Relu and Clip inline,
- * the rest through act->apply_f32 (so the packed GEMM below the kernels may use it too).  act from
+/* k_act_apply_f32 for a kernel's output tile (8-64 floats, once per tile): Relu, Clip, Swish and
+ * HardSwish inline, the rest through act->apply_f32 (so the packed GEMM below the kernels may use it too).  act from
  * k_act_from_attrs (a zeroed one: nothing to apply). */
 static inline void k_act_tile(const k_act *act, float *x, int64_t n) {
     if (act->inl == K_ACT_INL_RELU) {
@@ -176,6 +178,10 @@ static inline void k_act_tile(const k_act *act, float *x, int64_t n) {
     } else if (act->inl == K_ACT_INL_CLIP) {
         const float lo = act->lo, hi = act->hi;
         for (int64_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
+    } else if (act->inl == K_ACT_INL_HARD_SWISH) { /* k_hard_swishf: whole tiles vectorise */
+        for (int64_t i = 0; i < n; i++) x[i] = k_hard_swishf(x[i]);
+    } else if (act->inl == K_ACT_INL_SWISH) {
+        for (int64_t i = 0; i < n; i++) x[i] = k_swishf(x[i]);
     } else if (act->apply_f32) {
         act->apply_f32(act, x, n);
     }

@@ -195,6 +195,15 @@ static inline float k_sigmoidf(float x) {
     return k_self(x < 0.0f, e * r, k_self(k_isnanf(x), x, r));
 }
 
+/* Swish (SiLU): x * sigmoid(x) */
+static inline float k_swishf(float x) { return x * k_sigmoidf(x); }
+/* HardSwish: x * clip(x / 6 + 1/2, 0, 1), NaN kept */
+static inline float k_hard_swishf(float x) {
+    float g = x * (1.0f / 6.0f) + 0.5f;
+    g = k_self(g < 0.0f, 0.0f, g);
+    return x * k_self(g > 1.0f, 1.0f, g);
+}
+
 /* ---- row max/min with GCC vector extensions (NaN-propagating) ----
  * The lane pattern with k_maxf does not vectorise (GCC's SLP gives up on
  * the bitwise select), so these use explicit vector types: AVX width when
