@@ -129,6 +129,8 @@ class Layout:
         self.outputs = list(g.outputs)
         self.weights = list(weight_names)
         self.place: dict[str, tuple[int, int]] = {}
+        #: value_kind's results by value name (a value feeds several ops: its kind is made once)
+        self._kinds: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
         for i, name in enumerate(self.inputs):
             self.place[name] = (INPUT, i)
         for k, name in enumerate(self.weights):
@@ -170,8 +172,11 @@ class Layout:
         raise KeyError(name)
 
     def value_kind(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
-        shape, dt = kind_of(self.g, name)
-        return dt, shape
+        k = self._kinds.get(name)
+        if k is None:
+            shape, dt = kind_of(self.g, name)
+            k = self._kinds[name] = (dt, shape)
+        return k
 
     def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
         # temporaries live in a per-stream scratch region after the arena

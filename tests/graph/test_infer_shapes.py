@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -251,3 +253,49 @@ def test_a_node_fed_other_dtypes_than_it_was_checked_with_is_checked_again(monke
     g.output(g.add_node("Sqrt", [x], name="sqrt"))
     with pytest.raises(GraphTypeError, match="sqrt"):
         infer_in_place(g, checked={"x": np.dtype("int64")})
+
+
+def _edits() -> list[tuple[str, Any]]:
+    """Edits of a load_onnx graph: none, and ones that do or do not change what inference sees."""
+    return [
+        ("none", lambda g: None),
+        ("an input added", lambda g: g.nodes[0].inputs.append("zz")),
+        ("an attr added", lambda g: g.nodes[-1].attrs.__setitem__("foo", 1)),
+        ("a shape changed", lambda g: setattr(g.values[g.nodes[1].outputs[0]], "shape", (1,))),
+        ("an output repeated", lambda g: g.outputs.append(g.outputs[0])),
+        ("nodes reordered", lambda g: g.nodes.reverse()),
+        ("list attrs copied", lambda g: g.nodes[0].attrs.update(
+            {k: list(v) for k, v in g.nodes[0].attrs.items() if isinstance(v, list)})),
+        ("list attrs as arrays", lambda g: [n.attrs.update(
+            {k: np.array(v) for k, v in n.attrs.items() if isinstance(v, list)}) for n in g.nodes]),
+        ("a list attr longer", lambda g: [n.attrs.update(
+            {k: [*v, 1] for k, v in n.attrs.items() if isinstance(v, list)}) for n in g.nodes[:1]]),
+        ("attrs reordered", lambda g: [n.attrs.update(dict(reversed(list(n.attrs.items())))) for n in g.nodes]),
+        ("a constant replaced", lambda g: g.constants.update({k: v.copy() for k, v in list(g.constants.items())[:1]})),
+        ("a value dropped", lambda g: g.values.pop(next(iter(g.values)))),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("model", ["mlp", "inception", "attention"])
+def test_is_inferred_compares_as_the_snapshot_does(model):
+    """is_inferred (load_onnx's graph, then edited) says what comparing a new snapshot of the
+    graph with the one taken at inference says, edit by edit."""
+    import importlib
+
+    from aioge.graph import load_onnx
+    from tests.graph import models as M
+
+    mod = importlib.import_module("aioge.graph.passes.infer_shapes")
+    data = getattr(M, model)().SerializeToString()
+    seen = set()
+    for what, edit in _edits():
+        g = load_onnx(data)
+        edit(g)
+        snap = mod._INFERRED[g]
+        try:
+            want = bool(snap == mod._snapshot(g))
+        except (ValueError, TypeError):
+            want = False
+        assert mod.is_inferred(g) == want, what
+        seen.add(want)
+    assert seen == {True, False}

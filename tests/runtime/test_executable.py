@@ -228,6 +228,35 @@ async def test_cancelled_waiters_give_their_room_back(dev, compiled):
     assert model.stats["in_flight"] == 0 and model.stats["arenas"] == 1 + (model._now is not None)
 
 
+async def test_alike_operands_share_one_desc(dev):
+    """The load makes one tensor desc per distinct (dtype, shape, format) of the nodes' operands,
+    not one per operand; the model's outputs are the reference's and its close frees them all."""
+    import gc
+
+    from aioge._layout import data_format
+
+    g = branches(32)
+    x = np.random.default_rng(3).standard_normal((32, 32)).astype(np.float32)
+    ref = next(iter(run_reference(g, {"x": x}).values()))
+    gc.collect()
+    before = _native.counters()["tensor_descs"]
+    model = aioge.runtime.graphs.compile.compile_graph(dev, g, optimize=0, mode="sunk")
+    try:
+        operands = [kind for op in model._build.ops for kind, _, _ in (*op.inputs, *op.outputs)
+                    if not isinstance(kind, np.ndarray)]  # fmt: skip
+        kinds = {None if k is None else (k[0], k[1], data_format(op_type, len(k[1])))
+                 for op in model._build.ops for k in [kind for kind, _, _ in (*op.inputs, *op.outputs)]
+                 if not isinstance(k, np.ndarray) for op_type in [op.op_type]}  # fmt: skip
+        assert len(operands) >= 20 and len(model._descs) == len(kinds) < len(operands) // 4
+        assert _native.counters()["tensor_descs"] - before == len(model._descs)
+        (got,) = (await model.execute({"x": x})).values()
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+    finally:
+        await model.aclose()
+    gc.collect()
+    assert _native.counters()["tensor_descs"] == before
+
+
 async def test_dropped_model_warns_and_releases_everything(dev):
     import gc
 

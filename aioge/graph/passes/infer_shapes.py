@@ -729,9 +729,40 @@ def is_inferred(graph: Graph) -> bool:
     if snap is None:
         return False
     try:
-        return bool(snap == _snapshot(graph))
+        return _same_as(snap, graph)
     except (ValueError, TypeError):  # an attr array replaced by another: compared elementwise
         return False
+
+
+def _same_as(snap: tuple[Any, ...], g: Graph) -> bool:
+    """``snap == _snapshot(g)``, compared as it walks ``g`` (no second snapshot built; the first
+    difference ends it)."""
+    nodes, values, const_ids, const_names, inputs, outputs, symbolic = snap
+    if len(nodes) != len(g.nodes) or len(values) != len(g.values) or len(const_names) != len(g.constants):
+        return False
+    for (op_type, domain, name, ins, outs, attrs), n in zip(nodes, g.nodes, strict=True):
+        if op_type != n.op_type or domain != n.domain or name != n.name:
+            return False
+        if ins != list(n.inputs) or outs != list(n.outputs):
+            return False
+        na = n.attrs
+        if len(attrs) != len(na):
+            return False
+        for k, v in attrs.items():  # as dict equality compares: identity, else ==
+            if k not in na:
+                return False
+            w = na[k]
+            if isinstance(w, list):
+                w = list(w)
+            if v is not w and not bool(v == w):
+                return False
+    get = g.values.get
+    for k, sd in values.items():
+        v = get(k)
+        if v is None or sd != (v.shape, v.dtype):
+            return False
+    same = list(g.constants) == const_names and [id(a) for a in g.constants.values()] == const_ids
+    return bool(same and inputs == list(g.inputs) and outputs == list(g.outputs) and symbolic == dict(g.symbolic))
 
 
 register_shape_inference(infer_shapes)  # Graph.validate(shapes=True) runs it

@@ -432,12 +432,15 @@ class CompiledGraph(Resource):
                 with self._flight.lock:
                     self._flight.made += 1  # an arena of the model's too: the one its runs now use
         cache = dev.context.cache
+        # one desc per distinct (dtype, shape, format): a node takes its operands' descs' contents
+        # (aiogeGraphAddNode views them), so the operands alike share one (inception: 85 -> 26)
+        made: dict[Any, Any] = {}
         for op in b.ops:
             consts: list[Any] = []  # a const desc holds a copy of its value (a weight: megabytes): dropped at once
             try:
                 descs, locs, ats = [], [], []
                 for kind, loc, at in op.inputs:
-                    d = self._desc(kind, op.op_type)
+                    d = self._desc(kind, op.op_type, made)
                     if isinstance(kind, np.ndarray):
                         consts.append(d)
                     descs.append(d)
@@ -445,7 +448,7 @@ class CompiledGraph(Resource):
                     ats.append(at)
                 odescs, olocs, oats = [], [], []
                 for kind, loc, at in op.outputs:
-                    odescs.append(self._desc(kind, op.op_type))
+                    odescs.append(self._desc(kind, op.op_type, made))
                     olocs.append(loc)
                     oats.append(at)
                 attr = cache.attr(op.attrs)
@@ -468,14 +471,14 @@ class CompiledGraph(Resource):
         packed, _ = acl.graph_pack_weights(self._handle, len(self.inputs), [_native.host_ptr(h) for h in host], dev)
         self.plan.packed_weight_bytes = packed
 
-    def _desc(self, kind: Any, op_type: str) -> Any:
-        """The desc of a node's operand; the model keeps it, except a const one (the caller destroys it)."""
-        nd = int(acl.Format.ND)
-        if kind is None:
-            d = acl.absent_tensor_desc()
-        elif isinstance(kind, np.ndarray):
+    def _desc(self, kind: Any, op_type: str, made: dict[Any, Any]) -> Any:
+        """The desc of a node's operand; the model keeps it, except a const one (the caller destroys it).
+
+        ``made``: the descs made so far by (dtype, shape, format): a non-const operand alike
+        to one of them shares its desc."""
+        if isinstance(kind, np.ndarray):
             a = kind
-            d = acl.create_tensor_desc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.shape, nd)
+            d = acl.create_tensor_desc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.shape, int(acl.Format.ND))
             if a.nbytes:
                 try:
                     acl.set_tensor_const(d, _native.host_ptr(a), a.nbytes)
@@ -483,11 +486,20 @@ class CompiledGraph(Resource):
                     acl.destroy_tensor_desc(d)
                     raise
             return d
+        if kind is None:
+            key: Any = None
         else:
             dt, shape = kind
-            fmt = int(acl.Format[data_format(op_type, len(shape))])
-            d = acl.create_tensor_desc(dtypes.ACL_CODE[dt], shape, fmt)
+            key = (dt, shape, data_format(op_type, len(shape)))
+        d = made.get(key)
+        if d is not None:
+            return d
+        if kind is None:
+            d = acl.absent_tensor_desc()
+        else:
+            d = acl.create_tensor_desc(dtypes.ACL_CODE[dt], shape, int(acl.Format[key[2]]))
         self._descs.append(d)
+        made[key] = d
         return d
 
     # ---- execution ----
