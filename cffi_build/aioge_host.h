@@ -43,6 +43,8 @@ void aiogeHostSharedPackInfo(int64_t out[3]);
  * is an error).  FamilyAt: the i-th family built in, best first (NULL past the last), *supported:
  * 1 if this CPU runs it. */
 const char *aiogeHostKernelFamily(void);
+/* The NCHWc8 kernels' family that goes with it ("avx512", "avx2", "generic"; avx2-w16: "avx2"). */
+const char *aiogeHostNchwcKernelFamily(void);
 const char *aiogeHostKernelFamilyAt(int i, int *supported);
 aclError aiogeHostSetKernelFamily(const char *name);
 

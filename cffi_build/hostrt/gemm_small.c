@@ -10,6 +10,7 @@
 #include "kernels/kcommon.h"
 
 #include "kernels/ukernel.h"
+#include "kernels/nchwc.h"
 
 typedef struct {
     bool tb, acc0; /* acc0: beta == 1 (accumulate into C from the first K block) */
@@ -378,19 +379,21 @@ void hrt_sgemm_ep_apply(const hrt_sgemm_ep *ep, int64_t m, int64_t n, float *c, 
 
 /* Kernel families, best first; AIOGE_HOST_ISA=avx512|avx2|avx2-w16|generic forces one (an
  * unsupported or unknown name: the best the CPU has), aiogeHostSetKernelFamily changes it at run
- * time (tests).  avx2-w16 comes after avx2 (what it needs, avx2 has): never the default. */
+ * time (tests).  avx2-w16 comes after avx2 (what it needs, avx2 has): never the default.  One switch
+ * for the whole runtime: a family names the NCHWc8 kernels' family too (isa; nchwc.c asks). */
 typedef struct {
     const char *name;
     hrt_range_fn items, gemv;
+    hrt_isa isa; /* the 8-lane kernels' family (kernels/nchwc.h's NCHWc8 kernels): avx2-w16 runs avx2's */
 } pb_family;
 
 static const pb_family pb_families[] = {
 #ifdef PB_HAVE_X86
-    {"avx512", pb_items_avx512, pb_gemv_avx512},
-    {"avx2", pb_items_avx2, pb_gemv_avx2},
-    {"avx2-w16", pb_items_w16, pb_gemv_w16},
+    {"avx512", pb_items_avx512, pb_gemv_avx512, HRT_ISA_AVX512},
+    {"avx2", pb_items_avx2, pb_gemv_avx2, HRT_ISA_AVX2},
+    {"avx2-w16", pb_items_w16, pb_gemv_w16, HRT_ISA_AVX2},
 #endif
-    {"generic", pb_items_generic, pb_gemv_generic},
+    {"generic", pb_items_generic, pb_gemv_generic, HRT_ISA_GENERIC},
 };
 #define PB_NFAM ((int)(sizeof pb_families / sizeof pb_families[0]))
 
@@ -399,7 +402,7 @@ static bool pb_supported(const pb_family *f) {
 #ifdef PB_HAVE_X86
     __builtin_cpu_init();
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (f->items == pb_items_avx512) return avx2 && __builtin_cpu_supports("avx512f");
+    if (f->items == pb_items_avx512) return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
     if (f->items == pb_items_avx2 || f->items == pb_items_w16) return avx2;
 #endif
     (void)f;
@@ -433,6 +436,13 @@ static const pb_family *pb_family_now(void) {
 }
 
 const char *aiogeHostKernelFamily(void) { return pb_family_now()->name; }
+
+hrt_isa hrt_kernel_isa(void) { return pb_family_now()->isa; }
+
+const char *aiogeHostNchwcKernelFamily(void) {
+    static const char *const names[] = {"generic", "avx2", "avx512"};
+    return names[pb_family_now()->isa];
+}
 
 const char *aiogeHostKernelFamilyAt(int i, int *supported) {
     if (i < 0 || i >= PB_NFAM) return NULL;

@@ -18,6 +18,36 @@ from tests.ops.opsutil import F32, check, few, up
 
 pytestmark = pytest.mark.anyio
 
+# The NCHWc8 kernels come in families (nchwc.h: avx512, avx2, generic), chosen by the runtime's one
+# kernel family switch: every test of this file and test_nchwc_dw.py runs under each one this CPU
+# runs (avx2-w16 is left out: its NCHWc8 kernels are avx2's).
+NCHWC_FAMILIES = [f for f in _native.kernel_families() if f != "avx2-w16"] or [""]
+
+
+@pytest.fixture(autouse=True, params=NCHWC_FAMILIES)
+def nchwc_family(request):
+    """The kernel family the test's kernels run (\"\": a backend without the host runtime's families)."""
+    family = request.param
+    if not family:
+        yield family
+        return
+    lib, ffi = _native.lib, _native.ffi
+    _native.check(lib.aiogeHostSetKernelFamily(family.encode()), "aiogeHostSetKernelFamily")
+    try:
+        yield family
+    finally:
+        lib.aiogeHostSetKernelFamily(ffi.NULL)
+
+
+@pytest.mark.skipif(not _native.has_host_hooks, reason="kernel families are the host runtime's")
+def test_the_family_report_names_the_nchwc_family_in_use(nchwc_family):
+    lib, ffi = _native.lib, _native.ffi
+    assert ffi.string(lib.aiogeHostKernelFamily()).decode() == nchwc_family
+    assert ffi.string(lib.aiogeHostNchwcKernelFamily()).decode() == nchwc_family
+    if "avx2-w16" in _native.kernel_families():  # the 16-lane GEMM source at AVX2: the avx2 NCHWc8 kernels
+        _native.check(lib.aiogeHostSetKernelFamily(b"avx2-w16"), "aiogeHostSetKernelFamily")
+        assert ffi.string(lib.aiogeHostNchwcKernelFamily()).decode() == "avx2"
+
 
 def to_blocked(x: np.ndarray) -> np.ndarray:
     """[N, C, H, W] -> [N, C/8, H, W, 8]"""

@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 import aioge
 from aioge import TensorSpec
 from tests.ops.opsutil import F32, check, few, up
-from tests.ops.test_nchwc import ACTS, check_conv_case, conv_ref, from_blocked, pool_ref, run_conv, to_blocked
+from tests.ops.test_nchwc import (  # noqa: F401 (nchwc_family: test_nchwc.py's autouse fixture, every family)
+    ACTS,
+    check_conv_case,
+    conv_ref,
+    from_blocked,
+    nchwc_family,
+    pool_ref,
+    run_conv,
+    to_blocked,
+)
 
 pytestmark = pytest.mark.anyio
 
