@@ -352,6 +352,18 @@ def test_swish_joins_the_product(product: str, sigmoid_first: bool) -> None:
     same_outputs(g, f, feeds)
 
 
+@pytest.mark.parametrize("spatial", [1, 3])
+def test_only_2d_convs_fuse(spatial: int) -> None:
+    """A 1-D or 3-D Conv keeps its own op (the fused conv is 2-D), its Swish and Add too."""
+    g = Graph()
+    x = g.input("x", (1, 3, *[6] * spatial))
+    c = g.add_node("Conv", [x, g.constant(rand(5, 3, *[3] * spatial))], name="p")
+    c = g.add_node("Add", [c, g.constant(rand(1, 5, *[1] * spatial))])
+    g.output(g.add_node("Mul", [c, g.add_node("Sigmoid", [c])], name="y"))
+    f = fuse_bias_activation(infer_shapes(g))
+    assert f.op_counts() == {"Conv": 1, "Add": 1, "Sigmoid": 1, "Mul": 1}
+
+
 @pytest.mark.parametrize("shared", ["sigmoid", "product", "output"])
 def test_swish_not_fused_when_a_value_is_read_elsewhere(shared: str) -> None:
     g = Graph()

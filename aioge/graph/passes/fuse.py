@@ -525,6 +525,8 @@ def fuse_bias_activation(graph: Graph) -> Graph:
         ):
             continue
         is_conv = n.op_type == "Conv"
+        if is_conv and len(shape) != 4:  # _FusedConv is a 2-D conv (host.py lowers no other)
+            continue
         channels = shape[1] if is_conv else shape[-1]
         bias: np.ndarray | None = None
         if is_conv and n.input(2):
