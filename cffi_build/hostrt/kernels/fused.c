@@ -128,6 +128,23 @@ static inline double hard_swish_d(double x) {
 DEF_MATH(float, f, k_expf, k_logf, sqrtf, k_tanhf, k_erff, k_powf, k_log1pf, k_swishf, k_hard_swishf)
 DEF_MATH(double, d, exp, log, sqrt, tanh, erf, pow, log1p, swish_d, hard_swish_d)
 
+/* float32: the exp-based opcodes through kmath.h's vector forms (the same formulas as unary_f's,
+ * bit-identical to them), the rest through unary_f */
+static void unary_fv(int op, float *x, int64_t n, double p0, double p1) {
+    switch (op) {
+    case E_SIGMOID: K_VROW(x, x, n, v, 1.0f / (1.0f + k_vexpf(-v))); break;
+    case E_TANH: K_VROW(x, x, n, v, k_vtanhf(v)); break;
+    case E_EXP: K_VROW(x, x, n, v, k_vexpf(v)); break;
+    case E_ERF: K_VROW(x, x, n, v, k_verff(v)); break;
+    case E_GELU: K_VROW(x, x, n, v, 0.5f * v * (1.0f + k_verff(v * (float)0.70710678118654752440))); break;
+    case E_GELU_TANH:
+        K_VROW(x, x, n, v, 0.5f * v * (1.0f + k_vtanhf((float)0.79788456080286535588 * (v + (float)0.044715 * v * v * v))));
+        break;
+    case E_SWISH: K_VROW(x, x, n, v, k_vswishf(v)); break;
+    default: unary_f(op, x, n, p0, p1); break;
+    }
+}
+
 /* Activation codes map onto the unary opcodes (E_NONE: nothing). */
 static int activation_code(const char *name) {
     if (strcmp(name, "none") == 0) return E_NONE;
@@ -171,7 +188,7 @@ aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *ac
 }
 
 void k_act_apply_f32(const k_act *act, float *x, int64_t n) {
-    if (act->code != E_NONE) unary_f(act->code, x, n, act->a, act->b);
+    if (act->code != E_NONE) unary_fv(act->code, x, n, act->a, act->b);
 }
 void k_act_apply_f64(const k_act *act, double *x, int64_t n) {
     if (act->code != E_NONE) unary_d(act->code, x, n, act->a, act->b);
@@ -277,7 +294,7 @@ static void ew_units(void *vp, int64_t u0, int64_t u1) {
                 } else {
                     memcpy(dst, a, esz * (size_t)m);
                     if (dbl) unary_d(p->op[i], (double *)dst, m, p->par[i][0], p->par[i][1]);
-                    else unary_f(p->op[i], (float *)dst, m, p->par[i][0], p->par[i][1]);
+                    else unary_fv(p->op[i], (float *)dst, m, p->par[i][0], p->par[i][1]);
                 }
             }
             const char *res = regs + esz * EW_BLOCK * (size_t)(nreg - 1);
@@ -432,7 +449,7 @@ static void act_rows(void *vp, int64_t r0, int64_t r1) {
     const fmm_plan *p = x->p;
     double a = p->act == E_CLIP ? p->lo : p->alpha, b = p->hi;
     if (p->dt == ACL_DOUBLE) unary_d(p->act, (double *)x->y + r0 * p->n, (r1 - r0) * p->n, a, b);
-    else unary_f(p->act, (float *)x->y + r0 * p->n, (r1 - r0) * p->n, a, b);
+    else unary_fv(p->act, (float *)x->y + r0 * p->n, (r1 - r0) * p->n, a, b);
 }
 
 typedef struct {

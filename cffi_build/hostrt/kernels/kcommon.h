@@ -180,8 +180,8 @@ static inline void k_act_tile(const k_act *act, float *x, int64_t n) {
         for (int64_t i = 0; i < n; i++) x[i] = x[i] < lo ? lo : (x[i] > hi ? hi : x[i]);
     } else if (act->inl == K_ACT_INL_HARD_SWISH) { /* k_hard_swishf: whole tiles vectorise */
         for (int64_t i = 0; i < n; i++) x[i] = k_hard_swishf(x[i]);
-    } else if (act->inl == K_ACT_INL_SWISH) {
-        for (int64_t i = 0; i < n; i++) x[i] = k_swishf(x[i]);
+    } else if (act->inl == K_ACT_INL_SWISH) { /* kmath.h's vector form, bit-identical to k_swishf */
+        K_VROW(x, x, n, v, k_vswishf(v));
     } else if (act->apply_f32) {
         act->apply_f32(act, x, n);
     }

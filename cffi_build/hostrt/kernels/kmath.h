@@ -218,6 +218,136 @@ typedef int32_t k_vi __attribute__((vector_size(4 * K_VL)));
 typedef double k_vd __attribute__((vector_size(4 * K_VL)));
 typedef int64_t k_vl __attribute__((vector_size(4 * K_VL)));
 
+/* ---- vector forms of exp, sigmoid, tanh, erf (k_vf lanes) ----
+ * The same polynomials, operations and order as the scalar functions above (results bit-identical
+ * to them where GCC contracts both alike), written on GCC vector types so that the clamps are
+ * min/max instructions and the selects one blend each: GCC's vectorisation of the scalar forms
+ * turns every k_self into a compare and a chain of bitwise ops.  x86 min/max return their second
+ * operand when either is NaN: k_vmaxf(c, x) keeps a NaN x, like the scalar k_self clamps.  Rows go
+ * through K_VROW: whole vectors, then the tail as one zero-padded vector (every element of a row
+ * gets the same operations wherever it sits). */
+#if defined(__AVX__) || defined(__SSE2__)
+#include <immintrin.h>
+#endif
+typedef uint32_t k_vu __attribute__((vector_size(4 * K_VL)));
+#define K_VS(c) ((k_vf){0} + (float)(c)) /* c in every lane (c != -0) */
+/* a > b ? a : b, b when either is NaN */
+static inline k_vf k_vmaxf(k_vf a, k_vf b) {
+#if defined(__AVX__)
+    return (k_vf)_mm256_max_ps((__m256)a, (__m256)b);
+#elif defined(__SSE2__)
+    return (k_vf)_mm_max_ps((__m128)a, (__m128)b);
+#else
+    k_vi m = a > b;
+    return (k_vf)(((k_vi)a & m) | ((k_vi)b & ~m));
+#endif
+}
+/* a < b ? a : b, b when either is NaN */
+static inline k_vf k_vminf(k_vf a, k_vf b) {
+#if defined(__AVX__)
+    return (k_vf)_mm256_min_ps((__m256)a, (__m256)b);
+#elif defined(__SSE2__)
+    return (k_vf)_mm_min_ps((__m128)a, (__m128)b);
+#else
+    k_vi m = a < b;
+    return (k_vf)(((k_vi)a & m) | ((k_vi)b & ~m));
+#endif
+}
+/* m ? a : b per lane, m a comparison's result (all ones or zero) */
+static inline k_vf k_vself(k_vi m, k_vf a, k_vf b) {
+#if defined(__AVX__)
+    return (k_vf)_mm256_blendv_ps((__m256)b, (__m256)a, (__m256)m);
+#elif defined(__SSE4_1__)
+    return (k_vf)_mm_blendv_ps((__m128)b, (__m128)a, (__m128)m);
+#else
+    return (k_vf)(((k_vi)a & m) | ((k_vi)b & ~m));
+#endif
+}
+static inline k_vf k_vfabsf(k_vf x) { return (k_vf)((k_vu)x & 0x7fffffffu); }
+static inline k_vf k_vcopysignf(k_vf mag, k_vf sgn) {
+    return (k_vf)(((k_vu)mag & 0x7fffffffu) | ((k_vu)sgn & 0x80000000u));
+}
+/* k_expf without its NaN select (a NaN x gives some NaN): for callers that select NaN themselves */
+static inline k_vf k_vexpf_nn(k_vf x) {
+    k_vf xc = k_vmaxf(K_VS(-104.0f), x);
+    xc = k_vminf(K_VS(89.0f), xc);
+    k_vf fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    k_vf r = xc - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    k_vf p = K_VS(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    k_vf y = p * (r * r) + r + 1.0f;
+    k_vu n = (k_vu)__builtin_convertvector(fn, k_vi);
+    k_vu n1 = (k_vu)((k_vi)n >> 1), n2 = n - n1;
+    y = y * (k_vf)((n1 + 127u) << 23);
+    y = y * (k_vf)((n2 + 127u) << 23);
+    return y;
+}
+static inline k_vf k_vexpf(k_vf x) { return k_vself(x != x, x, k_vexpf_nn(x)); }
+static inline k_vf k_verff(k_vf x) {
+    k_vf t = k_vfabsf(x), s = x * x;
+    k_vf p = K_VS(-6.02405138e-4f);
+    p = p * s + 5.00076794e-3f;
+    p = p * s - 2.67728503e-2f;
+    p = p * s + 1.12820353e-1f;
+    p = p * s - 3.76125235e-1f;
+    p = p * s + 1.28379159e-1f;
+    k_vf small = x + x * p;
+    k_vf u = k_vminf(t, K_VS(3.925f)); /* NaN t: 3.925 */
+    k_vf q = K_VS(1.95869639e-4f);
+    q = q * u - 3.04207155e-3f;
+    q = q * u + 2.22206768e-2f;
+    q = q * u - 1.03915650e-1f;
+    q = q * u - 6.37203321e-1f;
+    q = q * u - 1.12766166e+0f;
+    q = q * u - 1.99346447e-4f;
+    k_vf big = k_vcopysignf(1.0f - k_vexpf_nn(q), x);
+    return k_vself(x != x, x, k_vself(t <= 0.921875f, small, big));
+}
+static inline k_vf k_vtanhf(k_vf x) {
+    k_vf a = k_vfabsf(x);
+    k_vf z = x * x;
+    k_vf p = K_VS(-5.70498872745e-3f);
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    k_vf small = k_vcopysignf(p * z * x + x, x);
+    k_vf e = k_vexpf_nn(2.0f * k_vminf(a, K_VS(20.0f))); /* NaN a: 20 */
+    k_vf big = k_vcopysignf(1.0f - 2.0f / (e + 1.0f), x);
+    return k_vself(a < 0.625f, small, k_vself(x != x, x, big));
+}
+static inline k_vf k_vsigmoidf(k_vf x) {
+    k_vf e = k_vexpf_nn(-k_vfabsf(x));
+    k_vf r = 1.0f / (1.0f + e);
+    return k_vself(x < 0.0f, e * r, k_vself(x != x, x, r));
+}
+static inline k_vf k_vswishf(k_vf x) { return x * k_vsigmoidf(x); }
+/* Y[i] = EXPR for i < n, EXPR a k_vf expression of V (x[i] as a vector); y may be x */
+#define K_VROW(X, Y, N, V, EXPR)                                                  \
+    do {                                                                          \
+        const float *kx_ = (X);                                                   \
+        float *ky_ = (Y);                                                         \
+        const int64_t kn_ = (N);                                                  \
+        int64_t ki_ = 0;                                                          \
+        for (; ki_ + K_VL <= kn_; ki_ += K_VL) {                                  \
+            k_vf V, kr_;                                                          \
+            memcpy(&V, kx_ + ki_, sizeof V);                                      \
+            kr_ = (EXPR);                                                         \
+            memcpy(ky_ + ki_, &kr_, sizeof kr_);                                  \
+        }                                                                         \
+        if (ki_ < kn_) {                                                          \
+            k_vf V = {0}, kr_;                                                    \
+            for (int64_t kj_ = 0; kj_ < kn_ - ki_; kj_++) V[kj_] = kx_[ki_ + kj_]; \
+            kr_ = (EXPR);                                                         \
+            for (int64_t kj_ = 0; kj_ < kn_ - ki_; kj_++) ky_[ki_ + kj_] = kr_[kj_]; \
+        }                                                                         \
+    } while (0)
+
 #define K_ROW_EXT(NAME, T, VT, VI, L, CMP, SCALAR)                                  \
     static inline T NAME(const T *x, int64_t n) {                                   \
         VT acc;                                                                     \

@@ -25,9 +25,9 @@ static inline float row_sum_f(const float *x, int64_t n) {
     return s;
 }
 
-/* y = exp(x - m) (a flat loop GCC vectorises), then the sum of y from L1 */
+/* y = exp(x - m) (kmath.h's vector exp), then the sum of y from L1 */
 static inline float row_exp_sum_f(const float *restrict x, float m, float *restrict y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = k_expf(x[i] - m);
+    K_VROW(x, y, n, v, k_vexpf(v - m));
     return row_sum_f(y, n);
 }
 

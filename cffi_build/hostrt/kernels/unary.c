@@ -29,6 +29,14 @@ typedef void (*k_un_fn)(const void *x, void *y, int64_t n, const k_unp *p);
         }                                                                       \
     }
 
+/* float32 through kmath.h's vector forms: EXPR of the k_vf x */
+#define DEF_UNV(NAME, EXPR)                                                     \
+    static void NAME(const void *px, void *py, int64_t n, const k_unp *p) {     \
+        const float pa = (float)p->a, pb = (float)p->b;                         \
+        (void)pa, (void)pb;                                                     \
+        K_VROW((const float *)px, (float *)py, n, x, (EXPR));                   \
+    }
+
 #define DEF_UN_SINTS(OP, EXPR)             \
     DEF_UN(OP##_i8, int8_t, EXPR)          \
     DEF_UN(OP##_i16, int16_t, EXPR)        \
@@ -36,7 +44,6 @@ typedef void (*k_un_fn)(const void *x, void *y, int64_t n, const k_unp *p);
     DEF_UN(OP##_i64, int64_t, EXPR)
 #define SINT_FNS(OP) [K_I8] = OP##_i8, [K_I16] = OP##_i16, [K_I32] = OP##_i32, [K_I64] = OP##_i64
 
-static inline float gelu_tanh_f(float x) { return x * k_sigmoidf(1.5957691216057308f * (x + 0.044715f * x * x * x)); }
 static inline double gelu_tanh_d(double x) {
     return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
@@ -51,19 +58,19 @@ static inline double round_dec_d(double x, double s, int neg) { return neg ? nea
 /* float32 */
 DEF_UN(neg_f32, float, -x)
 DEF_UN(abs_f32, float, k_fabsf(x))
-DEF_UN(exp_f32, float, k_expf(pa * x + pb))
+DEF_UNV(exp_f32, k_vexpf(pa * x + pb))
 DEF_UN(log_f32, float, k_logf(pb + pa * x) * pc)
 DEF_UN(reciprocal_f32, float, 1.0f / x)
 DEF_UN(square_f32, float, x * x)
 DEF_UN(relu_f32, float, k_self(k_isnanf(x) | (x > 0.0f), x, 0.0f))
 DEF_UN(leaky_f32, float, k_self(x > 0.0f, x, x * pa))
-DEF_UN(sigmoid_f32, float, k_sigmoidf(x))
-DEF_UN(tanh_f32, float, k_tanhf(x))
-DEF_UN(gelu_f32, float, gelu_tanh_f(x))
-DEF_UN(gelu_erf_f32, float, 0.5f * x * (1.0f + k_erff(x * 0.70710678118654752f)))
-DEF_UN(fastgelu_f32, float, x * k_sigmoidf(1.702f * x))
-DEF_UN(swish_f32, float, x * k_sigmoidf(pa * x))
-DEF_UN(erf_f32, float, k_erff(x))
+DEF_UNV(sigmoid_f32, k_vsigmoidf(x))
+DEF_UNV(tanh_f32, k_vtanhf(x))
+DEF_UNV(gelu_f32, x * k_vsigmoidf(1.5957691216057308f * (x + 0.044715f * x * x * x)))
+DEF_UNV(gelu_erf_f32, 0.5f * x * (1.0f + k_verff(x * 0.70710678118654752f)))
+DEF_UNV(fastgelu_f32, x * k_vsigmoidf(1.702f * x))
+DEF_UNV(swish_f32, x * k_vsigmoidf(pa * x))
+DEF_UNV(erf_f32, k_verff(x))
 DEF_UN(sin_f32, float, sinf(x))
 DEF_UN(cos_f32, float, cosf(x))
 DEF_UN(floor_f32, float, k_floorf(x))
