@@ -128,20 +128,23 @@ static inline double hard_swish_d(double x) {
 DEF_MATH(float, f, k_expf, k_logf, sqrtf, k_tanhf, k_erff, k_powf, k_log1pf, k_swishf, k_hard_swishf)
 DEF_MATH(double, d, exp, log, sqrt, tanh, erf, pow, log1p, swish_d, hard_swish_d)
 
-/* float32: the exp-based opcodes through kmath.h's vector forms (the same formulas as unary_f's,
- * bit-identical to them), the rest through unary_f */
-static void unary_fv(int op, float *x, int64_t n, double p0, double p1) {
+/* float32 y = op(x) (y may be x): the exp-based opcodes through kmath.h's vector forms (the same
+ * formulas as unary_f's, bit-identical to them), the rest through unary_f on y */
+static void unary_fv(int op, const float *x, float *y, int64_t n, double p0, double p1) {
     switch (op) {
-    case E_SIGMOID: K_VROW(x, x, n, v, 1.0f / (1.0f + k_vexpf(-v))); break;
-    case E_TANH: K_VROW(x, x, n, v, k_vtanhf(v)); break;
-    case E_EXP: K_VROW(x, x, n, v, k_vexpf(v)); break;
-    case E_ERF: K_VROW(x, x, n, v, k_verff(v)); break;
-    case E_GELU: K_VROW(x, x, n, v, 0.5f * v * (1.0f + k_verff(v * (float)0.70710678118654752440))); break;
+    case E_SIGMOID: K_VROW(x, y, n, v, 1.0f / (1.0f + k_vexpf(-v))); break;
+    case E_TANH: K_VROW(x, y, n, v, k_vtanhf(v)); break;
+    case E_EXP: K_VROW(x, y, n, v, k_vexpf(v)); break;
+    case E_ERF: K_VROW(x, y, n, v, k_verff(v)); break;
+    case E_GELU: K_VROW(x, y, n, v, 0.5f * v * (1.0f + k_verff(v * (float)0.70710678118654752440))); break;
     case E_GELU_TANH:
-        K_VROW(x, x, n, v, 0.5f * v * (1.0f + k_vtanhf((float)0.79788456080286535588 * (v + (float)0.044715 * v * v * v))));
+        K_VROW(x, y, n, v, 0.5f * v * (1.0f + k_vtanhf((float)0.79788456080286535588 * (v + (float)0.044715 * v * v * v))));
         break;
-    case E_SWISH: K_VROW(x, x, n, v, k_vswishf(v)); break;
-    default: unary_f(op, x, n, p0, p1); break;
+    case E_SWISH: K_VROW(x, y, n, v, k_vswishf(v)); break;
+    default:
+        if (y != x) memcpy(y, x, sizeof(float) * (size_t)n);
+        unary_f(op, y, n, p0, p1);
+        break;
     }
 }
 
@@ -188,7 +191,7 @@ aclError k_act_from_attrs(const hrt_kernel *k, const aclopAttr *attrs, k_act *ac
 }
 
 void k_act_apply_f32(const k_act *act, float *x, int64_t n) {
-    if (act->code != E_NONE) unary_fv(act->code, x, n, act->a, act->b);
+    if (act->code != E_NONE) unary_fv(act->code, x, x, n, act->a, act->b);
 }
 void k_act_apply_f64(const k_act *act, double *x, int64_t n) {
     if (act->code != E_NONE) unary_d(act->code, x, n, act->a, act->b);
@@ -255,16 +258,21 @@ static void ew_load_d(const void *src, int64_t off, int64_t s, double *dst, int6
     else for (int64_t i = 0; i < n; i++) dst[i] = x[0];
 }
 
-/* work units are (row, block of EW_BLOCK inner elements) pairs */
+/* work units are (row, block of EW_BLOCK inner elements) pairs.  A register is a pointer: a
+ * contiguous input of the unit's type is read where it is (other inputs are widened or broadcast
+ * into a block of regs), a unary step reads its source register and writes its own, and a float32 /
+ * float64 program's last step writes the output directly (an output that is also a same-shape input
+ * is safe: every step reads element i before the last writes it). */
 static void ew_units(void *vp, int64_t u0, int64_t u1) {
     ew_exec *x = vp;
     const ew_plan *p = x->p;
     int64_t nb = (p->inner + EW_BLOCK - 1) / EW_BLOCK;
     int nreg = p->k + p->n;
-    bool dbl = p->dt == ACL_DOUBLE;
+    bool dbl = p->dt == ACL_DOUBLE, direct_out = dbl || p->dt == ACL_FLOAT;
     size_t esz = dbl ? sizeof(double) : sizeof(float);
     char *regs = malloc(esz * EW_BLOCK * (size_t)nreg);
     if (!regs) return; /* cannot happen in practice; output left unwritten */
+    const char *rp[EW_MAX_REGS];
     for (int64_t u = u0; u < u1; u++) {
         int64_t r = u / nb, c0 = (u % nb) * EW_BLOCK;
         /* input offsets of row r (outer dims = all but the last) */
@@ -278,32 +286,37 @@ static void ew_units(void *vp, int64_t u0, int64_t u1) {
         }
         {
             int64_t m = p->inner - c0 < EW_BLOCK ? p->inner - c0 : EW_BLOCK;
+            int64_t o = r * p->inner + c0;
             for (int j = 0; j < p->k; j++) {
                 int64_t s = p->stride[j][p->ndim - 1];
-                void *dst = regs + esz * EW_BLOCK * (size_t)j;
-                if (dbl) ew_load_d(x->in[j], base[j] + c0 * s, s ? 1 : 0, dst, m);
-                else ew_load_f(x->in[j], base[j] + c0 * s, s ? 1 : 0, dst, m, p->dt);
+                char *dst = regs + esz * EW_BLOCK * (size_t)j;
+                if (s && direct_out) {
+                    rp[j] = (const char *)x->in[j] + esz * (size_t)(base[j] + c0 * s);
+                    continue;
+                }
+                if (dbl) ew_load_d(x->in[j], base[j] + c0 * s, s ? 1 : 0, (double *)dst, m);
+                else ew_load_f(x->in[j], base[j] + c0 * s, s ? 1 : 0, (float *)dst, m, p->dt);
+                rp[j] = dst;
             }
             for (int i = 0; i < p->n; i++) {
-                char *dst = regs + esz * EW_BLOCK * (size_t)(p->k + i);
-                const char *a = regs + esz * EW_BLOCK * (size_t)p->src[i][0];
+                char *dst = direct_out && i == p->n - 1 ? (char *)x->out + esz * (size_t)o
+                                                         : regs + esz * EW_BLOCK * (size_t)(p->k + i);
+                const char *a = rp[p->src[i][0]];
                 if (p->op[i] >= E_ADD) {
-                    const char *b = regs + esz * EW_BLOCK * (size_t)p->src[i][1];
+                    const char *b = rp[p->src[i][1]];
                     if (dbl) binary_d(p->op[i], (const double *)a, (const double *)b, (double *)dst, m);
                     else binary_f(p->op[i], (const float *)a, (const float *)b, (float *)dst, m);
+                } else if (dbl) {
+                    if (dst != a) memcpy(dst, a, esz * (size_t)m);
+                    unary_d(p->op[i], (double *)dst, m, p->par[i][0], p->par[i][1]);
                 } else {
-                    memcpy(dst, a, esz * (size_t)m);
-                    if (dbl) unary_d(p->op[i], (double *)dst, m, p->par[i][0], p->par[i][1]);
-                    else unary_fv(p->op[i], (float *)dst, m, p->par[i][0], p->par[i][1]);
+                    unary_fv(p->op[i], (const float *)a, (float *)dst, m, p->par[i][0], p->par[i][1]);
                 }
+                rp[p->k + i] = dst;
             }
-            const char *res = regs + esz * EW_BLOCK * (size_t)(nreg - 1);
-            int64_t o = r * p->inner + c0;
-            if (dbl) memcpy((double *)x->out + o, res, sizeof(double) * (size_t)m);
-            else if (p->dt == ACL_FLOAT) memcpy((float *)x->out + o, res, sizeof(float) * (size_t)m);
-            else {
+            if (!direct_out) {
                 uint16_t *y = (uint16_t *)x->out + o;
-                const float *f = (const float *)res;
+                const float *f = (const float *)rp[nreg - 1];
                 bool bf = p->dt == ACL_BF16;
                 for (int64_t i = 0; i < m; i++) y[i] = bf ? hrt_f32_to_bf16(f[i]) : hrt_f32_to_f16(f[i]);
             }
@@ -449,7 +462,10 @@ static void act_rows(void *vp, int64_t r0, int64_t r1) {
     const fmm_plan *p = x->p;
     double a = p->act == E_CLIP ? p->lo : p->alpha, b = p->hi;
     if (p->dt == ACL_DOUBLE) unary_d(p->act, (double *)x->y + r0 * p->n, (r1 - r0) * p->n, a, b);
-    else unary_fv(p->act, (float *)x->y + r0 * p->n, (r1 - r0) * p->n, a, b);
+    else {
+        float *y = (float *)x->y + r0 * p->n;
+        unary_fv(p->act, y, y, (r1 - r0) * p->n, a, b);
+    }
 }
 
 typedef struct {
