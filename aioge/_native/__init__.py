@@ -39,6 +39,7 @@ __all__ = (
     "blas_info",
     "kernel_families",
     "kernel_family",
+    "nchwc_kernel_family",
     "contiguous",
     "host_ptr",
     "env_number",
@@ -280,6 +281,14 @@ def kernel_family() -> str:
     if not _has("aiogeHostKernelFamily"):
         return ""
     return str(ffi.string(lib.aiogeHostKernelFamily()).decode())
+
+
+def nchwc_kernel_family() -> str:
+    """The family of the NCHWc8 conv and pool kernels, chosen by the same switch as
+    :func:`kernel_family` ("avx512", "avx2" or "generic"; "" on a real backend)."""
+    if not _has("aiogeHostNchwcKernelFamily"):
+        return ""
+    return str(ffi.string(lib.aiogeHostNchwcKernelFamily()).decode())
 
 
 def kernel_families(*, supported: bool = True) -> list[str]:

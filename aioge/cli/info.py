@@ -87,6 +87,7 @@ def collect() -> dict[str, Any]:
         "blas": blas or None,
         "blas_threads": _blas_threads(blas) if blas else None,
         "kernel_family": _native.kernel_family() or None,
+        "nchwc_kernel_family": _native.nchwc_kernel_family() or None,
         "intra_op_threads": threads,
         "op_count": len(ops) if ops is not None else None,
         "op_cache": cache._asdict() if cache is not None else None,
@@ -120,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         rows.append(("BLAS", info["blas"] + (f", {t} thread{'s' if t != 1 else ''}" if t is not None else "")))
     if info.get("kernel_family"):
         rows.append(("matrix kernels", str(info["kernel_family"])))
+    if info.get("nchwc_kernel_family"):
+        rows.append(("conv kernels (NCHWc8)", str(info["nchwc_kernel_family"])))
     if info["intra_op_threads"] is not None:
         rows.append(("intra-op threads", str(info["intra_op_threads"])))
     if info["op_count"] is not None:

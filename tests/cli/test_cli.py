@@ -58,6 +58,8 @@ def test_help_and_info():
     assert info["blas"] == _native.blas_info()
     # the matrix-product kernel family in use: one this CPU runs (the best unless AIOGE_HOST_ISA says)
     assert info["kernel_family"] == _native.kernel_family() and info["kernel_family"] in _native.kernel_families()
+    assert info["nchwc_kernel_family"] == _native.nchwc_kernel_family()
+    assert info["nchwc_kernel_family"] in ("avx512", "avx2", "generic")
 
 
 def test_help_on_every_subcommand(capsys):
