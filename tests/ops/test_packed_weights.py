@@ -178,6 +178,32 @@ async def test_weights_are_packed_once_at_load(compiled):
     assert _native.lib.aiogeHostPackedWeightCount() - before == 3  # executions pack nothing
 
 
+async def test_a_model_over_a_megabyte_of_weights_packs_each_once(compiled):
+    """Over a megabyte of weights the nodes are packed over the thread pool, largest first: each
+    weight still packed once (one read by two nodes too: the second finds the first's panels), and
+    the results are the product of the weights each node reads."""
+    rng = np.random.default_rng(7)
+    sizes = [(256, 384), (384, 256), (256, 256), (256, 512), (512, 256)]
+    ws = [rng.standard_normal(s).astype(np.float32) / 16 for s in sizes]
+    g = Graph("mlp")
+    h = g.input("x", (6, 256), "float32")
+    consts = [g.constant(f"w{i}", w) for i, w in enumerate(ws)]
+    chain = [0, 1, 2, 3, 4, 2]  # w2 read by two nodes
+    for i in chain:
+        h = g.add_node("Relu", [g.add_node("MatMul", [h, consts[i]])])
+    g.output(h)
+    assert sum(w.nbytes for w in ws) >= 1 << 20
+    before = _native.lib.aiogeHostPackedWeightCount()
+    model = await compiled(g)
+    assert _native.lib.aiogeHostPackedWeightCount() - before == len(ws)
+    x = rng.standard_normal((6, 256)).astype(np.float32)
+    ref = x.astype(np.float64)
+    for i in chain:
+        ref = np.maximum(ref @ ws[i].astype(np.float64), 0)
+    (y,) = (await model.execute({"x": x})).values()
+    check(np.asarray(y), ref, rtol=1e-4, atol=1e-4)
+
+
 async def test_a_weight_that_is_also_an_output_is_not_changed(compiled):
     # the packed copy is the kernel's: the weight itself (here also read as an output) stays as it was
     rng = np.random.default_rng(1)
