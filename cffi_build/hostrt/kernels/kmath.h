@@ -93,6 +93,46 @@ static inline double k_rintd(double x) {
     return k_seld(a < 4503599627370496.0, k_copysignd(r, x), x);
 }
 
+/* ---- the polynomials, once for the scalar functions and their vector forms below ----
+ * Each is Horner's rule from its leading coefficient P0 (the caller declares P in its own type,
+ * float or k_vf, so both run the same operations in the same order: bit-identical results). */
+#define K_EXPF_P0 1.9875691500e-4f
+#define K_EXPF_POLY(P, R)                 \
+    do {                                  \
+        P = P * (R) + 1.3981999507e-3f;   \
+        P = P * (R) + 8.3334519073e-3f;   \
+        P = P * (R) + 4.1665795894e-2f;   \
+        P = P * (R) + 1.6666665459e-1f;   \
+        P = P * (R) + 5.0000001201e-1f;   \
+    } while (0)
+#define K_ERFF_SMALL_P0 -6.02405138e-4f
+#define K_ERFF_SMALL_POLY(P, S)           \
+    do {                                  \
+        P = P * (S) + 5.00076794e-3f;     \
+        P = P * (S) - 2.67728503e-2f;     \
+        P = P * (S) + 1.12820353e-1f;     \
+        P = P * (S) - 3.76125235e-1f;     \
+        P = P * (S) + 1.28379159e-1f;     \
+    } while (0)
+#define K_ERFF_BIG_Q0 1.95869639e-4f
+#define K_ERFF_BIG_POLY(Q, U)             \
+    do {                                  \
+        Q = Q * (U) - 3.04207155e-3f;     \
+        Q = Q * (U) + 2.22206768e-2f;     \
+        Q = Q * (U) - 1.03915650e-1f;     \
+        Q = Q * (U) - 6.37203321e-1f;     \
+        Q = Q * (U) - 1.12766166e+0f;     \
+        Q = Q * (U) - 1.99346447e-4f;     \
+    } while (0)
+#define K_TANHF_P0 -5.70498872745e-3f
+#define K_TANHF_POLY(P, Z)                \
+    do {                                  \
+        P = P * (Z) + 2.06390887954e-2f;  \
+        P = P * (Z) - 5.37397155531e-2f;  \
+        P = P * (Z) + 1.33314422036e-1f;  \
+        P = P * (Z) - 3.33332819422e-1f;  \
+    } while (0)
+
 /* exp: Cephes-style, ~1 ulp; overflow -> inf, underflow -> subnormal/0 */
 static inline float k_expf(float x) {
     float xc = k_self(x < -104.0f, -104.0f, x);
@@ -100,12 +140,8 @@ static inline float k_expf(float x) {
     float fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x*log2e) */
     float r = xc - fn * 0.693359375f;
     r = r - fn * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    float p = K_EXPF_P0;
+    K_EXPF_POLY(p, r);
     float y = p * (r * r) + r + 1.0f;
     int32_t n = (int32_t)fn;
     int32_t n1 = n >> 1, n2 = n - n1;
@@ -122,21 +158,12 @@ static inline float k_expf(float x) {
  * (2.7 -> ~1 ns per element on AVX2). */
 static inline float k_erff(float x) {
     float t = k_fabsf(x), s = x * x;
-    float p = -6.02405138e-4f;
-    p = p * s + 5.00076794e-3f;
-    p = p * s - 2.67728503e-2f;
-    p = p * s + 1.12820353e-1f;
-    p = p * s - 3.76125235e-1f;
-    p = p * s + 1.28379159e-1f;
+    float p = K_ERFF_SMALL_P0;
+    K_ERFF_SMALL_POLY(p, s);
     float small = x + x * p;
     float u = k_self(t < 3.925f, t, 3.925f);
-    float q = 1.95869639e-4f;
-    q = q * u - 3.04207155e-3f;
-    q = q * u + 2.22206768e-2f;
-    q = q * u - 1.03915650e-1f;
-    q = q * u - 6.37203321e-1f;
-    q = q * u - 1.12766166e+0f;
-    q = q * u - 1.99346447e-4f;
+    float q = K_ERFF_BIG_Q0;
+    K_ERFF_BIG_POLY(q, u);
     float big = k_copysignf(1.0f - k_expf(q), x);
     return k_self(k_isnanf(x), x, k_self(t <= 0.921875f, small, big));
 }
@@ -177,11 +204,8 @@ static inline float k_logf(float x) {
 static inline float k_tanhf(float x) {
     float a = k_fabsf(x);
     float z = x * x;
-    float p = -5.70498872745e-3f;
-    p = p * z + 2.06390887954e-2f;
-    p = p * z - 5.37397155531e-2f;
-    p = p * z + 1.33314422036e-1f;
-    p = p * z - 3.33332819422e-1f;
+    float p = K_TANHF_P0;
+    K_TANHF_POLY(p, z);
     float small = k_copysignf(p * z * x + x, x);
     float e = k_expf(2.0f * k_self(a > 20.0f, 20.0f, a));
     float big = k_copysignf(1.0f - 2.0f / (e + 1.0f), x);
@@ -274,12 +298,8 @@ static inline k_vf k_vexpf_nn(k_vf x) {
     k_vf fn = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     k_vf r = xc - fn * 0.693359375f;
     r = r - fn * -2.12194440e-4f;
-    k_vf p = K_VS(1.9875691500e-4f);
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    k_vf p = K_VS(K_EXPF_P0);
+    K_EXPF_POLY(p, r);
     k_vf y = p * (r * r) + r + 1.0f;
     k_vu n = (k_vu)__builtin_convertvector(fn, k_vi);
     k_vu n1 = (k_vu)((k_vi)n >> 1), n2 = n - n1;
@@ -290,32 +310,20 @@ static inline k_vf k_vexpf_nn(k_vf x) {
 static inline k_vf k_vexpf(k_vf x) { return k_vself(x != x, x, k_vexpf_nn(x)); }
 static inline k_vf k_verff(k_vf x) {
     k_vf t = k_vfabsf(x), s = x * x;
-    k_vf p = K_VS(-6.02405138e-4f);
-    p = p * s + 5.00076794e-3f;
-    p = p * s - 2.67728503e-2f;
-    p = p * s + 1.12820353e-1f;
-    p = p * s - 3.76125235e-1f;
-    p = p * s + 1.28379159e-1f;
+    k_vf p = K_VS(K_ERFF_SMALL_P0);
+    K_ERFF_SMALL_POLY(p, s);
     k_vf small = x + x * p;
     k_vf u = k_vminf(t, K_VS(3.925f)); /* NaN t: 3.925 */
-    k_vf q = K_VS(1.95869639e-4f);
-    q = q * u - 3.04207155e-3f;
-    q = q * u + 2.22206768e-2f;
-    q = q * u - 1.03915650e-1f;
-    q = q * u - 6.37203321e-1f;
-    q = q * u - 1.12766166e+0f;
-    q = q * u - 1.99346447e-4f;
+    k_vf q = K_VS(K_ERFF_BIG_Q0);
+    K_ERFF_BIG_POLY(q, u);
     k_vf big = k_vcopysignf(1.0f - k_vexpf_nn(q), x);
     return k_vself(x != x, x, k_vself(t <= 0.921875f, small, big));
 }
 static inline k_vf k_vtanhf(k_vf x) {
     k_vf a = k_vfabsf(x);
     k_vf z = x * x;
-    k_vf p = K_VS(-5.70498872745e-3f);
-    p = p * z + 2.06390887954e-2f;
-    p = p * z - 5.37397155531e-2f;
-    p = p * z + 1.33314422036e-1f;
-    p = p * z - 3.33332819422e-1f;
+    k_vf p = K_VS(K_TANHF_P0);
+    K_TANHF_POLY(p, z);
     k_vf small = k_vcopysignf(p * z * x + x, x);
     k_vf e = k_vexpf_nn(2.0f * k_vminf(a, K_VS(20.0f))); /* NaN a: 20 */
     k_vf big = k_vcopysignf(1.0f - 2.0f / (e + 1.0f), x);

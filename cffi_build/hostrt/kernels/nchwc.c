@@ -24,18 +24,6 @@
 
 #include "nchwc.h"
 
-/* ---------------------------------------------------------------- reorders */
-typedef struct {
-    int64_t CB, H, W; /* blocks, plane */
-    bool to;          /* NCHW -> NCHWc8 */
-} nr_plan;
-
-typedef struct {
-    const nr_plan *p;
-    const float *x;
-    float *y;
-} nr_ctx;
-
 /* ------------------------------------------------------------------- pool */
 typedef struct {
     int64_t H, W, Ho, Wo, kh, kw, sh, sw, dh, dw, pt, pb, pl, pr;

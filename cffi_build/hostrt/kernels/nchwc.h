@@ -31,12 +31,26 @@ typedef struct {
 /* whether a family's dw_row takes this depthwise conv: kw 3 or 5, kh up to 7, column stride 1 or 2, no dilation */
 bool hrt_nchwc_dw_ok(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw);
 
+/* The reorder between NCHW and NCHWc8 (a family's `reorder`): its plan and its work items'
+ * context, (image * block, row) per item.  nchwc.c's reorder op runs it, and so does nchwc_conv.c's
+ * Winograd route for its NCHW scratch input. */
+typedef struct {
+    int64_t CB, H, W; /* blocks, plane */
+    bool to;          /* NCHW -> NCHWc8 */
+} nr_plan;
+
+typedef struct {
+    const nr_plan *p;
+    const float *x;
+    float *y;
+} nr_ctx;
+
 /* One family's kernels: the pool's work functions of the ops' runs (nchwc.c: reorder, pool,
  * pool_global; nchwc_conv.c: the rest). */
 typedef struct {
     const char *name;
     hrt_range_fn reorder, pool, pool_global;
-    hrt_range_fn conv, sub, unblock, block, pad, virt, dw_virt;
+    hrt_range_fn conv, sub, block, pad, virt, dw_virt;
 } hrt_nchwc_fns;
 
 #define NC_CAT_(a, b) a##_##b
@@ -50,7 +64,6 @@ typedef struct {
     void hrt_nc_pool_global_##fam(void *, int64_t, int64_t);                                           \
     void hrt_nc_conv_##fam(void *, int64_t, int64_t);                                                  \
     void hrt_nc_sub_##fam(void *, int64_t, int64_t);                                                   \
-    void hrt_nc_unblock_##fam(void *, int64_t, int64_t);                                               \
     void hrt_nc_block_##fam(void *, int64_t, int64_t);                                                 \
     void hrt_nc_pad_##fam(void *, int64_t, int64_t);                                                   \
     void hrt_nc_virt_##fam(void *, int64_t, int64_t);                                                  \
@@ -63,7 +76,6 @@ typedef struct {
                                                hrt_nc_pool_global_##fam,                               \
                                                hrt_nc_conv_##fam,                                      \
                                                hrt_nc_sub_##fam,                                       \
-                                               hrt_nc_unblock_##fam,                                   \
                                                hrt_nc_block_##fam,                                     \
                                                hrt_nc_pad_##fam,                                       \
                                                hrt_nc_virt_##fam,                                      \

@@ -148,8 +148,9 @@ static aclError nc_wino(const hrt_kernel *k, void *const *in, void *const *out, 
     float *xs = k_scratch(k, sizeof(float) * (size_t)(xn + yn));
     if (!xs) return ACL_ERROR_RT_MEMORY_ALLOCATION;
     float *ys = xs + xn;
-    nc_wino_ctx c = {p, in[0], NULL, xs, g->H, g->W};
-    hrt_parallel_for(g->N * p->CB * g->H, K_GRAIN / (8 * g->W) + 1, f->unblock, &c);
+    const nr_plan unblock = {p->CB, g->H, g->W, false};
+    nr_ctx c = {&unblock, in[0], xs};
+    hrt_parallel_for(g->N * p->CB * g->H, K_GRAIN / (8 * g->W) + 1, f->reorder, &c);
     aclError rc = hrt_conv2d_winograd_packed_f32(k, g, xs, u, p->has_bias ? in[2] : NULL, NULL, ys);
     if (!rc) {
         nc_wino_ctx d = {p, ys, p->has_z ? in[3] : NULL, out[0], g->Ho, g->Wo};

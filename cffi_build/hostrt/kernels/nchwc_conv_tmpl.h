@@ -285,26 +285,6 @@ NC_TARGET void NCF(hrt_nc_sub)(void *vp, int64_t b, int64_t e) {
     }
 }
 
-/* items (image * block, row): blocked -> NCHW */
-NC_TARGET void NCF(hrt_nc_unblock)(void *vp, int64_t b, int64_t e) {
-    const nc_wino_ctx *c = vp;
-    const int64_t H = c->H, W = c->W, HW = H * W;
-    for (int64_t it = b; it < e; it++) {
-        const int64_t iy = it % H, nb = it / H;
-        const float *src = c->src + (nb * HW + iy * W) * 8;
-        float *dst = c->dst + nb * 8 * HW + iy * W;
-        int64_t ix = 0;
-        for (; ix + 8 <= W; ix += 8) {
-            v8f r[8];
-            for (int i = 0; i < 8; i++) r[i] = ld8(src + (ix + i) * 8);
-            uk_tr8(r);
-            for (int j = 0; j < 8; j++) st8(dst + j * HW + ix, r[j]);
-        }
-        for (; ix < W; ix++)
-            for (int j = 0; j < 8; j++) dst[j * HW + ix] = src[ix * 8 + j];
-    }
-}
-
 static NC_TARGET inline v8f NCF(nc_epi)(const nc_plan *p, v8f v) {
     const float lo = p->act.lo, hi = p->act.hi;
     const v8f zero = {0, 0, 0, 0, 0, 0, 0, 0}, vlo = {lo, lo, lo, lo, lo, lo, lo, lo}, vhi = {hi, hi, hi, hi, hi, hi, hi, hi};
