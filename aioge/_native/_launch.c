@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 typedef int64_t (*execute_fn)(void *launch, void *const ptrs[], const void *attr, void *stream);
+typedef uint64_t (*progress_fn)(void *stream, uint64_t *failures);
 
 typedef struct {
     PyObject_HEAD
@@ -32,6 +33,7 @@ typedef struct {
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 static execute_fn g_execute;
+static progress_fn g_progress;
 static PyTypeObject *g_cdata, *g_tensor, *g_memory, *g_completion, *g_enqueue;
 static PyObject *g_raise_for, *g_trace;
 static Py_ssize_t t_mem, t_dtype, t_shape;
@@ -43,7 +45,8 @@ static Py_ssize_t e_stream, e_capture, e_cache, e_dev, e_lane, e_handle, e_lock;
 
 static PyObject *s_lock, *s_stream, *s_capture, *s_cache, *s_dev, *s_lane, *s_handle, *s_closed, *s_no_attr,
     *s_prepared, *s_attr, *s_acquire, *s_release, *s_submit_seq, *s_readers, *s_writer, *s_lane_pub,
-    *s_launched, *s_pending, *s_append, *s_thread, *s_idle, *s_cv, *s_notify, *s_poll, *s_hub, *s_timing, *s_enqueue;
+    *s_launched, *s_pending, *s_append, *s_thread, *s_idle, *s_cv, *s_notify, *s_poll, *s_hub, *s_timing, *s_enqueue,
+    *s_lane_handle, *s_fails_seen, *s_failures, *s_completed, *s_last_tseq, *s_locked;
 
 /* the address a cffi pointer stands for; -1 (no exception) if `o` is no cdata */
 static inline int cdata_address(PyObject *o, void **out) {
@@ -171,10 +174,98 @@ static PyObject *py_note(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 
 /* ---- submit_seq: the Completion of a launch on a sequence-number lane ------------------------ */
 
+/* a lane's attribute as an unsigned count (-1 with an exception) */
+static int lane_count(PyObject *lane, PyObject *nm, uint64_t *out) {
+    PyObject *v = PyObject_GetAttr(lane, nm);
+    if (v == NULL)
+        return -1;
+    unsigned long long n = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if (n == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    *out = n;
+    return 0;
+}
+
+/* Whether the launch numbered `tseq` of `lane`'s stream, with nothing pending before it on the
+ * lane, has already run without a failure, and then counted completed by the lane: 1 (the caller
+ * makes its Completion done, keeping nothing), 0 (no exception: it joins `pending` as any launch),
+ * -1 with an exception.  A small launch on an idle stream runs inline on the caller's thread, so it
+ * has run when aiogeHostLaunchExecute returns; awaiting its output then finds it done, no poll.
+ * Only what Lane._take_finished_seq would conclude from the same progress, as if under the lane's
+ * lock (a poll or lane thread inside it leaves the launch to them): nothing pending, the stream's completed count at `tseq`, no failure logged that the lane has not
+ * taken (the count is read after the completed one, and the runtime logs a failure before its task
+ * counts as completed) and none taken but not yet given to a completion.  Observed (a trace hub),
+ * it stays pending: the observer sees it finish through Lane._finish. */
+static int settle_at_once(PyObject *lane, PyObject *pending, int64_t tseq) {
+    if (g_progress == NULL)
+        return 0;
+    Py_ssize_t len = PyObject_Length(pending);
+    if (len != 0)
+        return len < 0 ? -1 : 0;
+    PyObject *tmp = PyObject_GetAttr(g_trace, s_hub);
+    if (tmp == NULL)
+        return -1;
+    int observed = tmp != Py_None;
+    Py_DECREF(tmp);
+    if (observed)
+        return 0;
+    PyObject *h = PyObject_GetAttr(lane, s_lane_handle);
+    if (h == NULL)
+        return -1;
+    void *stream_addr;
+    int is_ptr = cdata_address(h, &stream_addr) == 0;
+    Py_DECREF(h);
+    if (!is_ptr || stream_addr == NULL)
+        return 0;
+    uint64_t fails = 0, done = g_progress(stream_addr, &fails);
+    if (done < (uint64_t)tseq)
+        return 0;
+    /* nobody is inside the lane's lock: then none of its state is half-updated, and none can be
+     * until this returns, the GIL held throughout (no Python code runs here, nothing releases it) */
+    PyObject *lock = PyObject_GetAttr(lane, s_lock);
+    if (lock == NULL)
+        return -1;
+    tmp = PyObject_CallMethodNoArgs(lock, s_locked);
+    Py_DECREF(lock);
+    if (tmp == NULL)
+        return -1;
+    int held = tmp != Py_False;
+    Py_DECREF(tmp);
+    if (held)
+        return 0;
+    uint64_t seen, completed;
+    if (lane_count(lane, s_fails_seen, &seen) < 0)
+        return -1;
+    if (seen != fails)
+        return 0;
+    PyObject *taken = PyObject_GetAttr(lane, s_failures);
+    if (taken == NULL)
+        return -1;
+    len = PyObject_Length(taken);
+    Py_DECREF(taken);
+    if (len != 0)
+        return len < 0 ? -1 : 0;
+    if (lane_count(lane, s_completed, &completed) < 0)
+        return -1;
+    PyObject *v = PyLong_FromUnsignedLongLong(completed + 1);
+    if (v == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(lane, s_completed, v);
+    Py_DECREF(v);
+    if (rc < 0 || (v = PyLong_FromLongLong(tseq)) == NULL)
+        return -1;
+    rc = PyObject_SetAttr(lane, s_last_tseq, v);
+    Py_DECREF(v);
+    return rc < 0 ? -1 : 1;
+}
+
 /* Lane.submit_seq (scheduler.py; the prepared launches: no event, no observer): the caller holds
- * the stream's lock, which serialises every submit.  The lane counts the launch; the Completion
- * (every slot of Completion.__init__, checked by init()) joins the lane's pending queue; a lane
- * thread asleep on the condition is woken; every 64th launch polls once the queue is long. */
+ * the stream's lock, which serialises every submit.  The lane counts the launch.  One that has
+ * already run (settle_at_once) gets a Completion done at once, keeping nothing; any other's
+ * Completion (every slot of Completion.__init__, checked by init()) joins the lane's pending
+ * queue, a lane thread asleep on the condition is woken, and every 64th launch polls once the
+ * queue is long. */
 static PyObject *submit_seq_impl(PyObject *lane, PyObject *keep, PyObject *what, PyObject *name, int64_t tseq) {
     PyObject *comp = NULL, *pending = NULL, *tmp = NULL, *n_obj = NULL;
     long long n;
@@ -199,14 +290,22 @@ static PyObject *submit_seq_impl(PyObject *lane, PyObject *keep, PyObject *what,
     SLOT(comp, c_deps) = Py_NewRef(Py_None);
     SLOT(comp, c_start) = Py_NewRef(Py_None);
     SLOT(comp, c_device_ms) = Py_NewRef(Py_None);
-    SLOT(comp, c_keep) = Py_NewRef(keep);
     SLOT(comp, c_what) = Py_NewRef(what);
     SLOT(comp, c_seq) = Py_NewRef(n_obj);
-    SLOT(comp, c_done) = Py_NewRef(Py_False);
     SLOT(comp, c_error) = Py_NewRef(Py_None);
     SLOT(comp, c_waiters) = Py_NewRef(Py_None);
     if ((pending = PyObject_GetAttr(lane, s_pending)) == NULL)
         goto fail;
+    int settled = settle_at_once(lane, pending, tseq);
+    if (settled < 0)
+        goto fail;
+    SLOT(comp, c_keep) = Py_NewRef(settled ? Py_None : keep);
+    SLOT(comp, c_done) = Py_NewRef(settled ? Py_True : Py_False);
+    if (settled) {
+        Py_DECREF(pending);
+        Py_DECREF(n_obj);
+        return comp;
+    }
     if ((tmp = PyObject_CallMethodOneArg(pending, s_append, comp)) == NULL)
         goto fail;
     Py_DECREF(tmp);
@@ -634,18 +733,25 @@ static const char *const completion_slots[] = {"_done", "_error", "_waiters", "d
                                                "lane", "name", "seq", "start", "tseq", "what"};
 #define N_COMPLETION_SLOTS ((Py_ssize_t)(sizeof completion_slots / sizeof completion_slots[0]))
 
-/* init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, Completion, poll_every, trace, Enqueue):
- * `trace` is the module whose `hub` (not None: an observer) op() checks */
+/* init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, Completion, poll_every, trace, Enqueue,
+ *      progress_address): `trace` is the module whose `hub` (not None: an observer) op() checks;
+ * the addresses are aiogeHostLaunchExecute's and aiogeHostStreamProgress's */
 static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) {
+    if (nargs != 10) {
         PyErr_SetString(PyExc_TypeError, "init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, "
-                                         "Completion, poll_every, trace, Enqueue)");
+                                         "Completion, poll_every, trace, Enqueue, progress_address)");
         return NULL;
     }
     void *fn = PyLong_AsVoidPtr(args[0]);
     if (fn == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "init: a NULL execute address");
+        return NULL;
+    }
+    void *progress = PyLong_AsVoidPtr(args[9]);
+    if (progress == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "init: a NULL progress address");
         return NULL;
     }
     for (int i = 1; i < 6; i++)
@@ -709,6 +815,7 @@ static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     Py_XSETREF(g_memory, (PyTypeObject *)Py_NewRef(memory));
     Py_XSETREF(g_completion, (PyTypeObject *)Py_NewRef(completion));
     g_execute = (execute_fn)fn;
+    g_progress = (progress_fn)progress;
     Py_RETURN_NONE;
 }
 
@@ -749,7 +856,9 @@ PyMODINIT_FUNC PyInit__launch(void) {
         {&s_release, "release"},   {&s_submit_seq, "submit_seq"}, {&s_readers, "readers"}, {&s_writer, "writer"}, {&s_lane_pub, "lane"},
         {&s_launched, "launched"}, {&s_pending, "pending"}, {&s_append, "append"}, {&s_thread, "_thread"},
         {&s_idle, "_idle"}, {&s_cv, "_cv"}, {&s_notify, "notify"}, {&s_poll, "poll"},
-        {&s_hub, "hub"}, {&s_timing, "timing"}, {&s_enqueue, "_enqueue"},
+        {&s_hub, "hub"}, {&s_timing, "timing"}, {&s_enqueue, "_enqueue"}, {&s_lane_handle, "_handle"},
+        {&s_fails_seen, "_fails_seen"}, {&s_failures, "_failures"}, {&s_completed, "completed"},
+        {&s_last_tseq, "_last_tseq"}, {&s_locked, "locked"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].var = PyUnicode_InternFromString(names[i].s)) == NULL)

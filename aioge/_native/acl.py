@@ -570,11 +570,14 @@ def bind_launch(tensor: type, memory: type, completion: type, poll_every: int, t
     """Hand ``_launch`` the runtime's Tensor, DeviceMemory, Completion and Enqueue classes (slot layouts
     checked: a Completion it makes has every slot ``Completion.__init__`` sets), the pending
     length above which a lane polls, the module whose ``hub`` means an observer, and the host
-    runtime's ``aiogeHostLaunchExecute``."""
+    runtime's ``aiogeHostLaunchExecute`` and ``aiogeHostStreamProgress`` (a launch that has already
+    run settles at once)."""
     fn = launch_execute_rc  # a function pointer in ABI mode, a built-in of the compiled module in API mode
     ptr = fn if isinstance(fn, ffi.CData) else ffi.addressof(lib, "aiogeHostLaunchExecute")
+    progress = lib.aiogeHostStreamProgress
+    pptr = progress if isinstance(progress, ffi.CData) else ffi.addressof(lib, "aiogeHostStreamProgress")
     _launch.init(int(ffi.cast("uintptr_t", ptr)), ffi.CData, raise_for, tensor, memory, completion, poll_every, trace,
-                 enqueue)  # fmt: skip
+                 enqueue, int(ffi.cast("uintptr_t", pptr)))  # fmt: skip
 
 
 def cdata_address(handle: Handle) -> int:

@@ -40,7 +40,7 @@ import collections
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -148,13 +148,15 @@ class Completion:
 
     async def wait(self) -> None:
         """Wait until the launch has run; raise its error if it failed."""
+        await self
+
+    def __await__(self) -> Generator[Any, None, None]:
+        # a generator, not a coroutine: a launch that settled when it was made (it ran inline) is
+        # done here, and its await is then this check alone
         if not self._done and not self.lane.spin_until(self):
-            await self._wait_pending()
+            yield from self._wait_pending().__await__()
         if self._error is not None:
             self._raise_if_failed()
-
-    def __await__(self) -> Any:
-        return self.wait().__await__()
 
     async def _wait_pending(self) -> None:
         loop = asyncio._get_running_loop()
@@ -290,9 +292,11 @@ class Lane:
         """``submit`` for the prepared-launch path (sequence-number lanes, no event, no
         observer): the caller holds the stream's lock, which serialises every submit.  One
         definition, in C (``acl.submit_seq``, which the prepared launch's C transaction also
-        calls): the lane counts the launch, its Completion joins ``pending``, a lane thread
-        asleep on the condition is woken, and every 64th launch polls once ``pending`` is
-        longer than ``POLL_EVERY``."""
+        calls): the lane counts the launch.  One that has already run without a failure, nothing
+        pending before it (the runtime ran it inline on the caller's thread), is settled there: its
+        Completion is done when made and keeps nothing, so awaiting it takes no poll.  Any other's
+        Completion joins ``pending``, a lane thread asleep on the condition is woken, and every
+        64th launch polls once ``pending`` is longer than ``POLL_EVERY``."""
         return _submit_seq(self, keep, what, name, tseq)  # type: ignore[no-any-return]
 
     def record_failure(self, err: tuple[int, str, str]) -> None:

@@ -261,7 +261,7 @@ class Tensor:
         m = self._mem
         w = None if m is None else m.writer
         if w is not None:
-            yield from w.wait().__await__()
+            yield from w.__await__()
         return self
 
     async def numpy(self, *, timeout: float | None = None, stream: Stream | None = None) -> np.ndarray:

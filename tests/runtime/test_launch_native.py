@@ -14,6 +14,7 @@ from aioge.runtime import _trace
 from aioge.runtime import launch as launch_mod
 from aioge.runtime.scheduler import POLL_EVERY, Completion
 from aioge.runtime.stream import DeviceMemory, Enqueue, Tensor
+from tests.runtime.test_fast_launch import gate, open_gate
 
 pytestmark = [
     pytest.mark.anyio,
@@ -37,11 +38,11 @@ def test_init_refuses_a_completion_of_other_slots() -> None:
 
     addr = int(ffi.cast("uintptr_t", ffi.addressof(acl.lib, "aiogeHostLaunchExecute")))
     with pytest.raises(TypeError, match="slots"):
-        _launch.init(addr, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Other, POLL_EVERY, _trace, Enqueue)
+        _launch.init(addr, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Other, POLL_EVERY, _trace, Enqueue, addr)
     with pytest.raises(TypeError, match="not a __slots__ member"):
-        _launch.init(addr, ffi.CData, acl.raise_for, Other, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue)
+        _launch.init(addr, ffi.CData, acl.raise_for, Other, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue, addr)
     with pytest.raises(ValueError, match="NULL"):
-        _launch.init(0, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue)
+        _launch.init(0, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue, addr)
     # the failed calls left the bound state alone: launches still run through C
     assert acl.cdata_address(ffi.cast("void *", 16)) == 16
 
@@ -56,12 +57,15 @@ async def test_the_c_call_launches_only_what_needs_nothing_else(stream) -> None:
     assert acl.launch_plain(enq, "Add", [x, x], [out], None, None) is None
     assert stream.stats["launched"] == launched
     comp = enq.run_prepared("Add", [x, x], [out], None)
-    assert isinstance(comp, Completion) and type(comp.keep) is tuple
+    # the stream idle, a launch this small ran inline: settled when it was made, keeping nothing
+    assert isinstance(comp, Completion) and comp.done and comp.keep is None
+    g = gate(stream)  # behind a held task: pending, keeping what it reads and writes
     comp = acl.launch_plain(enq, "Add", [x, x], [out], None, "named")
-    assert type(comp) is Completion and comp.what == "Add" and comp.name == "named"
+    assert type(comp) is Completion and comp.what == "Add" and comp.name == "named" and not comp.done
     assert comp.keep == (x._mem, x._mem, out._mem) and comp.lane is stream._lane and comp.event is None
     assert out._mem.writer is comp and x._mem.readers == {stream._lane: comp} and not out._mem.readers
     assert comp.seq == stream.stats["launched"] and comp.tseq > 0 and repr(comp)
+    open_gate(g)
     np.testing.assert_array_equal(await out.numpy(), np.arange(8, dtype=np.float32) * 2)
     assert comp.done and comp.exception() is None and comp.deps is None and comp.device_ms is None
     # attrs go through the cache's attr handles, the same prepared launch key as Python's
