@@ -25,7 +25,7 @@ path (ops, ``aioge.op``, compiled graphs, copies) is captured the same way.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Generator, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._native import acl
@@ -70,7 +70,7 @@ class CapturedLaunch(Completion):
     def __repr__(self) -> str:
         return f"<aioge.CapturedLaunch {self.what!r} on {self.lane.name}>"
 
-    async def wait(self) -> None:
+    def __await__(self) -> Generator[Any, None, None]:  # what Completion.wait and Tensor.__await__ await
         raise StreamCaptureError(
             _NOT_RUN, f"{self.name or self.what} was captured and runs only when its graph is replayed "
             "(await graph.replay(), then read the outputs)", "await",
