@@ -284,10 +284,10 @@ def load_onnx(
         UnsupportedOpsetError, DynamicShapeError (see the module docstring).
     """
     onnx = _import_onnx()
-    proto, base, weights = _read(onnx, model, base_dir)
+    proto, base, weights, whole = _read(onnx, model, base_dir)
     source_opset = _declared_opset(proto)
     if weights and source_opset < MIN_OPSET:  # the version converter reads the weights in the message
-        proto, base, weights = _read(onnx, model, base_dir, split=False)
+        proto, base, weights, whole = _read(onnx, model, base_dir, split=False)
     proto, upgraded = _upgrade(onnx, proto)
     im = _Importer(onnx, proto, base, dict(input_shapes or {}), source_opset, weights)
     g = im.run()
@@ -305,7 +305,7 @@ def load_onnx(
     except GraphError as e:
         raise MalformedModelError(str(e), node=None) from e
     if not upgraded:  # our checks name the node, so they go first; an upgraded model was checked before
-        _check(onnx, proto)
+        _check(onnx, proto, whole)
     return g
 
 
@@ -317,15 +317,19 @@ def _raw_view(raw: bytes | memoryview, dt: np.dtype, dims: list[int]) -> np.ndar
     return np.frombuffer(raw, dtype=dt).reshape(dims)
 
 
-def _read(onnx: Any, model: Any, base_dir: Any, split: bool = True) -> tuple[Any, str | None, dict[str, memoryview]]:
-    """The ModelProto, the directory of external data, and the initializers' raw bytes that
+def _read(
+    onnx: Any, model: Any, base_dir: Any, split: bool = True
+) -> tuple[Any, str | None, dict[str, memoryview], bytes | None]:
+    """The ModelProto, the directory of external data, the initializers' raw bytes that
     :func:`~aioge.graph.onnx_wire.split_weights` cut out of the message (views into the model's
-    bytes: protobuf then copies neither into the message nor out of it)."""
+    bytes: protobuf then copies neither into the message nor out of it), and the serialized
+    model when the message was parsed from all of it (None: a ModelProto was given, or weights
+    were cut)."""
     from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
     base = os.fspath(base_dir) if base_dir is not None else None
     if isinstance(model, onnx.ModelProto):
-        return model, base, {}
+        return model, base, {}, None
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         with open(path, "rb") as f:
@@ -348,7 +352,7 @@ def _read(onnx: Any, model: Any, base_dir: Any, split: bool = True) -> tuple[Any
         raise MalformedModelError(f"cannot decode the ONNX protobuf ({len(data)} bytes): {e}") from e
     if not proto.HasField("graph"):
         raise MalformedModelError("the model has no graph (truncated or not an ONNX model?)")
-    return proto, base, weights
+    return proto, base, weights, data if cut is None else None
 
 
 def _declared_opset(proto: Any) -> int:
@@ -358,7 +362,11 @@ def _declared_opset(proto: Any) -> int:
     return int(versions[0])
 
 
-def _check(onnx: Any, proto: Any) -> None:
+#: a model parsed from this many bytes or fewer is checked from its bytes when nothing needs a stub
+CHECK_AS_IS_BYTES = 1 << 20
+
+
+def _check(onnx: Any, proto: Any, whole: bytes | None = None) -> None:
     """``onnx.checker`` on the model (its structural and schema rules), as a MalformedModelError.
 
     The checker sees the model's structure with every initializer stubbed to a
@@ -368,7 +376,15 @@ def _check(onnx: Any, proto: Any) -> None:
     One rule is relaxed, as onnxruntime does: a graph input/output typed as a
     tensor without a ``shape`` passes (its shape is inferred, or given by
     ``input_shapes``).
+
+    ``whole``: the serialized model ``proto`` was parsed from.  A small one (up to
+    :data:`CHECK_AS_IS_BYTES`) whose stub would differ from it only in its initializers' data
+    (none of them external, every graph input and output with a shape) is checked from these
+    bytes: no stub is built and serialized again.
     """
+    if whole is not None and len(whole) <= CHECK_AS_IS_BYTES and _checkable_as_is(onnx, proto.graph):
+        _run_checker(onnx, whole)
+        return
     stub = onnx.ModelProto()
     for fd, v in proto.ListFields():
         if fd.name != "graph":
@@ -384,8 +400,26 @@ def _check(onnx: Any, proto: Any) -> None:
     for vi in [*sg.input, *sg.output]:
         if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
             vi.type.tensor_type.shape.SetInParent()
+    _run_checker(onnx, stub)
+
+
+def _checkable_as_is(onnx: Any, gp: Any) -> bool:
+    """Whether the checker passes the graph as it is exactly when it passes its stub: no external
+    initializer (the checker would look for its file) and no graph input or output typed as a
+    tensor without a shape (the rule the stub relaxes)."""
+    external = onnx.TensorProto.EXTERNAL
+    for t in gp.initializer:
+        if t.data_location == external or len(t.external_data):
+            return False
+    for vi in [*gp.input, *gp.output]:
+        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+            return False
+    return True
+
+
+def _run_checker(onnx: Any, model: Any) -> None:
     try:
-        onnx.checker.check_model(stub)
+        onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
         msg = " ".join(str(e).split())
         raise MalformedModelError(f"onnx.checker: {msg}") from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 import onnx.version_converter
@@ -226,3 +228,30 @@ def test_the_onnx_checker_runs_on_load() -> None:
     m.ir_version = 0  # accepted by the importer's own checks, not by onnx.checker
     with pytest.raises(MalformedModelError, match=r"onnx.checker: .*ir_version"):
         load_onnx(m)
+
+
+@pytest.mark.parametrize("form", ["proto", "bytes", "path"])
+def test_the_onnx_checker_runs_on_load_from_every_form(form: str, tmp_path: Any) -> None:
+    m = one_op("Add", {"x": rand(2)}, initializers={"w": rand(2)})
+    m.metadata_props.add(key="k", value="1")
+    m.metadata_props.add(key="k", value="2")  # accepted by the importer's own checks, not by onnx.checker
+    src: Any = m
+    if form != "proto":
+        src = m.SerializeToString()
+    if form == "path":
+        (tmp_path / "m.onnx").write_bytes(src)
+        src = str(tmp_path / "m.onnx")
+    with pytest.raises(MalformedModelError, match=r"onnx.checker: .*metadata_props"):
+        load_onnx(src)
+
+
+@pytest.mark.parametrize("form", ["proto", "bytes"])
+def test_an_input_without_a_shape_passes_the_checker_from_every_form(form: str) -> None:
+    x = rand(2, 3)
+    m = one_op("Relu", {"x": x})
+    m.graph.input[0].type.tensor_type.ClearField("shape")
+    m.graph.output[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(onnx.checker.ValidationError):  # onnx.checker alone refuses it
+        onnx.checker.check_model(m.SerializeToString())
+    g = load_onnx(m if form == "proto" else m.SerializeToString(), input_shapes={"x": (2, 3)})
+    assert g.values["y0"].shape == (2, 3)
