@@ -18,6 +18,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef int64_t (*execute_fn)(void *launch, void *const ptrs[], const void *attr, void *stream);
 typedef uint64_t (*progress_fn)(void *stream, uint64_t *failures);
@@ -45,8 +46,7 @@ static Py_ssize_t e_stream, e_capture, e_cache, e_dev, e_lane, e_handle, e_lock;
 
 static PyObject *s_lock, *s_stream, *s_capture, *s_cache, *s_dev, *s_lane, *s_handle, *s_closed, *s_no_attr,
     *s_prepared, *s_attr, *s_acquire, *s_release, *s_submit_seq, *s_readers, *s_writer, *s_lane_pub,
-    *s_launched, *s_pending, *s_append, *s_thread, *s_idle, *s_cv, *s_notify, *s_poll, *s_hub, *s_timing, *s_enqueue,
-    *s_lane_handle, *s_fails_seen, *s_failures, *s_completed, *s_last_tseq, *s_locked;
+    *s_append, *s_notify, *s_poll, *s_hub, *s_timing, *s_enqueue, *s_locked;
 
 /* the address a cffi pointer stands for; -1 (no exception) if `o` is no cdata */
 static inline int cdata_address(PyObject *o, void **out) {
@@ -174,9 +174,36 @@ static PyObject *py_note(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 
 /* ---- submit_seq: the Completion of a launch on a sequence-number lane ------------------------ */
 
+/* the Lane's attributes submit_seq reads and writes: slots of the runtime's Lane, read by offset */
+enum { L_PENDING, L_LAUNCHED, L_COMPLETED, L_LAST_TSEQ, L_FAILS_SEEN, L_FAILURES, L_HANDLE, L_LOCK, L_THREAD, L_IDLE,
+       L_CV, N_LANE };
+static const char *const lane_slots[N_LANE] = {"pending", "launched", "completed", "_last_tseq", "_fails_seen",
+                                               "_failures", "_handle", "lock", "_thread", "_idle", "_cv"};
+static PyObject *lane_names[N_LANE];
+static Py_ssize_t lane_off[N_LANE];
+static PyTypeObject *g_lane;
+
+/* a new reference to a Lane's attribute: its slot when it is exactly the runtime's Lane */
+static inline PyObject *lane_get(PyObject *lane, int i) {
+    if (Py_TYPE(lane) == g_lane) {
+        PyObject *v = SLOT(lane, lane_off[i]);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(lane, lane_names[i]);
+}
+
+static inline int lane_put(PyObject *lane, int i, PyObject *v) {
+    if (Py_TYPE(lane) == g_lane) {
+        slot_set(lane, lane_off[i], v);
+        return 0;
+    }
+    return PyObject_SetAttr(lane, lane_names[i], v);
+}
+
 /* a lane's attribute as an unsigned count (-1 with an exception) */
-static int lane_count(PyObject *lane, PyObject *nm, uint64_t *out) {
-    PyObject *v = PyObject_GetAttr(lane, nm);
+static int lane_count(PyObject *lane, int i, uint64_t *out) {
+    PyObject *v = lane_get(lane, i);
     if (v == NULL)
         return -1;
     unsigned long long n = PyLong_AsUnsignedLongLong(v);
@@ -210,7 +237,7 @@ static int settle_at_once(PyObject *lane, PyObject *pending, int64_t tseq) {
     Py_DECREF(tmp);
     if (observed)
         return 0;
-    PyObject *h = PyObject_GetAttr(lane, s_lane_handle);
+    PyObject *h = lane_get(lane, L_HANDLE);
     if (h == NULL)
         return -1;
     void *stream_addr;
@@ -223,7 +250,7 @@ static int settle_at_once(PyObject *lane, PyObject *pending, int64_t tseq) {
         return 0;
     /* nobody is inside the lane's lock: then none of its state is half-updated, and none can be
      * until this returns, the GIL held throughout (no Python code runs here, nothing releases it) */
-    PyObject *lock = PyObject_GetAttr(lane, s_lock);
+    PyObject *lock = lane_get(lane, L_LOCK);
     if (lock == NULL)
         return -1;
     tmp = PyObject_CallMethodNoArgs(lock, s_locked);
@@ -235,27 +262,27 @@ static int settle_at_once(PyObject *lane, PyObject *pending, int64_t tseq) {
     if (held)
         return 0;
     uint64_t seen, completed;
-    if (lane_count(lane, s_fails_seen, &seen) < 0)
+    if (lane_count(lane, L_FAILS_SEEN, &seen) < 0)
         return -1;
     if (seen != fails)
         return 0;
-    PyObject *taken = PyObject_GetAttr(lane, s_failures);
+    PyObject *taken = lane_get(lane, L_FAILURES);
     if (taken == NULL)
         return -1;
     len = PyObject_Length(taken);
     Py_DECREF(taken);
     if (len != 0)
         return len < 0 ? -1 : 0;
-    if (lane_count(lane, s_completed, &completed) < 0)
+    if (lane_count(lane, L_COMPLETED, &completed) < 0)
         return -1;
     PyObject *v = PyLong_FromUnsignedLongLong(completed + 1);
     if (v == NULL)
         return -1;
-    int rc = PyObject_SetAttr(lane, s_completed, v);
+    int rc = lane_put(lane, L_COMPLETED, v);
     Py_DECREF(v);
     if (rc < 0 || (v = PyLong_FromLongLong(tseq)) == NULL)
         return -1;
-    rc = PyObject_SetAttr(lane, s_last_tseq, v);
+    rc = lane_put(lane, L_LAST_TSEQ, v);
     Py_DECREF(v);
     return rc < 0 ? -1 : 1;
 }
@@ -269,14 +296,14 @@ static int settle_at_once(PyObject *lane, PyObject *pending, int64_t tseq) {
 static PyObject *submit_seq_impl(PyObject *lane, PyObject *keep, PyObject *what, PyObject *name, int64_t tseq) {
     PyObject *comp = NULL, *pending = NULL, *tmp = NULL, *n_obj = NULL;
     long long n;
-    if ((tmp = PyObject_GetAttr(lane, s_launched)) == NULL)
+    if ((tmp = lane_get(lane, L_LAUNCHED)) == NULL)
         return NULL;
     n = PyLong_AsLongLong(tmp);
     Py_DECREF(tmp);
     if (n == -1 && PyErr_Occurred())
         return NULL;
     n += 1;
-    if ((n_obj = PyLong_FromLongLong(n)) == NULL || PyObject_SetAttr(lane, s_launched, n_obj) < 0)
+    if ((n_obj = PyLong_FromLongLong(n)) == NULL || lane_put(lane, L_LAUNCHED, n_obj) < 0)
         goto fail;
     if ((comp = g_completion->tp_alloc(g_completion, 0)) == NULL)
         goto fail;
@@ -294,7 +321,7 @@ static PyObject *submit_seq_impl(PyObject *lane, PyObject *keep, PyObject *what,
     SLOT(comp, c_seq) = Py_NewRef(n_obj);
     SLOT(comp, c_error) = Py_NewRef(Py_None);
     SLOT(comp, c_waiters) = Py_NewRef(Py_None);
-    if ((pending = PyObject_GetAttr(lane, s_pending)) == NULL)
+    if ((pending = lane_get(lane, L_PENDING)) == NULL)
         goto fail;
     int settled = settle_at_once(lane, pending, tseq);
     if (settled < 0)
@@ -309,12 +336,12 @@ static PyObject *submit_seq_impl(PyObject *lane, PyObject *keep, PyObject *what,
     if ((tmp = PyObject_CallMethodOneArg(pending, s_append, comp)) == NULL)
         goto fail;
     Py_DECREF(tmp);
-    if ((tmp = PyObject_GetAttr(lane, s_thread)) == NULL)
+    if ((tmp = lane_get(lane, L_THREAD)) == NULL)
         goto fail;
     int has_thread = tmp != Py_None;
     Py_DECREF(tmp);
     if (has_thread) {  // the lane thread may be asleep on the condition
-        PyObject *lock = PyObject_GetAttr(lane, s_lock);
+        PyObject *lock = lane_get(lane, L_LOCK);
         if (lock == NULL)
             goto fail;
         if ((tmp = PyObject_CallMethodNoArgs(lock, s_acquire)) == NULL) {
@@ -323,12 +350,12 @@ static PyObject *submit_seq_impl(PyObject *lane, PyObject *keep, PyObject *what,
         }
         Py_DECREF(tmp);
         int idle = -1;
-        if ((tmp = PyObject_GetAttr(lane, s_idle)) != NULL) {
+        if ((tmp = lane_get(lane, L_IDLE)) != NULL) {
             idle = PyObject_IsTrue(tmp);
             Py_DECREF(tmp);
         }
         if (idle > 0) {
-            PyObject *cv = PyObject_GetAttr(lane, s_cv);
+            PyObject *cv = lane_get(lane, L_CV);
             tmp = cv == NULL ? NULL : PyObject_CallMethodNoArgs(cv, s_notify);
             Py_XDECREF(cv);
             idle = tmp == NULL ? -1 : 0;
@@ -734,12 +761,12 @@ static const char *const completion_slots[] = {"_done", "_error", "_waiters", "d
 #define N_COMPLETION_SLOTS ((Py_ssize_t)(sizeof completion_slots / sizeof completion_slots[0]))
 
 /* init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, Completion, poll_every, trace, Enqueue,
- *      progress_address): `trace` is the module whose `hub` (not None: an observer) op() checks;
+ *      progress_address, Lane): `trace` is the module whose `hub` (not None: an observer) op() checks;
  * the addresses are aiogeHostLaunchExecute's and aiogeHostStreamProgress's */
 static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10) {
+    if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError, "init(execute_address, cdata_type, raise_for, Tensor, DeviceMemory, "
-                                         "Completion, poll_every, trace, Enqueue, progress_address)");
+                                         "Completion, poll_every, trace, Enqueue, progress_address, Lane)");
         return NULL;
     }
     void *fn = PyLong_AsVoidPtr(args[0]);
@@ -787,6 +814,15 @@ static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "init: argument 8 is not a type");
         return NULL;
     }
+    if (!PyType_Check(args[10])) {
+        PyErr_SetString(PyExc_TypeError, "init: argument 10 is not a type");
+        return NULL;
+    }
+    PyTypeObject *lane_type = (PyTypeObject *)args[10];
+    Py_ssize_t lo[N_LANE];
+    for (int i = 0; i < N_LANE; i++)
+        if (slot_offset(lane_type, lane_slots[i], &lo[i]) < 0)
+            return NULL;
     PyTypeObject *enqueue = (PyTypeObject *)args[8];
     Py_ssize_t eo[7];
     if (slot_offset(enqueue, "stream", &eo[0]) < 0 || slot_offset(enqueue, "capture", &eo[1]) < 0 ||
@@ -807,6 +843,8 @@ static PyObject *py_init(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
     g_poll_every = poll_every;
     e_stream = eo[0], e_capture = eo[1], e_cache = eo[2], e_dev = eo[3], e_lane = eo[4], e_handle = eo[5];
     e_lock = eo[6];
+    memcpy(lane_off, lo, sizeof lo);
+    Py_XSETREF(g_lane, (PyTypeObject *)Py_NewRef(lane_type));
     Py_XSETREF(g_enqueue, (PyTypeObject *)Py_NewRef(enqueue));
     Py_XSETREF(g_cdata, (PyTypeObject *)Py_NewRef(args[1]));
     Py_XSETREF(g_raise_for, Py_NewRef(args[2]));
@@ -854,14 +892,14 @@ PyMODINIT_FUNC PyInit__launch(void) {
         {&s_dev, "_dev"},          {&s_lane, "_lane"},        {&s_handle, "handle"},     {&s_closed, "_closed"},
         {&s_no_attr, "no_attr"},   {&s_prepared, "prepared"}, {&s_attr, "attr"},         {&s_acquire, "acquire"},
         {&s_release, "release"},   {&s_submit_seq, "submit_seq"}, {&s_readers, "readers"}, {&s_writer, "writer"}, {&s_lane_pub, "lane"},
-        {&s_launched, "launched"}, {&s_pending, "pending"}, {&s_append, "append"}, {&s_thread, "_thread"},
-        {&s_idle, "_idle"}, {&s_cv, "_cv"}, {&s_notify, "notify"}, {&s_poll, "poll"},
-        {&s_hub, "hub"}, {&s_timing, "timing"}, {&s_enqueue, "_enqueue"}, {&s_lane_handle, "_handle"},
-        {&s_fails_seen, "_fails_seen"}, {&s_failures, "_failures"}, {&s_completed, "completed"},
-        {&s_last_tseq, "_last_tseq"}, {&s_locked, "locked"},
+        {&s_append, "append"}, {&s_notify, "notify"}, {&s_poll, "poll"}, {&s_hub, "hub"}, {&s_timing, "timing"},
+        {&s_enqueue, "_enqueue"}, {&s_locked, "locked"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].var = PyUnicode_InternFromString(names[i].s)) == NULL)
+            return NULL;
+    for (int i = 0; i < N_LANE; i++)
+        if ((lane_names[i] = PyUnicode_InternFromString(lane_slots[i])) == NULL)
             return NULL;
     return PyModule_Create(&module);
 }

@@ -4,7 +4,7 @@ from typing import Any
 
 def init(execute_address: int, cdata_type: type, raise_for: Callable[[int, str], None], tensor: type,
          memory: type, completion: type, poll_every: int, trace: Any, enqueue: type,
-         progress_address: int) -> None: ...  # fmt: skip
+         progress_address: int, lane: type) -> None: ...  # fmt: skip
 def launch(enq: Any, op_type: str, inputs: Sequence[Any], outputs: Sequence[Any], attrs: Any,
            name: str | None) -> Any: ...  # fmt: skip
 def note(comp: Any, reads: Sequence[Any], writes: Sequence[Any], stream: Any) -> None: ...

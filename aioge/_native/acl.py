@@ -566,8 +566,9 @@ note_launch = _launch.note
 submit_seq = _launch.submit_seq
 
 
-def bind_launch(tensor: type, memory: type, completion: type, poll_every: int, trace: Any, enqueue: type) -> None:
-    """Hand ``_launch`` the runtime's Tensor, DeviceMemory, Completion and Enqueue classes (slot layouts
+def bind_launch(tensor: type, memory: type, completion: type, poll_every: int, trace: Any, enqueue: type,
+                lane: type) -> None:  # fmt: skip
+    """Hand ``_launch`` the runtime's Tensor, DeviceMemory, Completion, Enqueue and Lane classes (slot layouts
     checked: a Completion it makes has every slot ``Completion.__init__`` sets), the pending
     length above which a lane polls, the module whose ``hub`` means an observer, and the host
     runtime's ``aiogeHostLaunchExecute`` and ``aiogeHostStreamProgress`` (a launch that has already
@@ -577,7 +578,7 @@ def bind_launch(tensor: type, memory: type, completion: type, poll_every: int, t
     progress = lib.aiogeHostStreamProgress
     pptr = progress if isinstance(progress, ffi.CData) else ffi.addressof(lib, "aiogeHostStreamProgress")
     _launch.init(int(ffi.cast("uintptr_t", ptr)), ffi.CData, raise_for, tensor, memory, completion, poll_every, trace,
-                 enqueue, int(ffi.cast("uintptr_t", pptr)))  # fmt: skip
+                 enqueue, int(ffi.cast("uintptr_t", pptr)), lane)  # fmt: skip
 
 
 def cdata_address(handle: Handle) -> int:

@@ -222,6 +222,12 @@ _submit_seq = acl.submit_seq
 class Lane:
     """The pending launches of one stream and the drivers that complete them."""
 
+    # slots: the prepared launch's C transaction (_launch.c) reads and writes a few by offset
+    __slots__ = ("_armed_at", "_ctx", "_cv", "_elapsed", "_fails_seen", "_failures", "_fd", "_fd_loop", "_fd_ok",
+                 "_free_events", "_handle", "_idle", "_last_tseq", "_progress", "_spin_misses", "_stopped",
+                 "_stopping", "_thread", "completed", "device_ms", "failed", "launched", "lock", "name", "pending",
+                 "seq_mode", "unreported", "waited", "wakeups")  # fmt: skip
+
     def __init__(self, ctx: Any, name: str, handle: Any) -> None:
         # no reference to the Stream: an unclosed stream can still be collected
         self._ctx = ctx

@@ -1066,4 +1066,4 @@ class Event(Resource):
 
 
 if acl.launch_execute_rc is not None:  # the host runtime: its prepared launch in one C call
-    acl.bind_launch(Tensor, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue)
+    acl.bind_launch(Tensor, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue, Lane)

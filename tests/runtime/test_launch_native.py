@@ -12,7 +12,7 @@ from aioge import TensorSpec
 from aioge._native import _launch, acl, ffi
 from aioge.runtime import _trace
 from aioge.runtime import launch as launch_mod
-from aioge.runtime.scheduler import POLL_EVERY, Completion
+from aioge.runtime.scheduler import POLL_EVERY, Completion, Lane
 from aioge.runtime.stream import DeviceMemory, Enqueue, Tensor
 from tests.runtime.test_fast_launch import gate, open_gate
 
@@ -38,11 +38,17 @@ def test_init_refuses_a_completion_of_other_slots() -> None:
 
     addr = int(ffi.cast("uintptr_t", ffi.addressof(acl.lib, "aiogeHostLaunchExecute")))
     with pytest.raises(TypeError, match="slots"):
-        _launch.init(addr, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Other, POLL_EVERY, _trace, Enqueue, addr)
+        _launch.init(
+            addr, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Other, POLL_EVERY, _trace, Enqueue, addr, Lane
+        )
     with pytest.raises(TypeError, match="not a __slots__ member"):
-        _launch.init(addr, ffi.CData, acl.raise_for, Other, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue, addr)
+        _launch.init(
+            addr, ffi.CData, acl.raise_for, Other, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue, addr, Lane
+        )
     with pytest.raises(ValueError, match="NULL"):
-        _launch.init(0, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue, addr)
+        _launch.init(
+            0, ffi.CData, acl.raise_for, Tensor, DeviceMemory, Completion, POLL_EVERY, _trace, Enqueue, addr, Lane
+        )
     # the failed calls left the bound state alone: launches still run through C
     assert acl.cdata_address(ffi.cast("void *", 16)) == 16
 
