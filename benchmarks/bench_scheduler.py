@@ -102,32 +102,38 @@ async def tiny_round_trip(s, n: int, repeats: int) -> dict[str, float]:
     h = s._handle
     s.device.context.bind()
 
-    def raw_loop(r=raw) -> float:
-        t0 = time.perf_counter()
+    # wall time, and the process's CPU time (every thread's: the raw launch runs on the stream's
+    # worker, aioge's this small inline on the caller's thread), per round trip
+    def raw_loop(r=raw) -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             r.launch()
             sync(h)
-        return (time.perf_counter() - t0) / n
+        return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
 
-    async def aioge_op() -> float:
-        t0 = time.perf_counter()
+    async def aioge_op() -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             await aioge.op("Add", [x, x], [out])[0]
-        return (time.perf_counter() - t0) / n
+        return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
 
-    async def aioge_typed() -> float:
-        t0 = time.perf_counter()
+    async def aioge_typed() -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             await aioge.ops.add(x, x)
-        return (time.perf_counter() - t0) / n
+        return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
 
-    results = {"raw": [], "op": [], "typed": [], "prepared": []}
+    results: dict[str, list[float]] = {k: [] for k in ("raw", "op", "typed", "prepared", "raw_cpu", "op_cpu")}
     for _ in range(repeats):  # interleave so drift hits all of them alike
-        results["raw"].append(raw_loop())
+        t, c = raw_loop()
+        results["raw"].append(t)
+        results["raw_cpu"].append(c)
         if prep is not None:
-            results["prepared"].append(raw_loop(prep))
-        results["op"].append(await aioge_op())
-        results["typed"].append(await aioge_typed())
+            results["prepared"].append(raw_loop(prep)[0])
+        t, c = await aioge_op()
+        results["op"].append(t)
+        results["op_cpu"].append(c)
+        results["typed"].append((await aioge_typed())[0])
     raw.close()
     if prep is not None:
         prep.close()
@@ -308,7 +314,9 @@ async def main() -> None:
                 f"1. tiny op launch+await (one at a time): raw {r1['raw'] * 1e6:.1f} us, "
                 f"aioge.op {r1['op'] * 1e6:.1f} us ({r1['op'] / r1['raw']:.2f}x), "
                 f"aioge.ops.add {r1['typed'] * 1e6:.1f} us ({r1['typed'] / r1['raw']:.2f}x)  [target <= 2x]; "
-                f"raw prepared launch + sync {r1['prepared'] * 1e6:.1f} us"
+                f"raw prepared launch + sync {r1['prepared'] * 1e6:.1f} us; the process's CPU time (what other "
+                f"processes' load does not stretch): raw {r1['raw_cpu'] * 1e6:.2f} us, aioge.op "
+                f"{r1['op_cpu'] * 1e6:.2f} us ({r1['op_cpu'] / r1['raw_cpu']:.2f}x)"
             )
             r2 = await pipelined(s, 2000 if q else 10000, 7 if q else 9)
             print(
