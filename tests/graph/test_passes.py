@@ -565,3 +565,32 @@ def test_fold_constants_materialises_big_weights() -> None:
     f = fold_constants(infer_shapes(g))
     assert "w" in f.constants and f.op_counts() == {"MatMul": 1}
     same_outputs(g, f, {"x": rand(1, 2048)})
+
+
+def _shape_arithmetic() -> Graph:
+    g = Graph()
+    x = g.input("x", (4, 6))
+    shp = g.add_node("Shape", [x], name="shp")
+    dbl = g.add_node("Mul", [shp, g.constant("k", np.array([2, 1], np.int64))], name="dbl")
+    half = g.add_node("Div", [dbl, g.constant("d", np.array([1, 2], np.int64))], name="half")
+    g.output(g.add_node("Reshape", [x, half], name="r"))
+    return g
+
+
+def test_fold_constants_takes_the_values_shape_inference_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    fc = sys.modules["aioge.graph.passes.fold_constants"]
+    calls: list[str] = []
+    evaluate = fc.evaluate_node
+    monkeypatch.setattr(fc, "evaluate_node", lambda n, ins: calls.append(n.name) or evaluate(n, ins))
+    g = infer_shapes(_shape_arithmetic())
+    f = fold_constants(g)
+    assert calls == []  # Mul and Div were evaluated by shape inference: not again
+    assert f.constants["half"].tolist() == [8, 3] and f.constants["half"].dtype == np.int64
+    assert f.op_counts() == {"Reshape": 1}
+    # a constant changed since inference: the node is evaluated on what it reads now
+    g.constants["k"] = np.array([3, 1], np.int64)
+    f = fold_constants(g)
+    assert calls == ["dbl", "half"]
+    assert f.constants["half"].tolist() == [12, 3]

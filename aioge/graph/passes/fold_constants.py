@@ -23,6 +23,7 @@ from ..ir import Graph
 from ..reference import evaluate_node, shape_slice
 from ..schema import get_attr
 from ._util import require_shapes, working_copy
+from .infer_shapes import inferred_outputs
 
 __all__ = ("fold_constants",)
 
@@ -71,7 +72,9 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
                 fill = np.asarray(val if val is not None else np.zeros(1, np.float32))
                 outs = [np.broadcast_to(fill.reshape(-1)[:1].reshape(()), g.values[n.outputs[0]].shape or ())]
             else:
-                outs = evaluate_node(n, [g.constants[i] if i else None for i in n.inputs])
+                ins = [g.constants[i] if i else None for i in n.inputs]
+                # shape inference evaluated it already (its compile-time values): the same result
+                outs = inferred_outputs(graph, n, ins) or evaluate_node(n, ins)
         else:
             continue
         for name, arr in zip(n.outputs, outs, strict=False):

@@ -699,6 +699,25 @@ def _same_value(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 _MEMO: weakref.WeakKeyDictionary[Graph, dict[str, _Inferred]] = weakref.WeakKeyDictionary()
 
 
+def inferred_outputs(graph: Graph, node: Node, in_values: list[np.ndarray | None]) -> list[Any] | None:
+    """``node``'s output values as the shape inference of ``graph`` (or of the graph it was carried
+    from, :func:`carry_inference`) computed them (``_propagate``'s ``evaluate_node``), when the node
+    as it is now, fed ``in_values`` (each input's value, None for an absent one), is what they were
+    computed from (:meth:`_Inferred.applies`): the same evaluation, not run again.  Listed as
+    ``node.outputs`` (None for an absent output); None when inference did not compute them all."""
+    hit = _MEMO.get(graph, {}).get(node.name)
+    if hit is None:
+        return None
+    outs = [hit.known.get(o) if o else None for o in node.outputs]
+    if any(o and a is None for o, a in zip(node.outputs, outs, strict=True)):
+        return None
+    values = graph.values
+    ins = [values[x] if x else None for x in node.inputs]
+    in_dtypes = [v.dtype if v else None for v in ins]
+    in_shapes = [v.shape if v else None for v in ins]
+    return outs if hit.applies(node, in_dtypes, in_shapes, in_values) else None
+
+
 def carry_inference(src: Graph, dst: Graph) -> None:
     """Let :func:`infer_shapes` of ``dst`` (a copy of ``src``) reuse ``src``'s node inferences."""
     memo = _MEMO.get(src)
