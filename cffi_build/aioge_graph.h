@@ -39,10 +39,20 @@ aclError aiogeGraphDestroy(aiogeGraph *graph);
  * devPtrs[w] with their values also in host memory at hostData[w].  Each node whose kernel has a
  * packed form of such an input (a float32 matrix product's B: the micro-kernel's panels) packs it
  * now, owned by the graph and freed with it, and reads the packed copy whenever the node's input is
- * devPtrs[w].  Call after the nodes are added, before executing.  Reports the packed bytes and the
- * nodes packed (either pointer may be NULL). */
+ * devPtrs[w].  devPtrs NULL: the weights are packed before they are uploaded (if ever), and each
+ * packed node reads its packed copy whatever its input.  Call after the nodes are added, before
+ * executing.  Reports the packed bytes and the nodes packed (either pointer may be NULL). */
 aclError aiogeGraphPackWeights(aiogeGraph *graph, int32_t first, int32_t count, const void *const hostData[],
                                void *const devPtrs[], size_t *packedBytes, int32_t *packedNodes);
+
+/* After aiogeGraphPackWeights: which of the weights [first, first + count) the graph reads only
+ * through packed copies -- some node reads it, and every node reading it packed it (or found its
+ * shared packed copy) and runs from the pack alone -- sets packOnly[w] = 1 for those (0 for the
+ * others) and forgets them: the caller need not upload them, an execution passes NULL for them (any
+ * other pointer is refused) and their input bytes count 0; a node added later that reads one is
+ * refused.  Reports their bytes in *droppedBytes (may be NULL).  Call before executing. */
+aclError aiogeGraphPackOnlyWeights(aiogeGraph *graph, int32_t first, int32_t count, uint8_t packOnly[],
+                                   size_t *droppedBytes);
 
 /* An execution from and to host memory in one task: the same as
  * aiogeGraphExecuteAsync, and the task first copies hostInputs[i] (when not

@@ -434,15 +434,28 @@ def graph_destroy(g: Handle) -> None:
     lib.aiogeGraphDestroy(g)
 
 
-def graph_pack_weights(g: Handle, first: int, host: Sequence[Any], dev: Sequence[Any]) -> tuple[int, int]:
-    """Pack a graph's weights (inputs ``first``.., values in ``host``, device copies at ``dev``) once:
-    ``(packed bytes, nodes packed)``; ``(0, 0)`` where the runtime has no packed kernels."""
+def graph_pack_weights(g: Handle, first: int, host: Sequence[Any], dev: Sequence[Any] | None) -> tuple[int, int]:
+    """Pack a graph's weights (inputs ``first``.., values in ``host``, device copies at ``dev``; None:
+    not uploaded, each packed node reads its packed copy) once: ``(packed bytes, nodes packed)``;
+    ``(0, 0)`` where the runtime has no packed kernels."""
     if not _has("aiogeGraphPackWeights") or not host:
         return 0, 0
     nbytes, nodes = ffi.new("size_t *"), ffi.new("int32_t *")
-    hp, dp = ffi.new("void *[]", list(host)), ffi.new("void *[]", list(dev))
+    hp = ffi.new("void *[]", list(host))
+    dp = ffi.new("void *[]", list(dev)) if dev is not None else ffi.NULL
     check(lib.aiogeGraphPackWeights(g, first, len(host), hp, dp, nbytes, nodes), "aiogeGraphPackWeights")
     return int(nbytes[0]), int(nodes[0])
+
+
+def graph_pack_only_weights(g: Handle, first: int, count: int) -> list[bool]:
+    """After :func:`graph_pack_weights`: per weight (inputs ``first``.. ``first + count``), whether the
+    graph reads it only through packed copies; the graph forgets those (executions pass NULL for
+    them).  All False where the runtime has no such call."""
+    if not _has("aiogeGraphPackOnlyWeights") or not count:
+        return [False] * count
+    out = ffi.new("uint8_t[]", count)
+    check(lib.aiogeGraphPackOnlyWeights(g, first, count, out, ffi.NULL), "aiogeGraphPackOnlyWeights")
+    return [bool(x) for x in out]
 
 
 def graph_add_node(g: Handle, segment: int, op_type: str, name: str,

@@ -16,8 +16,11 @@ typedef struct {
     int64_t *at;
     char name[64];
     void *packed;           /* input packed_in, a weight, packed once by aiogeGraphPackWeights (NULL: none) */
-    const void *packed_src; /* the weight's device pointer: the packed copy is used while it is what the node reads */
+    const void *packed_src; /* the weight's device pointer: the packed copy is used while it is what the node
+                             * reads (NULL: always) */
     int packed_in;
+    bool packed_raw;        /* its packed runs may also read input packed_in as uploaded (hrt_pack_weight) */
+    bool reads_dropped;     /* it reads a weight the graph dropped (aiogeGraphPackOnlyWeights): only packed */
 } gnode;
 
 typedef struct {
@@ -30,6 +33,7 @@ struct aiogeGraph {
     atomic_int refs;   /* the handle + queued executions */
     int nin, nout, nseg;
     size_t *in_bytes, *out_bytes;
+    bool *dropped;     /* per input: a weight read only through packed copies, not held (NULL: none) */
     size_t arena_bytes;
     gsegment *seg;
     /* executions from host memory: a running mean of the CPU time they take (ns; 0 until one ran) */
@@ -51,6 +55,7 @@ static void graph_unref(aiogeGraph *g) {
     free(g->seg);
     free(g->in_bytes);
     free(g->out_bytes);
+    free(g->dropped);
     free(g);
 }
 
@@ -135,6 +140,10 @@ static aclError check_loc(const aiogeGraph *g, const char *node, const char *wha
         return ACL_SUCCESS;
     case AIOGE_LOC_INPUT:
         if (is_output) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': output %d cannot write a graph input", node, idx);
+        if (at >= 0 && at < g->nin && g->dropped && g->dropped[at])
+            return hrt_error(ACL_ERROR_INVALID_PARAM, API,
+                             "node '%s': %s %d reads graph input %lld, a weight the graph holds only as packed copies "
+                             "(aiogeGraphPackOnlyWeights)", node, what, idx, (long long)at);
         if (at < 0 || at >= g->nin || t->nbytes > g->in_bytes[at])
             return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': %s %d reads graph input %lld which is missing or too small",
                              node, what, idx, (long long)at);
@@ -268,7 +277,8 @@ typedef struct {
 
 static int64_t pack_weight_of(const pack_job *J, const gnode *nd, int j) {
     int64_t w = nd->at[j] - J->first;
-    if (nd->loc[j] != AIOGE_LOC_INPUT || w < 0 || w >= J->count || !J->host[w] || !J->dev[w]) return -1;
+    if (nd->loc[j] != AIOGE_LOC_INPUT || w < 0 || w >= J->count || !J->host[w] || (J->dev && !J->dev[w])) return -1;
+    if (J->g->dropped && J->g->dropped[nd->at[j]]) return -1;
     return w;
 }
 
@@ -278,11 +288,13 @@ static void pack_node(pack_job *J, int t) {
         int64_t w = pack_weight_of(J, nd, j);
         if (w < 0) continue;
         size_t bytes = 0;
-        void *p = hrt_pack_weight(nd->k, j, J->host[w], J->g->in_bytes[nd->at[j]], &bytes);
+        bool raw = true;
+        void *p = hrt_pack_weight(nd->k, j, J->host[w], J->g->in_bytes[nd->at[j]], &bytes, &raw);
         if (!p) continue;
         nd->packed = p;
-        nd->packed_src = J->dev[w];
+        nd->packed_src = J->dev ? J->dev[w] : NULL;
         nd->packed_in = j;
+        nd->packed_raw = raw;
         J->bytes[t] = bytes;
         return;
     }
@@ -314,7 +326,7 @@ aclError aiogeGraphPackWeights(aiogeGraph *graph, int32_t first, int32_t count, 
     aclError rc;
     aiogeGraph *g = graph_get(graph, &rc);
     if (!g) return rc;
-    if (first < 0 || count < 0 || first > g->nin || count > g->nin - first || (count && (!hostData || !devPtrs))) {
+    if (first < 0 || count < 0 || first > g->nin || count > g->nin - first || (count && !hostData)) {
         rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "aiogeGraphPackWeights: bad weight range [%d, +%d) of %d inputs",
                        (int)first, (int)count, g->nin);
         goto out;
@@ -393,6 +405,64 @@ out:
     return rc;
 }
 
+/* Whether weight input `in` is read only through packed copies: some node reads it, and every
+ * operand placed at it is a node's packed input whose packed runs read nothing else of it. */
+static bool pack_only(const aiogeGraph *g, int64_t in) {
+    bool read = false;
+    for (int s = 0; s < g->nseg; s++)
+        for (int i = 0; i < g->seg[s].n; i++) {
+            const gnode *nd = &g->seg[s].nodes[i];
+            for (int j = 0; j < nd->nin; j++) {
+                if (nd->loc[j] != AIOGE_LOC_INPUT || nd->at[j] != in) continue;
+                if (!nd->packed || nd->packed_in != j || nd->packed_raw) return false;
+                read = true;
+            }
+        }
+    return read;
+}
+
+aclError aiogeGraphPackOnlyWeights(aiogeGraph *graph, int32_t first, int32_t count, uint8_t packOnly[],
+                                   size_t *droppedBytes) {
+    aclError rc;
+    aiogeGraph *g = graph_get(graph, &rc);
+    if (!g) return rc;
+    if (first < 0 || count < 0 || first > g->nin || count > g->nin - first || (count && !packOnly)) {
+        rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "aiogeGraphPackOnlyWeights: bad weight range [%d, +%d) of %d inputs",
+                       (int)first, (int)count, g->nin);
+        goto out;
+    }
+    if (!g->dropped && count) {
+        g->dropped = calloc((size_t)g->nin, sizeof *g->dropped);
+        if (!g->dropped) {
+            rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "aiogeGraphPackOnlyWeights: out of host memory");
+            goto out;
+        }
+    }
+    size_t total = 0;
+    for (int32_t w = 0; w < count; w++) {
+        int64_t in = (int64_t)first + w;
+        bool drop = g->dropped[in] || (g->in_bytes[in] > 0 && pack_only(g, in));
+        packOnly[w] = drop;
+        if (!drop || g->dropped[in]) continue;
+        /* forgotten: every reader runs its packed copy, whatever pointer an execution passes */
+        for (int s = 0; s < g->nseg; s++)
+            for (int i = 0; i < g->seg[s].n; i++) {
+                gnode *nd = &g->seg[s].nodes[i];
+                if (nd->packed && nd->loc[nd->packed_in] == AIOGE_LOC_INPUT && nd->at[nd->packed_in] == in) {
+                    nd->packed_src = NULL;
+                    nd->reads_dropped = true;
+                }
+            }
+        total += g->in_bytes[in];
+        g->in_bytes[in] = 0;
+        g->dropped[in] = true;
+    }
+    if (droppedBytes) *droppedBytes = total;
+out:
+    graph_unref(g);
+    return rc;
+}
+
 /* ------------------------------------------------------------ execution */
 typedef struct {
     hrt_task t;
@@ -439,7 +509,10 @@ static inline __attribute__((always_inline)) aclError run_nodes(graph_task *gt, 
         }
         hrt_task_fail_clear();
         if (timed) gt->times[2 * i] = hrt_now_ns();
-        rc = nd->packed && ptrs[nd->packed_in] == nd->packed_src ? run_packed(nd, ptrs) : hrt_kernel_run(nd->k, ptrs, ptrs + nd->nin);
+        if (nd->packed && (!nd->packed_src || ptrs[nd->packed_in] == nd->packed_src)) rc = run_packed(nd, ptrs);
+        else if (nd->reads_dropped) /* never: such a node always runs its packed copy */
+            rc = hrt_task_fail(ACL_ERROR_INVALID_PARAM, "reads a weight the graph holds only as packed copies");
+        else rc = hrt_kernel_run(nd->k, ptrs, ptrs + nd->nin);
         if (timed) gt->times[2 * i + 1] = hrt_now_ns();
         if (rc) {
             char inner[HRT_MSG_LEN];
@@ -575,7 +648,11 @@ static aclError execute(aiogeGraph *graph, int32_t segment, void *arena, int32_t
     rc = take_block(gt, arena, g->arena_bytes, dev, "arena", 0);
     for (int i = 0; i < g->nin && !rc; i++) {
         gt->inputs[i] = inputs[i];
-        rc = take_block(gt, inputs[i], g->in_bytes[i], dev, "input", i);
+        if (g->dropped && g->dropped[i] && inputs[i])
+            rc = hrt_error(ACL_ERROR_INVALID_PARAM, API,
+                           "input %d is a weight the graph holds only as packed copies (aiogeGraphPackOnlyWeights): "
+                           "pass NULL for it", i);
+        else rc = take_block(gt, inputs[i], g->in_bytes[i], dev, "input", i);
     }
     for (int j = 0; j < g->nout && !rc; j++) {
         gt->outputs[j] = outputs[j];

@@ -195,8 +195,10 @@ size_t hrt_sgemm_pb_bytes(const hrt_sgemm_pb *pb);
 hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float *b, int64_t ldb);
 void hrt_sgemm_pb_release(hrt_sgemm_pb *pb);
 /* packcache.c: k->pack(k, input, data, bytes) of a graph's weight (nbytes at data, any address):
- * data not aligned to its element size is packed from an aligned copy */
-void *hrt_pack_weight(const hrt_kernel *k, int input, const void *data, size_t nbytes, size_t *bytes);
+ * data not aligned to its element size is packed from an aligned copy.  *reads_raw: whether
+ * run_packed with this pack may still read the weight as uploaded (a product's panels that
+ * hrt_sgemm_packed hands to BLAS from the unpacked op(B) at some sizes); false: only the pack */
+void *hrt_pack_weight(const hrt_kernel *k, int input, const void *data, size_t nbytes, size_t *bytes, bool *reads_raw);
 int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
 int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);

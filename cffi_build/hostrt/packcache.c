@@ -34,6 +34,8 @@ typedef struct pc_entry {
 } pc_entry;
 
 static pthread_mutex_t pc_mu = PTHREAD_MUTEX_INITIALIZER;
+/* the panels hrt_sgemm_pack_b_shared last handed to the calling thread (hrt_pack_weight's reads_raw) */
+static __thread hrt_sgemm_pb *pc_handed;
 static pc_entry *pc_list;
 static _Atomic int64_t pc_shared_hits;
 
@@ -85,7 +87,7 @@ hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float
     pc_entry *hit = pc_find(tb, n, k, b, ldb, tried, &ntried);
     if (hit) {
         atomic_fetch_add(&pc_shared_hits, 1);
-        return hit->pb;
+        return pc_handed = hit->pb;
     }
     /* packed outside the lock (megabytes: milliseconds); a concurrent packing of the same weight
      * keeps the first entry and frees its own copy */
@@ -100,18 +102,41 @@ hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float
     if (hit) {
         hrt_sgemm_pb_free(pb);
         free(mine);
-        return hit->pb;
+        return pc_handed = hit->pb;
     }
     HRT_LOCK(&pc_mu, HRT_RANK_LEAF);
     mine->next = pc_list;
     pc_list = mine;
     HRT_UNLOCK(&pc_mu);
-    return pb;
+    return pc_handed = pb;
 }
 
-void *hrt_pack_weight(const hrt_kernel *k, int input, const void *data, size_t nbytes, size_t *bytes) {
+/* Whether a product packed into pb may read its unpacked op(B) at run time: hrt_sgemm_packed hands
+ * a product to BLAS from the unpacked op(B) where that measured faster (large M and panels; a
+ * portable build's generic family: any size, and the family may change at run time) */
+static bool pb_reads_raw(const hrt_sgemm_pb *pb) {
+#if !defined(__AVX2__)
+    (void)pb;
+    return true;
+#else
+    return hrt_sgemm_packed_prefers_blas(INT64_MAX, pb);
+#endif
+}
+
+/* k->pack, and whether the node's run_packed may still read the weight as uploaded: a kernel's pack
+ * that holds a product's panels (hrt_sgemm_pack_b_shared on this thread) may, when pb_reads_raw says
+ * so; its other packs (Winograd's U, the NCHWc filter blocks) are all its packed runs read */
+static void *pack_hook(const hrt_kernel *k, int input, const void *data, size_t *bytes, bool *reads_raw) {
+    pc_handed = NULL;
+    void *p = k->pack(k, input, data, bytes);
+    *reads_raw = p && pc_handed && pb_reads_raw(pc_handed);
+    pc_handed = NULL;
+    return p;
+}
+
+void *hrt_pack_weight(const hrt_kernel *k, int input, const void *data, size_t nbytes, size_t *bytes, bool *reads_raw) {
     size_t esz = input < k->n_in ? hrt_dtype_size(k->in[input].dtype) : 0;
-    if (esz < 2 || ((uintptr_t)data & (esz - 1)) == 0 || esz & (esz - 1)) return k->pack(k, input, data, bytes);
+    if (esz < 2 || ((uintptr_t)data & (esz - 1)) == 0 || esz & (esz - 1)) return pack_hook(k, input, data, bytes, reads_raw);
     /* not aligned to its element size: the hooks read it as typed elements (vector loads, and a
      * compiler may assume the alignment), so they are handed an aligned copy, freed once packed
      * (a packed weight never points into its source) */
@@ -121,7 +146,7 @@ void *hrt_pack_weight(const hrt_kernel *k, int input, const void *data, size_t n
     pc_alias.copy = copy;
     pc_alias.orig = data;
     pc_alias.bytes = nbytes;
-    void *p = k->pack(k, input, copy, bytes);
+    void *p = pack_hook(k, input, copy, bytes, reads_raw);
     pc_alias.copy = NULL;
     free(copy);
     return p;

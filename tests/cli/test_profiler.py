@@ -191,9 +191,9 @@ async def test_event_timestamp_and_timed_graph_calls(dev, stream):
         x, y = stream.upload(np.ones((8, 64), np.float32)), stream.empty((8, 64))
         await stream.synchronize()
         arena = model._arena(model._flight.admit())
-        ins = ffi.new("void *[]", [x._memory().ptr] + [w._memory().ptr for w in model._weights])
+        ins = ffi.new("void *[]", [x._memory().ptr] + model._weight_ptrs())
         outs = ffi.new("void *[]", [y._memory().ptr])
-        args = (model._handle, 0, arena.ptr, len(model._weights) + 1, ins, 1, outs, stream._handle)
+        args = (model._handle, 0, arena.ptr, len(model._weight_at) + 1, ins, 1, outs, stream._handle)
         assert lib.aiogeGraphExecuteTimedAsync(*args, times, 2 * n[0] - 1) == 100000  # too small
         assert "needs" in _native.recent_error()
         assert lib.aiogeGraphExecuteTimedAsync(*args, ffi.NULL, 0) == 100000

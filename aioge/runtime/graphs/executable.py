@@ -181,8 +181,8 @@ class _Now:
         self.weights = [w._memory() for w in model._weights]
         self.ins = [(n, shape, dt) for n, (shape, dt) in model.inputs.items()]
         self.outs = [(n, shape, dt) for n, (shape, dt) in model.outputs.items()]
-        self.n_in = len(in_at) + len(self.weights)
-        self.in_ptrs = acl.offset_pointers(arena.ptr, in_at, [m.ptr for m in self.weights])
+        self.n_in = len(in_at) + len(model._weight_at)
+        self.in_ptrs = acl.offset_pointers(arena.ptr, in_at, model._weight_ptrs())
         self.out_ptrs = acl.offset_pointers(arena.ptr, out_at, [])
         self.host_in = acl.pointer_list([acl.NULL] * self.n_in)  # the weights' entries stay NULL
         self.host_out = acl.pointer_list([acl.NULL] * len(out_at))
@@ -362,7 +362,11 @@ class CompiledGraph(Resource):
         self._aux_sets: list[list[Stream]] = []
         self._aux_of: weakref.WeakKeyDictionary[Stream, int] = weakref.WeakKeyDictionary()
         self._aux_next = 0
+        #: the weights uploaded to the device (each plan's own, or its model's shared copy)
         self._weights: list[Tensor] = []
+        #: per weight of ``build.weights``: its device copy, or None where the graph reads it only
+        #: through the copies packed for its kernels (not uploaded: see _load)
+        self._weight_at: list[Tensor | None] = []
         #: per arena: the graph's scratch, then (one-task executions from host memory) a slot per
         #: user input and output; None where executions cannot be one task (see _load)
         self._io_at: tuple[list[int], list[int]] | None = None
@@ -407,30 +411,15 @@ class CompiledGraph(Resource):
         b = self._build
         s0 = dev.default_stream
         # each weight made contiguous once (a folded fill is a broadcast view: materialised here),
-        # uploaded from (one copy, at once: Stream._upload's now), and packed from (_pack_weights);
+        # packed from (_pack_weights) and uploaded from (one copy, at once: Stream._upload's now);
         # an array already contiguous is not copied
         host = [_native.contiguous(self.graph.constants[name]) for name in b.weights]
-        for name, h in zip(b.weights, host, strict=True):
-            a = self.graph.constants[name]
-            w = self._shared.get(s0, a, h) if self._shared is not None else None
-            self._weights.append(w if w is not None else _owned(s0._upload(h, None, None, now=True)))
         if self.mode == "per_op":
+            self._upload_weights(host, [False] * len(host))
             return
-        in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [w.nbytes for w in self._weights]
+        in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [h.nbytes for h in host]
         out_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.outputs.values()]
         self._handle = acl.graph_create(in_bytes, out_bytes, b.total_arena, max(len(b.segments), 1))
-        if len(b.segments) == 1 and self.plan.num_streams <= 1:
-            slots: list[int] = []
-            end = aligned(b.total_arena)
-            for n in in_bytes[: len(self.inputs)] + out_bytes:
-                slots.append(end)
-                end += aligned(n)
-            self._io_at = (slots[: len(self.inputs)], slots[len(self.inputs) :])
-            self._arena_bytes = max(end, 1)
-            if _execute_now is not None and _inline_bytes():
-                self._now = _Now(self, _owned_memory(DeviceMemory(dev, self._arena_bytes, s0)))
-                with self._flight.lock:
-                    self._flight.made += 1  # an arena of the model's too: the one its runs now use
         cache = dev.context.cache
         # one desc per distinct (dtype, shape, format): a node takes its operands' descs' contents
         # (aiogeGraphAddNode views them), so the operands alike share one (inception: 85 -> 26)
@@ -457,19 +446,54 @@ class CompiledGraph(Resource):
             finally:
                 for d in consts:
                     acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
-        self._pack_weights(host)
+        self._upload_weights(host, self._pack_weights(host))
+        if len(b.segments) == 1 and self.plan.num_streams <= 1:
+            slots: list[int] = []
+            end = aligned(b.total_arena)
+            for n in in_bytes[: len(self.inputs)] + out_bytes:
+                slots.append(end)
+                end += aligned(n)
+            self._io_at = (slots[: len(self.inputs)], slots[len(self.inputs) :])
+            self._arena_bytes = max(end, 1)
+            if _execute_now is not None and _inline_bytes():
+                self._now = _Now(self, _owned_memory(DeviceMemory(dev, self._arena_bytes, s0)))
+                with self._flight.lock:
+                    self._flight.made += 1  # an arena of the model's too: the one its runs now use
 
-    def _pack_weights(self, host: list[np.ndarray]) -> None:
-        """Pack the weights the kernels have a packed form of (a constant matrix-product operand), once.
-
-        ``host``: the weights' contiguous host arrays, in ``Layout.weights`` order.
-        """
-        self.plan.weight_bytes = sum(w.nbytes for w in self._weights)
+    def _pack_weights(self, host: list[np.ndarray]) -> list[bool]:
+        """Pack the weights the kernels have a packed form of (a constant matrix-product operand, a
+        convolution's filter), once, from ``host`` (their contiguous host arrays, in ``Layout.weights``
+        order); per weight, whether the graph reads it only through those packed copies."""
+        self.plan.weight_bytes = sum(h.nbytes for h in host)
         if not _PACK_WEIGHTS:
-            return
-        dev = [w._memory().ptr for w in self._weights]
-        packed, _ = acl.graph_pack_weights(self._handle, len(self.inputs), [_native.host_ptr(h) for h in host], dev)
+            return [False] * len(host)
+        first = len(self.inputs)
+        packed, _ = acl.graph_pack_weights(self._handle, first, [_native.host_ptr(h) for h in host], None)
         self.plan.packed_weight_bytes = packed
+        return acl.graph_pack_only_weights(self._handle, first, len(host)) if packed else [False] * len(host)
+
+    def _upload_weights(self, host: list[np.ndarray], pack_only: list[bool]) -> None:
+        """Upload the weights but those the graph reads only through packed copies (``pack_only``)."""
+        s0 = self.device.default_stream
+        for name, h, skip in zip(self._build.weights, host, pack_only, strict=True):
+            if skip:
+                self._weight_at.append(None)
+                continue
+            a = self.graph.constants[name]
+            w = self._shared.get(s0, a, h) if self._shared is not None else None
+            w = w if w is not None else _owned(s0._upload(h, None, None, now=True))
+            self._weights.append(w)
+            self._weight_at.append(w)
+
+    def _weight_ptrs(self) -> list[Any]:
+        """Per weight, its device pointer (NULL: not uploaded, read only through packed copies)."""
+        return [w._memory().ptr if w is not None else _NULL for w in self._weight_at]
+
+    @property
+    def weight_device_bytes(self) -> int:
+        """Bytes of the weights this plan holds on the device (those read only through the copies
+        packed for its kernels are not uploaded; ``plan.weight_bytes`` counts every weight)."""
+        return sum(w.nbytes for w in self._weights)
 
     def _desc(self, kind: Any, op_type: str, made: dict[Any, Any]) -> Any:
         """The desc of a node's operand; the model keeps it, except a const one (the caller destroys it).
@@ -728,14 +752,15 @@ class CompiledGraph(Resource):
             outs = dict(zip(self.outputs, given))
         else:
             outs = {n: Tensor._empty(s0, shape, dt) for n, (shape, dt) in self.outputs.items()}
-        in_mems = [t._memory() for t in ins] + [w._memory() for w in self._weights]
+        user_mems = [t._memory() for t in ins]
+        in_mems = user_mems + [w._memory() for w in self._weights]
         out_mems = [t._memory() for t in outs.values()]
-        in_ptrs = acl.pointer_list([m.ptr for m in in_mems])
+        in_ptrs = acl.pointer_list([m.ptr for m in user_mems] + self._weight_ptrs())
         out_ptrs = acl.pointer_list([m.ptr for m in out_mems])
         keep = (ticket, in_mems, out_mems)
         del ticket
         comps: dict[int, Completion] = {}
-        n_in, n_out = len(in_mems), len(out_mems)
+        n_in, n_out = len(user_mems) + len(self._weight_at), len(out_mems)
         # one stream: the last segment is the join, standing for the copies in and the segments before it
         last = b.segments[-1].index if b.segments and len(streams) == 1 else -1
         for seg in b.segments:
@@ -784,10 +809,11 @@ class CompiledGraph(Resource):
         if io is None:
             if len(self._io_ptrs) >= 4 * MAX_INFLIGHT:  # arenas come back at other addresses
                 self._io_ptrs.clear()
-            io = self._io_ptrs[arena.ptr] = (acl.offset_pointers(arena.ptr, in_at, [m.ptr for m in weights]),
+            io = self._io_ptrs[arena.ptr] = (acl.offset_pointers(arena.ptr, in_at, self._weight_ptrs()),
                                              acl.offset_pointers(arena.ptr, out_at, []))  # fmt: skip
         in_ptrs, out_ptrs = io
-        host_in_ptrs = acl.pointer_list([_native.host_ptr(a) for a in host_in] + [acl.NULL] * len(weights))
+        n_w = len(self._weight_at)
+        host_in_ptrs = acl.pointer_list([_native.host_ptr(a) for a in host_in] + [acl.NULL] * n_w)
         host_out_ptrs = acl.pointer_list([_native.host_ptr(a) for a in res.values()])
         keep = (ticket, host_in, res, weights, in_ptrs, host_in_ptrs, out_ptrs, host_out_ptrs)
         del ticket
@@ -797,7 +823,7 @@ class CompiledGraph(Resource):
         with s0._enqueue as tx:
             tx.order(weights)
             tx.mark_start()
-            acl.graph_execute_host(self._handle, 0, arena.ptr, (len(in_at) + len(weights), in_ptrs, host_in_ptrs),
+            acl.graph_execute_host(self._handle, 0, arena.ptr, (len(in_at) + n_w, in_ptrs, host_in_ptrs),
                                    (len(out_at), out_ptrs, host_out_ptrs), tx.handle, times,
                                    f"{self.graph.name} segment 0")  # fmt: skip
             comp = tx.commit(keep, f"{self.graph.name}[0]", reads=weights,
@@ -814,7 +840,8 @@ class CompiledGraph(Resource):
         b = self._build
         comps: list[Completion] = []
         vals: dict[str, Tensor] = dict(zip(b.inputs, ins))
-        for name, w in zip(b.weights, self._weights):
+        for name, w in zip(b.weights, self._weight_at, strict=True):
+            assert w is not None, "per-op plans upload every weight"
             vals[name] = w
         g = self.graph
         for st in self.plan.steps:
@@ -912,6 +939,7 @@ class CompiledGraph(Resource):
         for m in arenas:
             m.free()  # idle: no execution uses them
         self._weights = []
+        self._weight_at = []
 
     def _gc_release(self) -> None:
         # collected open: aux streams drain on their own threads if busy; the rest is safe now
