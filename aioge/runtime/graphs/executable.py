@@ -14,7 +14,8 @@ and loads the result:
   ``aclopCompileAndExecute`` on one stream, with a tensor per value.
 
 Both give the same results.  Weights (graph constants) are uploaded once at
-compile time.  One model may be executed by many coroutines at once: every
+compile time -- on the host runtime, all but those its kernels read only through
+the copies packed for them at compile.  One model may be executed by many coroutines at once: every
 execution gets its own arena (from a pool) and input/output buffers; the
 segments of a multi-stream plan run on the caller's stream plus auxiliary
 streams of that caller's own, so executions on different streams overlap;
