@@ -739,9 +739,106 @@ async def wait_all(comps: list[Completion]) -> None:
         c._raise_if_failed()
 
 
+class _Workers:
+    """The long-lived daemon threads :class:`ThreadJob` calls run on.
+
+    A call goes to an idle worker; when none is idle a new one starts, up to
+    ``limit`` (beyond that, calls wait in order for a worker to come free).
+    A worker left idle for ``keep`` seconds exits.  A worker carries the name of
+    the job it runs (``idle_name`` between jobs), and what a call leaves on its
+    thread (the bound ACL context, thread caches) stays for the next call.
+    """
+
+    def __init__(self, limit: int, keep: float, idle_name: str) -> None:
+        if limit < 1:
+            raise ValueError(f"a worker pool needs a limit of at least 1 thread, not {limit}")
+        self.limit = limit
+        self.keep = keep
+        self._idle_name = idle_name
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[ThreadJob[Any]] = collections.deque()
+        self._waiting = 0  # workers waiting for a call (woken or not)
+        self._count = 0  # live workers
+        self._started = 0  # workers ever started (for tests and measurements)
+
+    @property
+    def threads(self) -> int:
+        """The live workers."""
+        return self._count
+
+    @property
+    def started(self) -> int:
+        """The workers started so far."""
+        return self._started
+
+    def submit(self, job: ThreadJob[Any]) -> None:
+        with self._cond:
+            if self._waiting > len(self._queue):
+                self._queue.append(job)
+                self._cond.notify()
+                return
+            if self._count >= self.limit:
+                self._queue.append(job)  # taken by the next worker to come free
+                return
+            self._count += 1
+            self._started += 1
+        try:
+            # the job in a list the worker empties: the Thread keeps its args while it lives
+            threading.Thread(target=self._work, args=([job],), name=job.name, daemon=True).start()
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._started -= 1
+            raise
+
+    def _work(self, first: list[ThreadJob[Any]]) -> None:
+        me = threading.current_thread()
+        job = first.pop()
+        cond, queue = self._cond, self._queue
+        while True:
+            me.name = job.name
+            job._call()
+            with cond:
+                # free before the result shows: a caller it wakes that submits
+                # at once finds this worker, not a reason to start another
+                self._waiting += 1
+            try:
+                job._publish()
+            except BaseException as e:  # a discard() that raised: report it, keep the worker
+                threading.excepthook(threading.ExceptHookArgs((type(e), e, e.__traceback__, me)))
+            del job
+            with cond:
+                while not queue:
+                    me.name = self._idle_name
+                    if not cond.wait(self.keep) and not queue:
+                        self._waiting -= 1
+                        self._count -= 1
+                        return
+                self._waiting -= 1
+                job = queue.popleft()
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's workers do not exist there."""
+        self._cond = threading.Condition(threading.Lock())
+        self._queue = collections.deque()
+        self._waiting = self._count = 0
+
+
+#: the workers every ThreadJob runs on (compiles: a few at a time, each a short burst)
+_workers = _Workers(limit=max(4, os.cpu_count() or 1), keep=30.0, idle_name="aioge-idle")
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_workers._after_fork)
+
+
 class ThreadJob(Generic[_T]):
-    """A blocking call on its own named thread, awaited by any number of tasks
-    (on any loops, asyncio or trio): concurrent callers share one call.
+    """A blocking call on a worker thread (named ``name`` while it runs), awaited
+    by any number of tasks (on any loops, asyncio or trio): concurrent callers
+    share one call.
+
+    The call runs on one of the runtime's long-lived daemon workers, not on a
+    thread of its own: a new thread per call costs its start and, on a busy
+    machine, its first scheduling; concurrent jobs still run in parallel, up to
+    the workers' limit.
 
     Cancellation: cancelling an await returns control at once; the call goes
     on, and its result still reaches the other awaiters.  A result that no
@@ -751,8 +848,10 @@ class ThreadJob(Generic[_T]):
 
     def __init__(self, fn: Callable[[], _T], name: str, discard: Callable[[_T], None]) -> None:
         self._fn = fn
+        self.name = name
         self._discard = discard
         self._lock = threading.Lock()
+        self._finished = threading.Event()
         self._waiters: list[tuple[_Poster, Any]] = []
         self._done = False
         self._result: _T | None = None
@@ -760,8 +859,7 @@ class ThreadJob(Generic[_T]):
         self._wanted = 1  # the creator's result() to come
         self._taken = False
         self._dropped = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        _workers.submit(self)
 
     @property
     def done(self) -> bool:
@@ -776,20 +874,22 @@ class ThreadJob(Generic[_T]):
             self._wanted += 1
             return True
 
-    def _run(self) -> None:
-        result: _T | None = None
-        error: BaseException | None = None
+    def _call(self) -> None:
+        """Make the call (on a worker); :meth:`_publish` then hands its outcome over."""
         try:
-            result = self._fn()
+            self._result = self._fn()
         except BaseException as e:
-            error = e
+            self._error = e
+        self._fn = _ran  # what the call held goes now, not when the job goes
+
+    def _publish(self) -> None:
         with self._lock:
-            self._result, self._error = result, error
             try:
                 if not self._wanted:
                     self._drop()  # before done shows: whoever sees it done sees it discarded
             finally:
                 self._done = True
+                self._finished.set()
                 for poster, w in self._waiters:
                     try:
                         poster(_wake, [w])
@@ -800,8 +900,7 @@ class ThreadJob(Generic[_T]):
     def wait_sync(self, timeout: float | None) -> bool:
         """Block the calling thread until the call has finished, at most ``timeout`` s
         (interpreter exit: no loop is left to await on); True if it has."""
-        self._thread.join(timeout)
-        return self._done
+        return self._finished.wait(timeout)
 
     async def wait(self) -> None:
         """Wait until the call has finished (taking nothing)."""
@@ -837,3 +936,7 @@ class ThreadJob(Generic[_T]):
         self._dropped = True
         if self._result is not None:
             self._discard(self._result)
+
+
+def _ran() -> Any:
+    raise AssertionError("a ThreadJob's call runs once")
