@@ -46,6 +46,11 @@ def pytest_collection_finish(session):
 
 def pytest_runtest_setup(item):
     loop_errors.records.clear()
+    # what earlier tests left alive (the last teardown's gc.collect() has just run) is long-lived:
+    # moved out of the collector's generations, so this test's collections walk only what it makes
+    # (with torch and hypothesis loaded, a full collection otherwise walks hundreds of thousands of
+    # objects, three times a test)
+    gc.freeze()
 
 
 @pytest.hookimpl(wrapper=True)
