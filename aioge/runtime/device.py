@@ -134,7 +134,8 @@ class Device(Resource):
                 ``execute()`` waits for room (default ``aioge.runtime.graphs.executable.MAX_INFLIGHT``).
 
         Concurrent calls with the same graph and options share one compile,
-        which runs on its own thread (``aioge-compile``).
+        which runs on one of the runtime's long-lived worker threads (named
+        ``aioge-compile`` while it runs), never on the event loop.
 
         Cancellation: returns control at once.  The compile cannot be
         interrupted: it goes on in its thread and the other callers sharing it
