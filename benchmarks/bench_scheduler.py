@@ -3,7 +3,7 @@
     python benchmarks/bench_scheduler.py [--quick]
 
 1. tiny op (Add of 16 floats), launch + await, one at a time
-   vs the raw cffi aclopCompileAndExecute + aclrtSynchronizeStream loop   (target <= 2x, issue 12)
+   vs the raw cffi aclopCompileAndExecute + aclrtSynchronizeStream loop   (target <= 2x)
 2. 10 000 tiny launches then one await, per launch
    vs the raw cffi launch loop                                             (target <= 2x)
    in wall time and in the launching thread's CPU time

@@ -1,4 +1,4 @@
-"""Every document the code and the README cite is in the repository (issue 10): a path under
+"""Every document the code and the README cite is in the repository: a path under
 docs/ names a file that exists, and nothing points at documents kept outside it."""
 
 from __future__ import annotations
@@ -51,3 +51,17 @@ def test_readme_is_a_manual_not_a_changelog():
         for i, line in enumerate(path.read_text().splitlines(), start=1):
             found += [f"{path.relative_to(ROOT)}:{i}: {m.group()!r}" for m in HISTORY.finditer(line)]
     assert not found, f"development history in the user documents: {found}"
+
+
+ISSUE = re.compile(r"\bissues? ?#?\d+", re.IGNORECASE)
+
+
+def test_code_comments_name_no_issue_numbers() -> None:
+    """Docstrings and comments say what the code does and why, not which tracker entry asked for it."""
+    found = []
+    for path, text in _texts():
+        if path.name == "acl-spec.md":
+            continue  # the CANN reference, quoting upstream text
+        for i, line in enumerate(text.splitlines(), start=1):
+            found += [f"{path.relative_to(ROOT)}:{i}: {m.group()!r}" for m in ISSUE.finditer(line)]
+    assert not found, f"issue numbers in the code's comments and docstrings: {found}"

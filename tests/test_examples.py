@@ -44,7 +44,7 @@ def test_onnx_inference_loads_a_file_with_external_data_and_symbolic_dims(tmp_pa
 
 
 def test_examples_state_their_needs_and_a_missing_package_is_one_line(tmp_path):
-    """Issue 15 item 2: each example says what it needs in its first lines; without onnx the
+    """Each example says what it needs in its first lines; without onnx the
     ONNX example says which extra installs it, in one line, not a traceback."""
     for script in EXAMPLES.glob("*.py"):
         head = script.read_text().split('"""', 2)[1]
@@ -60,7 +60,7 @@ def test_examples_state_their_needs_and_a_missing_package_is_one_line(tmp_path):
 
 
 def test_onnx_inference_reports_bad_arguments_without_a_traceback(tmp_path):
-    """Issue 15 item 14: a bad --shape or a missing model file is a usage error."""
+    """A bad --shape or a missing model file is a usage error."""
     pytest.importorskip("onnx")
     for args in (["--shape", "x=a,b"], [str(tmp_path / "missing.onnx")]):
         out = subprocess.run([sys.executable, str(EXAMPLES / "onnx_inference.py"), *args], capture_output=True,

@@ -1,4 +1,4 @@
-"""Fuzzers (issue 9): hypothesis with a fixed seed and a bounded example count.
+"""Fuzzers: hypothesis with a fixed seed and a bounded example count.
 
 ``AIOGE_FUZZ_EXAMPLES`` sets the examples per test (CI default below); run by
 hand with a large value (and ``AIOGE_FUZZ_RANDOM=1`` for a fresh seed each run)

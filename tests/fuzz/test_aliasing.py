@@ -1,4 +1,4 @@
-"""An output that is also an input (issue 9, item 2), for every registered op type.
+"""An output that is also an input, for every registered op type.
 
 For each op of tests/ops' table and each (input, output) pair of the same
 dtype and size, the launch runs with the output written over the input, both
@@ -51,7 +51,7 @@ PAIRS = [(c, i, j) for c in CASES for i, j in _pairs(c)]
 def test_tables_cover_registered_ops():
     ops = set(aioge._native.op_types())
     assert _aliasing.INPLACE <= ops and _aliasing.INPLACE_DATA <= ops
-    # the acknowledged failures of issue 9 are refused
+    # the acknowledged failures are refused
     for op in ("MatMul", "MatMulV2", "BatchMatMulV2", "TransposeD", "Transpose", "StridedSliceD", "Conv2D"):
         assert not _aliasing.may_alias(op, 0)
 

@@ -1,4 +1,4 @@
-"""Hostile HTTP bodies against ``aioge.serve.app`` in process (Starlette's TestClient), issue 9.
+"""Hostile HTTP bodies against ``aioge.serve.app`` in process (Starlette's TestClient).
 
 Generated with a fixed seed: arbitrary bytes, arbitrary JSON, and near-valid
 Open Inference Protocol requests whose fields (names, shapes with edge

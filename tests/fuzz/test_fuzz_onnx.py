@@ -1,4 +1,4 @@
-"""Mutated ONNX models: ``aioge.load_onnx`` + ``dev.compile`` + ``execute`` (issue 9).
+"""Mutated ONNX models: ``aioge.load_onnx`` + ``dev.compile`` + ``execute``.
 
 The corpus is tests/graph's model builders (small variants).  Byte-level
 mutations (flips, truncation, splices) and structural ones (attr ints set to

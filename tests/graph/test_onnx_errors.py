@@ -300,7 +300,7 @@ def test_external_data_missing_and_size_mismatch(tmp_path: os.PathLike) -> None:
         load_onnx(_save(m, os.path.join(tmp, "d.onnx")))
 
 
-# ---------------------------------------------------------------- hostile sizes (issue 9, items 7 and 8)
+# ---------------------------------------------------------------- hostile sizes ------------------------
 def _expand_model(target: list[int]) -> onnx.ModelProto:
     node = helper.make_node("Expand", ["x", "s"], ["y"], name="expand_it")
     return make_model([node], {"x": rand(1, 1)}, ["y"], {"s": np.array(target, np.int64)})

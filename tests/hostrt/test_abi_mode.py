@@ -99,7 +99,7 @@ def test_missing_library_is_a_clear_backend_error(tmp_path):
     env["AIOGE_BACKEND"] = "tpu"
     out = subprocess.run([sys.executable, "-c", "import aioge"], env=env, capture_output=True, text=True)
     assert out.returncode != 0 and "unknown AIOGE_BACKEND" in out.stderr
-    # a library that loads but is not ACL (issue 15 item 8): a BackendError naming it and what it lacks,
+    # a library that loads but is not ACL: a BackendError naming it and what it lacks,
     # at import (it was a bare AttributeError at the first call)
     import ctypes.util
 

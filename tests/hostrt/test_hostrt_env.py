@@ -1,4 +1,4 @@
-"""The host runtime's environment settings (issue 10): read once, validated.
+"""The host runtime's environment settings: read once, validated.
 
 A bad value is never replaced by the default in silence: aclInit (the first
 ``open_device``) fails with InvalidParamError naming the variable.

@@ -1,4 +1,4 @@
-"""Integer attrs at the edges of int64 (issue 9, items 4-6 and the audit behind them).
+"""Integer attrs at the edges of int64 (and the audit behind them).
 
 The host runtime is built with -fwrapv: an attr that overflows arithmetic
 wraps silently, and a wrapped value that sizes, bounds or divides is a crash

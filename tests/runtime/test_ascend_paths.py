@@ -161,8 +161,8 @@ async def test_onnx_model_in_the_backends_mode(compiled, name):
 
 @pytest.mark.parametrize("as_tensors", [False, True], ids=["numpy", "tensors"])
 async def test_a_failed_node_is_raised_by_its_execution(dev, compiled, as_tensors):
-    """Issue 9 item 1 on this backend's mode (per op here, sunk on the host runtime):
-    a node that fails before the last one is the execution's error, not garbage outputs."""
+    """On this backend's mode (per op here, sunk on the host runtime), a node that fails before the
+    last one is the execution's error, not garbage outputs."""
     from tests.runtime.test_executable import gather_chain
 
     model = await compiled(gather_chain())

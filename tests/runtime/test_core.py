@@ -228,7 +228,7 @@ async def test_wrong_device_is_a_misuse_error():
         x = s1.upload(np.ones(2, np.float32))
         with pytest.raises(aioge.WrongDeviceError) as ei:
             aioge.op("Add", [x, x], [aioge.TensorSpec((2,))], stream=s2)
-        # issue 15 item 6: two device objects of one id are told apart by their open_device() serial
+        # two device objects of one id are told apart by their open_device() serial
         assert d1.serial != d2.serial and repr(d1) in str(ei.value) and repr(d2) in str(ei.value), str(ei.value)
         await s1.aclose()
         await s2.aclose()
@@ -396,7 +396,7 @@ def _in_thread(fn) -> bool:
 
 
 def test_finalizers_never_wait_for_a_lock_their_own_thread_holds():
-    """Issue 9 item 10: a collection can run a ticket's or a block's ``__del__`` inside
+    """A collection can run a ticket's or a block's ``__del__`` inside
     code that holds the lock it gives back to (any allocation may collect): giving
     back must not take that lock (it deadlocked), and is settled by the next holder."""
     from aioge.runtime.graphs.executable import _Flight
@@ -450,7 +450,7 @@ def test_stream_ids_are_unique_across_threads():
 
 
 async def test_one_dtype_contract_for_ops_and_op():
-    """Issue 15 item 10: an unsupported dtype is an UnsupportedDataTypeError (a TypeError and a
+    """An unsupported dtype is an UnsupportedDataTypeError (a TypeError and a
     ValueError) from the typed ops and from aioge.op alike; the message's grammar is right."""
     async with aioge.open_device(0) as d:
         s = d.default_stream
@@ -466,7 +466,7 @@ async def test_one_dtype_contract_for_ops_and_op():
 
 
 def test_the_whole_error_hierarchy_is_exported_and_documented():
-    """Issue 15 item 11: every exception class (aioge.errors, aioge.graph's) is importable
+    """Every exception class (aioge.errors, aioge.graph's) is importable
     from ``aioge`` and named in the README's Errors section."""
     import pathlib
 
@@ -483,7 +483,7 @@ def test_the_whole_error_hierarchy_is_exported_and_documented():
 
 
 async def test_states_and_reprs_after_close():
-    """Issue 15 item 12."""
+    """Events, streams, tensors and launches say their state in their repr, before and after close."""
     d = aioge.open_device(0)
     s = d.open_stream()
     x = s.upload(np.ones(3, np.float32))
@@ -502,7 +502,7 @@ async def test_states_and_reprs_after_close():
 
 
 async def test_sync_with_and_asarray_are_refused_with_what_to_do_instead():
-    """Issue 15 item 14."""
+    """A sync ``with`` and ``np.asarray`` of a device tensor are refused, saying what to do instead."""
     with pytest.raises(TypeError, match="async with"):
         with aioge.open_device(0):
             pass
@@ -516,7 +516,7 @@ async def test_sync_with_and_asarray_are_refused_with_what_to_do_instead():
 
 
 async def test_upload_keeps_numpy_dtype_rules(dev):
-    """Issue 15 item 15 (documented choice): ``upload`` takes ``np.asarray``'s dtype, so Python
+    """``upload`` takes ``np.asarray``'s dtype, so Python
     floats are float64 and ints int64, as in numpy; ``dtype=`` picks another."""
     s = dev.default_stream
     assert s.upload([1.0, 2.0]).dtype == np.float64
@@ -527,7 +527,7 @@ async def test_upload_keeps_numpy_dtype_rules(dev):
 
 
 def test_env_numbers_are_checked_naming_the_variable(monkeypatch):
-    """Issue 15 item 8 (Python side): a value that is not a number is refused, never ignored."""
+    """A value that is not a number is refused, never ignored."""
     monkeypatch.setenv("AIOGE_TEST_NUMBER", "lots")
     with pytest.raises(aioge.BackendError, match="AIOGE_TEST_NUMBER='lots' is not a number"):
         _native.env_number("AIOGE_TEST_NUMBER", 1.0)

@@ -548,7 +548,7 @@ def inject(s: aioge.Stream, count: int = 1, code: int = 507015) -> None:
 @pytest.mark.parametrize("as_tensors", [False, True], ids=["numpy", "tensors"])
 @pytest.mark.parametrize("mode", ["sunk", "per_op"])
 async def test_every_execution_raises_its_own_failure(dev, compiled, mode, as_tensors):
-    """Issue 9 item 1: a failed copy-in or node is raised by that execute(), never its outputs."""
+    """A failed copy-in or node is raised by that execute(), never its outputs."""
     model = await compiled(gather_chain(), mode=mode)
     s = dev.default_stream
     x = np.arange(12, dtype=np.float32).reshape(4, 3) - 5
@@ -580,7 +580,7 @@ async def test_every_execution_raises_its_own_failure(dev, compiled, mode, as_te
 
 
 async def test_likely_mistakes_get_errors_saying_what_was_expected(dev, compiled, tmp_path):
-    """Issue 15 item 4."""
+    """A wrong feed or a wrong compile argument gets an error saying what was expected."""
     onnx = pytest.importorskip("onnx")
     model = await compiled(mlp())
     x = np.ones((4, 8), np.float32)
@@ -604,7 +604,7 @@ async def test_likely_mistakes_get_errors_saying_what_was_expected(dev, compiled
 
 
 async def test_a_compile_started_but_not_awaited_is_named(dev):
-    """Issue 15 item 5: a forgotten ``await`` on Session.compile_graph is said as such."""
+    """A forgotten ``await`` on Session.compile_graph is said as such."""
     import warnings
 
     sess = aioge.Session(dev)
@@ -626,7 +626,7 @@ async def test_a_compile_started_but_not_awaited_is_named(dev):
 
 
 async def test_execute_timeout_is_the_documented_class(dev, compiled):
-    """Issue 15 item 9."""
+    """An execute() that times out raises StreamSyncTimeoutError, naming the model and the timeout."""
     model = await compiled(mlp())
     g = gate(dev.default_stream)
     try:

@@ -1,5 +1,5 @@
 """Handles left open at interpreter exit: the process exits normally, with a
-``ResourceWarning``, and never hangs (issue 15).
+``ResourceWarning``, and never hangs.
 
 One fresh interpreter per loop (the exit under test is its own) leaves every
 kind of handle open, each kind on a virtual device of its own -- at module

@@ -1,4 +1,4 @@
-"""The host runtime's launch fast path (issue 12): prepared launches (one C call
+"""The host runtime's launch fast path: prepared launches (one C call
 per launch) completed by stream sequence numbers instead of an event each.
 
 The semantics are those of every launch -- each failure reaches its own

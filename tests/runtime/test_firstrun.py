@@ -1,4 +1,4 @@
-"""A new user's first hour (issue 15): what goes wrong on a fresh clone says what to do."""
+"""A new user's first hour: what goes wrong on a fresh clone says what to do."""
 
 from __future__ import annotations
 

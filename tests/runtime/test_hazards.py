@@ -1,4 +1,4 @@
-"""Memory hazards between launches (issue 9 item 3): read-after-write,
+"""Memory hazards between launches : read-after-write,
 write-after-read and write-after-write, on one stream and across two, through
 a tensor, through reshape views of it, through a compiled model's inputs and
 outputs and through its arenas.

@@ -526,7 +526,7 @@ async def test_timing_streams_measure_device_time(dev):
 
 
 async def test_timeouts_raise_the_documented_class_saying_what_and_how_long(dev):
-    """Issue 15 item 9: StreamSyncTimeoutError / EventSyncTimeoutError (TimeoutErrors), not a bare one."""
+    """StreamSyncTimeoutError / EventSyncTimeoutError (TimeoutErrors), not a bare one."""
     async with dev.open_stream() as s:
         g = gate(s)
         try:
