@@ -77,6 +77,9 @@ MAX_OPSET = 21
 #: oldest opset accepted: 1..8 are upgraded to MIN_OPSET by onnx.version_converter
 MIN_UPGRADE_OPSET = 1
 _LITTLE = sys.byteorder == "little"
+#: TensorProto data types (onnx.TensorProto.FLOAT, DOUBLE, INT32, INT64) whose values are stored in a
+#: field of the dtype itself: the tensor is that field as an array of ``dims``
+_TYPED_FIELDS = {1: "float_data", 11: "double_data", 6: "int32_data", 7: "int64_data"}
 
 # ONNX attribute kinds per op (AttributeProto type names); anything else is malformed.
 _CONV = {
@@ -377,13 +380,18 @@ def _check(onnx: Any, proto: Any, whole: bytes | None = None) -> None:
     tensor without a ``shape`` passes (its shape is inferred, or given by
     ``input_shapes``).
 
-    ``whole``: the serialized model ``proto`` was parsed from.  A small one (up to
-    :data:`CHECK_AS_IS_BYTES`) whose stub would differ from it only in its initializers' data
-    (none of them external, every graph input and output with a shape) is checked from these
-    bytes: no stub is built and serialized again.
+    ``whole``: the serialized model ``proto`` was parsed from (``proto`` is then the caller's own
+    message, done with).  A small one (up to :data:`CHECK_AS_IS_BYTES`) without external
+    initializers is checked as it is, not as a stub: its initializers' data is what the importer
+    decoded, and the relaxed rule is applied to ``proto`` in place (an empty shape for each graph
+    input/output tensor without one, then serialized again) or, when no such tensor exists, the
+    checker reads ``whole`` itself.
     """
-    if whole is not None and len(whole) <= CHECK_AS_IS_BYTES and _checkable_as_is(onnx, proto.graph):
-        _run_checker(onnx, whole)
+    if whole is not None and len(whole) <= CHECK_AS_IS_BYTES and not _external_initializers(onnx, proto.graph):
+        shapeless = _shapeless_io(proto.graph)
+        for vi in shapeless:
+            vi.type.tensor_type.shape.SetInParent()
+        _run_checker(onnx, proto.SerializeToString() if shapeless else whole)
         return
     stub = onnx.ModelProto()
     for fd, v in proto.ListFields():
@@ -397,24 +405,24 @@ def _check(onnx: Any, proto: Any, whole: bytes | None = None) -> None:
         s = sg.initializer.add()
         s.name, s.data_type = t.name, t.data_type
         s.raw_data = b"\0" * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
-    for vi in [*sg.input, *sg.output]:
-        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
-            vi.type.tensor_type.shape.SetInParent()
+    for vi in _shapeless_io(sg):
+        vi.type.tensor_type.shape.SetInParent()
     _run_checker(onnx, stub)
 
 
-def _checkable_as_is(onnx: Any, gp: Any) -> bool:
-    """Whether the checker passes the graph as it is exactly when it passes its stub: no external
-    initializer (the checker would look for its file) and no graph input or output typed as a
-    tensor without a shape (the rule the stub relaxes)."""
+def _external_initializers(onnx: Any, gp: Any) -> bool:
+    """Whether an initializer is (or claims to be) external: the checker would look for its file."""
     external = onnx.TensorProto.EXTERNAL
-    for t in gp.initializer:
-        if t.data_location == external or len(t.external_data):
-            return False
-    for vi in [*gp.input, *gp.output]:
-        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
-            return False
-    return True
+    return any(t.data_location == external or len(t.external_data) for t in gp.initializer)
+
+
+def _shapeless_io(gp: Any) -> list[Any]:
+    """The graph inputs and outputs typed as a tensor without a ``shape`` (the rule the checker relaxes)."""
+    return [
+        vi
+        for vi in [*gp.input, *gp.output]
+        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")
+    ]
 
 
 def _run_checker(onnx: Any, model: Any) -> None:
@@ -541,10 +549,16 @@ class _Importer:
             return arr
         if t.data_location == onnx.TensorProto.EXTERNAL:
             t = self._load_external(t, dt, dims, what)
-        if t.HasField("raw_data") and _LITTLE:  # the common case, as to_array does it
-            arr = _raw_view(t.raw_data, dt, dims)
-            if arr is not None:
-                return arr
+        if t.HasField("raw_data"):
+            if _LITTLE:  # the common case, as to_array does it
+                arr = _raw_view(t.raw_data, dt, dims)
+                if arr is not None:
+                    return arr
+        elif t.data_type in _TYPED_FIELDS:  # a field of the dtype itself, as to_array reads it
+            try:
+                return np.asarray(getattr(t, _TYPED_FIELDS[t.data_type]), dtype=dt).reshape(dims)
+            except ValueError as e:
+                raise MalformedModelError(f"{what}: cannot decode tensor data: {e}") from e
         try:
             arr = onnx.numpy_helper.to_array(t)
         except Exception as e:  # onnx raises ValueError/TypeError/AssertionError for bad payloads
