@@ -52,6 +52,17 @@ class Attr:
 
 def _attr_kind(value: Any) -> tuple[str, Any]:
     """Infer the ACL attr type of a Python value; return (kind, normalised value)."""
+    t = type(value)  # the exact built-in types first: already normalised, no isinstance chain
+    if t is int:
+        return "Int", value
+    if t is float:
+        return "Float", value
+    if t is str:
+        return "String", value
+    if t is bool:
+        return "Bool", value
+    if (t is list or t is tuple) and all(type(v) is int for v in value):
+        return "ListInt", tuple(value)
     if isinstance(value, Attr):
         kind, v = value.kind, value.value
         if kind.startswith("List"):
