@@ -61,8 +61,13 @@ def _attr_kind(value: Any) -> tuple[str, Any]:
         return "String", value
     if t is bool:
         return "Bool", value
-    if (t is list or t is tuple) and all(type(v) is int for v in value):
-        return "ListInt", tuple(value)
+    if t is list or t is tuple:
+        if all(type(v) is int for v in value):
+            return "ListInt", tuple(value)
+        if all(type(v) is float for v in value):
+            return "ListFloat", tuple(value)
+        if all(type(v) is str for v in value):
+            return "ListString", tuple(value)
     if isinstance(value, Attr):
         kind, v = value.kind, value.value
         if kind.startswith("List"):
