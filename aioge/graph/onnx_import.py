@@ -252,6 +252,10 @@ _ATTRS: dict[str, dict[str, str]] = {
     },
 }
 SUPPORTED_OPS = frozenset(_ATTRS)
+#: AttributeProto.AttributeType numbers (onnx.proto) of the kinds above
+_ATTR_TYPES = {
+    "FLOAT": 1, "INT": 2, "STRING": 3, "TENSOR": 4, "FLOATS": 6, "INTS": 7, "STRINGS": 8, "SPARSE_TENSOR": 11
+}  # fmt: skip
 
 
 def _import_onnx() -> Any:
@@ -534,8 +538,8 @@ class _Importer:
         if t.HasField("segment"):
             raise MalformedModelError(f"{what}: segmented tensors are not supported")
         dt = self.dtype_of(t.data_type, what)
-        dims = [int(d) for d in t.dims]
-        if any(d < 0 for d in dims):
+        dims: list[int] = t.dims[:]
+        if dims and min(dims) < 0:
             raise MalformedModelError(f"{what} has negative dims {dims}")
         if raw is not None:
             arr = _raw_view(raw, dt, dims)
@@ -621,7 +625,7 @@ class _Importer:
         gp = self.proto.graph
         g = self.g
         # each node's fields read once (every access to a protobuf field builds new Python objects)
-        nodes = [(n, list(n.input), list(n.output)) for n in gp.node]
+        nodes = [(n, n.input[:], n.output[:]) for n in gp.node]
         for _, ins, outs in nodes:
             self.onnx_names.update(ins)
             self.onnx_names.update(outs)
@@ -632,14 +636,15 @@ class _Importer:
             raise MalformedModelError("sparse initializers are not supported")
         init_names = set()
         for t in gp.initializer:
-            if not t.name:
+            tname = t.name
+            if not tname:
                 raise MalformedModelError("an initializer has no name")
-            if t.name in init_names:
-                raise MalformedModelError(f"initializer {t.name!r} is defined twice")
-            init_names.add(t.name)
-            arr = self.tensor(t, f"initializer {t.name!r}", self.weights.get(t.name))
-            g.set_constant(t.name, arr)
-            self.dtypes[t.name] = arr.dtype
+            if tname in init_names:
+                raise MalformedModelError(f"initializer {tname!r} is defined twice")
+            init_names.add(tname)
+            arr = self.tensor(t, f"initializer {tname!r}", self.weights.get(tname))
+            g.set_constant(tname, arr)
+            self.dtypes[tname] = arr.dtype
         real = [vi.name for vi in gp.input if vi.name not in init_names]
         unknown = [k for k in self.input_shapes if k not in real]
         if unknown:
@@ -716,12 +721,7 @@ class _Importer:
             self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
             return
         proto_attrs = n.attribute
-        if len(proto_attrs):
-            self._check_attrs_in_opset(n, name, known)
-            attrs = self._attrs(n, name)
-        else:
-            attrs = {}
-        outputs = list(outputs)
+        attrs = self._attrs(n, name, list(proto_attrs), known) if len(proto_attrs) else {}
         while outputs and not outputs[-1]:
             outputs.pop()
         if not outputs:
@@ -756,23 +756,28 @@ class _Importer:
                 op_type=n.op_type,
             )
 
-    def _attrs(self, n: Any, name: str) -> dict[str, Any]:
+    def _attrs(self, n: Any, name: str, proto_attrs: list[Any], known: frozenset[str]) -> dict[str, Any]:
+        """The node's attributes as Python values: first each must exist in the op's schema of the
+        declared opset (:meth:`_check_attrs_in_opset`), then be one aioge knows, of its type."""
+        names = [a.name for a in proto_attrs]
+        if not known.issuperset(names):
+            self._check_attrs_in_opset(n, name, known)
         onnx = self.onnx
         AP = onnx.AttributeProto
         kinds = _ATTRS[n.op_type]
         out: dict[str, Any] = {}
-        for a in n.attribute:
-            want = kinds.get(a.name)
+        for a, aname in zip(proto_attrs, names, strict=True):
+            want = kinds.get(aname)
             if want is None:
-                raise MalformedModelError(f"unknown attribute {a.name!r}", node=name, op_type=n.op_type)
+                raise MalformedModelError(f"unknown attribute {aname!r}", node=name, op_type=n.op_type)
             if a.ref_attr_name:
                 raise MalformedModelError(
-                    f"attribute {a.name!r} references a function attribute", node=name, op_type=n.op_type
+                    f"attribute {aname!r} references a function attribute", node=name, op_type=n.op_type
                 )
-            if a.type != getattr(AP, want):
+            if a.type != _ATTR_TYPES[want]:
                 got = AP.AttributeType.Name(a.type) if a.type in AP.AttributeType.values() else str(a.type)
                 raise MalformedModelError(
-                    f"attribute {a.name!r} has type {got}, expected {want}", node=name, op_type=n.op_type
+                    f"attribute {aname!r} has type {got}, expected {want}", node=name, op_type=n.op_type
                 )
             # the field of the checked type, read directly (as onnx.helper.get_attribute_value does)
             v: Any
@@ -789,10 +794,10 @@ class _Importer:
             elif want == "STRINGS":
                 v = [s.decode("utf-8", "replace") for s in a.strings]
             elif want == "TENSOR":
-                v = self.tensor(a.t, f"attribute {a.name!r} of node {name!r}")
+                v = self.tensor(a.t, f"attribute {aname!r} of node {name!r}")
             else:
                 v = onnx.helper.get_attribute_value(a)
-            out[a.name] = v
+            out[aname] = v
         return out
 
     # ---------------------------------------------------------------- emitting
@@ -809,7 +814,7 @@ class _Importer:
             name = self.fresh(name)
         self.emitted.add(name)
         self.node_names.add(name)
-        node = self.g.add_node(op, list(inputs), attrs, name=name, outputs=list(outputs))
+        node = self.g.add_node(op, inputs, attrs, name=name, outputs=outputs)
         try:
             dts = check_node_dtypes(node, [self.dtypes.get(i) if i else None for i in node.inputs])
         except GraphError as e:

@@ -100,3 +100,22 @@ def test_typed_field_tensors_decode_as_onnx_does(data_type: int, dims: list[int]
     for arr in (g.constants["w"], g.constants["c"]):
         assert arr.dtype == dt and arr.shape == tuple(dims)
         np.testing.assert_array_equal(arr, want)
+
+
+def test_an_attribute_of_a_later_opset_is_named_before_a_mistyped_one() -> None:
+    """Every attribute is first checked against the declared opset's schema, then for its type."""
+    node = helper.make_node("Split", ["x"], ["a", "b"], axis=0, num_outputs=2, name="split_qkv")
+    node.attribute[0].type = onnx.AttributeProto.FLOAT  # axis: mistyped
+    m = make_model([node], {"x": rand(6, 2)}, ["a", "b"], opset=17)
+    with pytest.raises(MalformedModelError, match=r"attribute 'num_outputs' .* opset 17; it exists from opset 18"):
+        load_onnx(m)
+    del node.attribute[1]
+    m = make_model([node], {"x": rand(6, 2)}, ["a", "b"], opset=17)
+    with pytest.raises(MalformedModelError, match=r"'split_qkv' \(Split\): attribute 'axis' has type FLOAT"):
+        load_onnx(m)
+    for name in ("bogus", "num_outputs"):  # unknown to the opset: the opset check names it, whatever its place
+        n2 = helper.make_node("Split", ["x"], ["a", "b"], axis=0, name="s")
+        n2.attribute.add(name=name, type=onnx.AttributeProto.INT, i=2)
+        n2.attribute.add(name="split", type=onnx.AttributeProto.INTS, ints=[3, 3])
+        with pytest.raises(MalformedModelError, match=rf"attribute '{name}' is not defined for Split"):
+            load_onnx(make_model([n2], {"x": rand(6, 2)}, ["a", "b"], opset=17))
