@@ -242,9 +242,11 @@ def plan(
     if alignment < 1 or alignment & (alignment - 1):
         raise PlanError(f"alignment must be a power of two, not {alignment}")
     g = graph
-    for v in g.values.values():
+    nbytes: dict[str, int] = {}  # each value's bytes, once
+    for name, v in g.values.items():
         if not v.known:
             raise PlanError(f"value {v.name!r} has no shape/dtype; run infer_shapes/optimize first")
+        nbytes[name] = v.nbytes
     order = g.topological_order()
     n_steps = len(order)
     producer: dict[str, int] = {o: i for i, n in enumerate(order) for o in n.outputs if o}
@@ -314,11 +316,11 @@ def plan(
     for r in to_end:
         last_use[r] = n_steps
 
-    def aligned(nbytes: int) -> int:
-        return -(-nbytes // alignment) * alignment
+    def aligned(n: int) -> int:
+        return -(-n // alignment) * alignment
 
-    arena = [r for r in uses if g.values[r].nbytes > 0]
-    size = {r: aligned(g.values[r].nbytes) for r in arena}
+    arena = [r for r in uses if nbytes[r] > 0]
+    size = {r: aligned(nbytes[r]) for r in arena}
 
     # ---- bound: live bytes per step in issue order
     events: list[int] = [0] * (n_steps + 2)
@@ -382,18 +384,17 @@ def plan(
     buffers: dict[str, Buffer] = {}
     for name, k in kind.items():
         r = root[name]
-        nbytes = g.values[name].nbytes
         first = producer.get(name, -1)
         last = n_steps if name in outputs else last_reader.get(name, first)
         if k == "arena":
             buffers[name] = Buffer(
-                name, k, nbytes, size.get(name, 0), offsets.get(name, 0), name, first, last_use[name]
+                name, k, nbytes[name], size.get(name, 0), offsets.get(name, 0), name, first, last_use[name]
             )
         else:
             off = offsets.get(r) if kind.get(r) == "arena" else None
-            if k == "alias" and kind.get(r) == "arena" and g.values[r].nbytes == 0:
+            if k == "alias" and kind.get(r) == "arena" and nbytes[r] == 0:
                 off = 0
-            buffers[name] = Buffer(name, k, nbytes, 0, off, r, first, last)
+            buffers[name] = Buffer(name, k, nbytes[name], 0, off, r, first, last)
     return Plan(
         g,
         steps,
@@ -415,6 +416,10 @@ def _waits(
 ) -> tuple[list[list[int]], list[tuple[int, ...]]]:
     """Minimal cross-stream waits covering ``deps``, and each step's start vector clock."""
     n = len(deps)
+    if used == 1:
+        # one stream: each step starts after the one before it (``deps`` name only earlier steps, the
+        # issue order being topological), so no dependency needs a wait
+        return [[] for _ in range(n)], [(p - 1,) for p in position]
     end_clock: list[tuple[int, ...]] = [()] * n
     start_clock: list[tuple[int, ...]] = [()] * n
     last_on: list[int | None] = [None] * used
@@ -462,6 +467,22 @@ def _parallel_neighbours(
     used: int,
 ) -> dict[str, list[str]]:
     """Roots conflict unless every use of one happens before the other's producing step."""
+    if used == 1:
+        # one stream: every step starts after the one before it, so a root is live from its producing
+        # step to its last use (to the end for a graph output) and two roots conflict when those
+        # intervals meet: a sweep in issue order finds the pairs (the matrix below costs more than
+        # the whole plan of a small graph)
+        out: dict[str, list[str]] = {r: [] for r in arena}
+        end = {r: math.inf if r in to_end else max(uses[r]) for r in arena}
+        live: list[str] = []
+        for r in sorted(arena, key=producer.__getitem__):
+            first = producer[r]
+            live = [a for a in live if end[a] >= first]
+            for a in live:
+                out[a].append(r)
+                out[r].append(a)
+            live.append(r)
+        return out
     # the last use of each root on each stream (-1: none), in Python ints (a numpy scalar per use was
     # most of this on CNNs)
     rows: list[list[int]] = []
