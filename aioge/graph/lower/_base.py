@@ -200,7 +200,11 @@ def rule(*op_types: str) -> Callable[[Rule], Rule]:
 
 def ints(v: Any) -> list[int] | None:
     """A constant as a flat list of ints (``None`` stays ``None``)."""
-    return None if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
+    if v is None:
+        return None
+    a = np.asarray(v).reshape(-1)
+    items: list[Any] = a.tolist()  # Python scalars (ints for an integer array): no numpy scalar per item
+    return items if a.dtype.kind in "iu" else [int(x) for x in items]
 
 
 def const(L: Builder, i: int) -> np.ndarray | None:
