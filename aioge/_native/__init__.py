@@ -207,7 +207,11 @@ def contiguous(value: Any, dtype: Any = None) -> Any:
     import numpy as np
 
     a = np.asarray(value, dtype)
-    return a if a.flags.c_contiguous else a.copy(order="C")
+    if a.flags.c_contiguous:
+        return a
+    if a.dtype.kind in "biuf" and not any(a.strides):  # a broadcast scalar (a folded fill): filled, not copied
+        return np.full(a.shape, a[(0,) * a.ndim], a.dtype)
+    return a.copy(order="C")
 
 
 def host_ptr(arr: Any) -> Any:
