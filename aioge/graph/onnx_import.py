@@ -493,7 +493,11 @@ class _Importer:
         self.source_opset = source_opset if source_opset is not None else self.opset
         self.unsupported: list[tuple[str, str, str]] = []
         self.dtypes: dict[str, np.dtype] = {}
-        self.onnx_names: set[str] = set()
+        #: each node with its inputs and outputs (read once: every access to a protobuf field builds
+        #: new Python objects)
+        self._nodes: list[tuple[Any, list[str], list[str]]] = []
+        #: every name the model gives a value (fresh names avoid them), collected by the first fresh()
+        self._onnx_names: set[str] | None = None
         self.node_names: set[str] = set()
         self.emitted: set[str] = set()
         self._n = 0
@@ -509,11 +513,24 @@ class _Importer:
         return v
 
     def fresh(self, prefix: str) -> str:
+        onnx_names = self._onnx_names if self._onnx_names is not None else self._collect_onnx_names()
         while True:
             self._n += 1
             name = f"{prefix}__{self._n}"
-            if name not in self.onnx_names and name not in self.g.values and name not in self.node_names:
+            if name not in onnx_names and name not in self.g.values and name not in self.node_names:
                 return name
+
+    def _collect_onnx_names(self) -> set[str]:
+        gp = self.proto.graph
+        names: set[str] = set()
+        for _, ins, outs in self._nodes:  # (converters only drop omitted "" entries from these lists)
+            names.update(ins)
+            names.update(outs)
+        names.discard("")
+        names.update(i.name for i in gp.initializer)
+        names.update(i.name for i in gp.input)
+        self._onnx_names = names
+        return names
 
     def dtype_of(self, onnx_type: int, what: str) -> np.dtype:
         dt = self._dtypes.get(onnx_type)
@@ -624,14 +641,7 @@ class _Importer:
     def run(self) -> Graph:
         gp = self.proto.graph
         g = self.g
-        # each node's fields read once (every access to a protobuf field builds new Python objects)
-        nodes = [(n, n.input[:], n.output[:]) for n in gp.node]
-        for _, ins, outs in nodes:
-            self.onnx_names.update(ins)
-            self.onnx_names.update(outs)
-        self.onnx_names.discard("")
-        self.onnx_names.update(i.name for i in gp.initializer)
-        self.onnx_names.update(i.name for i in gp.input)
+        self._nodes = nodes = [(n, n.input[:], n.output[:]) for n in gp.node]
         if len(gp.sparse_initializer):
             raise MalformedModelError("sparse initializers are not supported")
         init_names = set()
@@ -720,8 +730,8 @@ class _Importer:
         if known is None:
             self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
             return
-        proto_attrs = n.attribute
-        attrs = self._attrs(n, name, list(proto_attrs), known) if len(proto_attrs) else {}
+        proto_attrs = n.attribute[:]
+        attrs = self._attrs(n, name, proto_attrs, known) if proto_attrs else {}
         while outputs and not outputs[-1]:
             outputs.pop()
         if not outputs:
