@@ -182,8 +182,13 @@ _ATTRS: dict[str, dict[str, str]] = {
     "DepthToSpace": {"blocksize": "INT", "mode": "STRING"},
     "SpaceToDepth": {"blocksize": "INT"},
     "Einsum": {"equation": "STRING"},
-    "QuantizeLinear": {"axis": "INT", "saturate": "INT", "block_size": "INT", "output_dtype": "INT",
-                       "precision": "INT"},
+    "QuantizeLinear": {
+        "axis": "INT",
+        "saturate": "INT",
+        "block_size": "INT",
+        "output_dtype": "INT",
+        "precision": "INT",
+    },
     "DequantizeLinear": {"axis": "INT", "block_size": "INT", "output_dtype": "INT"},
     "GroupNormalization": {"epsilon": "FLOAT", "num_groups": "INT", "stash_type": "INT"},
     "LSTM": {**_RNN, "input_forget": "INT"},
@@ -597,17 +602,14 @@ class _Importer:
             raise ExternalDataError(f"{what}: external data location {loc!r} contains a NUL byte; refused")
         if self.base is None:
             raise ExternalDataError(
-                f"{what}: external data {loc!r} needs the model's directory "
-                "(load from a path or pass base_dir=)"
+                f"{what}: external data {loc!r} needs the model's directory (load from a path or pass base_dir=)"
             )
         if os.path.isabs(loc) or loc.startswith(("/", "\\")) or (len(loc) > 1 and loc[1] == ":"):
             raise ExternalDataError(f"{what}: external data path {loc!r} is absolute; refused")
         root = os.path.realpath(self.base)
         path = os.path.realpath(os.path.join(root, loc))
         if os.path.commonpath([root, path]) != root:
-            raise ExternalDataError(
-                f"{what}: external data path {loc!r} escapes the model directory; refused"
-            )
+            raise ExternalDataError(f"{what}: external data path {loc!r} escapes the model directory; refused")
         if not os.path.isfile(path):
             raise ExternalDataError(f"{what}: external data file {loc!r} does not exist")
         try:
@@ -694,18 +696,14 @@ class _Importer:
             for d in tt.shape.dim:
                 dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
         elif vi.name not in self.input_shapes:
-            raise DynamicShapeError(
-                f"graph input {vi.name!r} has no shape; pass input_shapes={{{vi.name!r}: ...}}"
-            )
+            raise DynamicShapeError(f"graph input {vi.name!r} has no shape; pass input_shapes={{{vi.name!r}: ...}}")
         if vi.name in self.input_shapes:
             want = tuple(int(x) for x in self.input_shapes[vi.name])
             if tt.HasField("shape"):
                 if len(want) != len(dims) or any(
                     isinstance(d, int) and d != w for d, w in zip(dims, want, strict=False)
                 ):
-                    raise OnnxImportError(
-                        f"input_shapes[{vi.name!r}] = {want} contradicts the model's {dims}"
-                    )
+                    raise OnnxImportError(f"input_shapes[{vi.name!r}] = {want} contradicts the model's {dims}")
             dims = list(want)
         self.g.input(vi.name, dims, dt)  # symbolic dims (str/None) make the graph dynamic
         self.dtypes[vi.name] = dt
@@ -817,9 +815,7 @@ class _Importer:
         self.dtypes[name] = self.g.constants[name].dtype
         return name
 
-    def emit(
-        self, op: str, inputs: Sequence[str], attrs: dict[str, Any], outputs: Sequence[str], name: str
-    ) -> None:
+    def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any], outputs: Sequence[str], name: str) -> None:
         if name in self.emitted:
             name = self.fresh(name)
         self.emitted.add(name)
@@ -844,15 +840,11 @@ class _Unsupported(Exception):
 Converter = Callable[[_Importer, str, list[str], list[str], dict[str, Any], str], None]
 
 
-def _generic(
-    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
-) -> None:
+def _generic(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
     im.emit(op, ins, attrs, outs, name)
 
 
-def _constant(
-    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
-) -> None:
+def _constant(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
     if len(attrs) != 1:
         raise MalformedModelError("Constant needs exactly one value attribute", node=name, op_type=op)
     ((k, v),) = attrs.items()
@@ -877,9 +869,7 @@ def _constant(
 def _axes_attr_to_input(since: int) -> Converter:
     """Squeeze/Unsqueeze/Reduce*: move the ``axes`` attr to an input before opset ``since``."""
 
-    def conv(
-        im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
-    ) -> None:
+    def conv(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
         if im.opset < since:
             axes = attrs.pop("axes", None)
             if len(ins) > 1:
@@ -902,9 +892,7 @@ def _split(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[
         ins = [ins[0]] + ([im.const(np.array(split, np.int64), f"{name}/split")] if split is not None else [])
     n_out = attrs.pop("num_outputs", None)
     if n_out is not None and n_out != len(outs):
-        raise MalformedModelError(
-            f"num_outputs={n_out} but the node has {len(outs)} outputs", node=name, op_type=op
-        )
+        raise MalformedModelError(f"num_outputs={n_out} but the node has {len(outs)} outputs", node=name, op_type=op)
     if any(not o for o in outs):
         raise _Unsupported("an omitted Split output in the middle")
     im.emit(op, ins, attrs, outs, name)
@@ -954,9 +942,7 @@ def _slice(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[
     im.emit(op, ins, attrs, outs, name)
 
 
-def _softmax(
-    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
-) -> None:
+def _softmax(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
     if im.opset >= 13:
         im.emit(op, ins, attrs, outs, name)
         return
@@ -969,18 +955,14 @@ def _softmax(
     im.emit("Reshape", [sm, shp], {}, outs, im.tmp(f"{name}/Reshape"))
 
 
-def _dropout(
-    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
-) -> None:
+def _dropout(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
     attrs.pop("ratio", None)
     if im.opset < 12:
         ins = ins[:1]
     im.emit(op, ins, attrs, outs, name)
 
 
-def _batchnorm(
-    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
-) -> None:
+def _batchnorm(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
     training = int(attrs.get("training_mode", 0))
     if training and im.opset >= 14:
         _batchnorm_training(im, ins, outs, attrs, name)
@@ -1027,9 +1009,7 @@ def _batchnorm_training(im: _Importer, ins: list[str], outs: list[str], attrs: d
             node("Add", [kept, node("Mul", [node("Reshape", [batch, flat]), c(1 - mom, "rest")])], out[0])
 
 
-def _maxpool(
-    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
-) -> None:
+def _maxpool(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
     im.emit(op, ins, attrs, outs, name)
 
 
@@ -1045,9 +1025,7 @@ def _cast(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[s
     im.emit(op, ins, attrs, outs, name)
 
 
-def _layernorm(
-    im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str
-) -> None:
+def _layernorm(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
     if any(not o for o in outs[1:]) and len(outs) == 3:
         # Mean omitted but InvStdDev used: give Mean a scratch name
         outs = [outs[0], outs[1] or im.tmp(f"{name}/mean"), outs[2]]
