@@ -118,6 +118,8 @@ def normalize(dtype: Any) -> np.dtype:
     Raises:
         TypeError: for something that is not a dtype aioge can place on a device.
     """
+    if isinstance(dtype, np.dtype) and dtype in _NP_TO_ACL:
+        return dtype  # already one (np.dtype(dtype) is dtype itself)
     dt = as_numpy(dtype)
     if dt not in _NP_TO_ACL:
         raise TypeError(f"dtype {dt} has no ACL data type")
