@@ -131,6 +131,8 @@ class Layout:
         self.place: dict[str, tuple[int, int]] = {}
         #: value_kind's results by value name (a value feeds several ops: its kind is made once)
         self._kinds: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+        #: operand()'s results by value name, likewise
+        self._operands: dict[str, tuple[tuple[np.dtype, tuple[int, ...]], int, int]] = {}
         for i, name in enumerate(self.inputs):
             self.place[name] = (INPUT, i)
         for k, name in enumerate(self.weights):
@@ -177,6 +179,13 @@ class Layout:
             shape, dt = kind_of(self.g, name)
             k = self._kinds[name] = (dt, shape)
         return k
+
+    def operand(self, name: str) -> tuple[tuple[np.dtype, tuple[int, ...]], int, int]:
+        """A graph value as an op's operand: ``(kind, loc, at)``."""
+        r = self._operands.get(name)
+        if r is None:
+            r = self._operands[name] = (self.value_kind(name), *self.where(name))
+        return r
 
     def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
         # temporaries live in a per-stream scratch region after the arena
@@ -236,10 +245,13 @@ class Layout:
                     if x is None:
                         r_ins.append((None, ABSENT, 0))
                     elif isinstance(x, str):
-                        r_ins.append((as_kind.get(x) or kind(x), *loc(x)))
+                        if x in temp_kind or x in as_kind:  # a temporary (placed per step), or described anew
+                            r_ins.append((as_kind.get(x) or kind(x), *loc(x)))
+                        else:
+                            r_ins.append(self.operand(x))
                     else:  # ConstInput
                         r_ins.append((_contiguous(x.value), CONST, 0))
-                r_outs = [(kind(o), *loc(o)) for o in op.outputs]
+                r_outs = [(kind(o), *loc(o)) if o in temp_kind else self.operand(o) for o in op.outputs]
                 self.ops.append(PlacedOp(op_type, name, seg, r_ins, r_outs, attrs))
         # outputs that alias an input, a weight or another output: one copy each, at the end
         if self.copies:
