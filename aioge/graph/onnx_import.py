@@ -263,6 +263,18 @@ _ATTR_TYPES = {
 }  # fmt: skip
 
 
+#: (op type, opset) -> the attribute names of the default-domain op's schema in that opset (None: not
+#: defined there), read from onnx's schema table once per process
+_SCHEMA_ATTRS: dict[tuple[str, int], frozenset[str] | None] = {}
+
+
+def _schema_attrs(onnx: Any, op: str, opset: int) -> frozenset[str] | None:
+    try:
+        return frozenset(onnx.defs.get_schema(op, opset, "").attributes)
+    except onnx.defs.SchemaError:
+        return None
+
+
 def _import_onnx() -> Any:
     try:
         import onnx
@@ -506,8 +518,6 @@ class _Importer:
         self.node_names: set[str] = set()
         self.emitted: set[str] = set()
         self._n = 0
-        #: op type -> the attribute names of its schema in the declared opset (None: not defined there)
-        self._schema_attrs: dict[str, frozenset[str] | None] = {}
         self._dtypes: dict[int, np.dtype] = {}
 
     # --------------------------------------------------------------- basics
@@ -718,13 +728,10 @@ class _Importer:
         if op not in _ATTRS:
             self.unsupported.append((op, name, ""))
             return
-        if op not in self._schema_attrs:
-            try:
-                schema = self.onnx.defs.get_schema(op, self.opset, "")
-                self._schema_attrs[op] = frozenset(schema.attributes)
-            except self.onnx.defs.SchemaError:
-                self._schema_attrs[op] = None
-        known = self._schema_attrs[op]
+        key = (op, self.opset)
+        if key not in _SCHEMA_ATTRS:
+            _SCHEMA_ATTRS[key] = _schema_attrs(self.onnx, op, self.opset)
+        known = _SCHEMA_ATTRS[key]
         if known is None:
             self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
             return
