@@ -8,7 +8,8 @@ leaves its argument untouched; all but ``infer_shapes`` and
 
 * level 0: ``infer_shapes`` (validation and shapes only);
 * level 1: + ``simplify``, ``fold_constants``, ``eliminate_dead_code``,
-  ``eliminate_common_subexpressions`` (repeated until nothing changes);
+  ``eliminate_common_subexpressions``, repeated until another round would
+  change nothing;
 * level 2: + ``fuse``: the fusions the :class:`~aioge.graph.target.Target`
   allows (host: Conv+BN folding, bias+activation, elementwise chains;
   ascend: Conv+BN folding only, which emits no host-only op type);
@@ -21,11 +22,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from ..ir import Graph
 from ..target import HOST, Target
-from .cse import eliminate_common_subexpressions
-from .dce import eliminate_dead_code
+from .cse import common_subexpressions_pass, eliminate_common_subexpressions
+from .dce import dead_code_pass, eliminate_dead_code
 from .fold_constants import fold_constants
 from .fuse import fold_conv_batchnorm, fuse, fuse_bias_activation, fuse_elementwise, fuse_gelu
 from .infer_shapes import carry_inference, infer_shapes, is_inferred
@@ -47,9 +49,7 @@ __all__ = (
     "nchwc_layout",
 )
 
-
-def _signature(g: Graph) -> tuple[int, int, int]:
-    return len(g.nodes), len(g.constants), sum(a.size for a in g.constants.values())
+_T = TypeVar("_T")
 
 
 def optimize(
@@ -66,12 +66,12 @@ def optimize(
     if level not in (0, 1, 2):
         raise ValueError(f"optimize level must be 0, 1 or 2, not {level!r}")
 
-    def run(p: Callable[[Graph], Graph], g: Graph) -> Graph:
+    def run(p: Callable[[Graph], _T], g: Graph, name: str | None = None) -> _T:
         if on_pass is None:
             return p(g)
         t = time.perf_counter()
         out = p(g)
-        on_pass(p.__name__, time.perf_counter() - t)
+        on_pass(name or p.__name__, time.perf_counter() - t)
         return out
 
     if is_inferred(graph):  # e.g. load_onnx's result: validated and inferred there, unchanged since
@@ -84,12 +84,18 @@ def optimize(
     g._scratch = True
     if level >= 1:
         for _ in range(8):
-            before = _signature(g)
             g = run(simplify, g)
             g = run(fold_constants, g)
-            g = run(eliminate_dead_code, g)
-            g = run(eliminate_common_subexpressions, g)
-            if _signature(g) == before:
+            g, dce_changed = run(dead_code_pass, g, "eliminate_dead_code")
+            g, cse_rerun = run(common_subexpressions_pass, g, "eliminate_common_subexpressions")
+            # Another round finds something only after a change by DCE (a node or an optional output
+            # fewer can make a Dropout a no-op for simplify, or a folded result small enough or read
+            # only as weights for fold_constants) or CSE's one case that does not cascade within a
+            # run.  What simplify and fold_constants change, the passes after them in this round take
+            # up: fold_constants creates no chain of reshapes or transposes and no no-op for
+            # simplify; CSE redirects reads from a node to one of the same op type, and from a
+            # constant to a constant, which makes nothing foldable or simplifiable and nothing dead.
+            if not (dce_changed or cse_rerun):
                 break
     if level >= 2:
         f = target.fusions

@@ -55,7 +55,18 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
 
 def eliminate_common_subexpressions(graph: Graph) -> Graph:
     """Return a copy of ``graph`` with duplicate constants and nodes merged."""
+    return common_subexpressions_pass(graph)[0]
+
+
+def common_subexpressions_pass(graph: Graph) -> tuple[Graph, bool]:
+    """:func:`eliminate_common_subexpressions`, and whether running it again could merge more.
+
+    Merges cascade in one run (a node is keyed after its inputs' producers were merged), except
+    where a duplicate is kept because it writes a graph output: readers of the dropped original
+    keyed before it now read the duplicate, under keys that no longer say so.
+    """
     g = working_copy(graph)
+    rerun = False
     outputs = set(g.outputs)
     # constants
     # bucketed by a cheap key (dtype, shape, a strided sample of the elements) and confirmed by a
@@ -102,6 +113,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
                 _redirect(g, o, d)
             index[key] = n
             dead.append(first)
+            rerun = True
             continue
         if any(not o for _, o in pairs):
             continue
@@ -110,7 +122,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         dead.append(n)
     g.remove_nodes(dead)
     g.prune_values()
-    return g
+    return g, rerun
 
 
 def _redirect(g: Graph, old: str, new: str) -> None:

@@ -20,7 +20,14 @@ _OPTIONAL_OUTPUTS = {"Dropout": 1, "LayerNormalization": 1, "MaxPool": 1}
 
 def eliminate_dead_code(graph: Graph) -> Graph:
     """Return a copy of ``graph`` without dead nodes, outputs and constants."""
+    return dead_code_pass(graph)[0]
+
+
+def dead_code_pass(graph: Graph) -> tuple[Graph, bool]:
+    """:func:`eliminate_dead_code`, and whether it changed anything (a node, output, value or constant)."""
     g = working_copy(graph)
+    n_nodes, n_values, n_constants = len(g.nodes), len(g.values), len(g.constants)
+    blanked = False
     live = set(g.outputs)
     keep = []
     for n in reversed(g.topological_order()):
@@ -36,6 +43,8 @@ def eliminate_dead_code(graph: Graph) -> Graph:
         outs = [o if (i < first_optional or o in live) else "" for i, o in enumerate(n.outputs)]
         while len(outs) > 1 and not outs[-1]:
             outs.pop()
-        n.outputs = outs
+        if outs != n.outputs:
+            blanked = True
+            n.outputs = outs
     g.prune_values()
-    return g
+    return g, blanked or (len(g.nodes), len(g.values), len(g.constants)) != (n_nodes, n_values, n_constants)
