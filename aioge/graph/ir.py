@@ -472,13 +472,12 @@ class Graph:
         out: dict[str, list[Node]] = {}
         get = out.get
         for n in self.nodes:
-            ins = n.inputs
-            for i in ins if len(ins) < 2 else dict.fromkeys(ins):  # each value once per node
+            for i in n.inputs:
                 if i:
                     readers = get(i)
                     if readers is None:
                         out[i] = [n]
-                    else:
+                    elif readers[-1] is not n:  # each value once per node: n, if there, was appended last
                         readers.append(n)
         return out
 

@@ -18,7 +18,7 @@ def working_copy(graph: Graph) -> Graph:
 def require_shapes(graph: Graph, what: str) -> None:
     """Raise unless every value has a shape and dtype (the pass needs them)."""
     for v in graph.values.values():
-        if not v.known:
+        if v.shape is None or v.dtype is None:  # not v.known: a property call per value
             raise PlanError(f"{what} needs inferred shapes; value {v.name!r} has none (run infer_shapes)")
 
 

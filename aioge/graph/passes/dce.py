@@ -33,7 +33,7 @@ def dead_code_pass(graph: Graph) -> tuple[Graph, bool]:
     for n in reversed(g.topological_order()):
         if any(o in live for o in n.outputs if o):
             keep.append(n)
-            live.update(i for i in n.inputs if i)
+            live.update(n.inputs)  # "" (an absent input) too: no output is named ""
     keep.reverse()
     g.nodes = keep
     for n in g.nodes:
