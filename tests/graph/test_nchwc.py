@@ -133,6 +133,24 @@ def test_residual_fuses_only_into_a_conv_whose_output_nothing_else_reads():
     assert counts(out)["_ReorderFromNchwc"] == 2  # one per graph output
 
 
+
+def test_an_add_reading_a_value_whose_pool_stayed_nchw_reorders_it():
+    """The short-chain rule reverts a pool (and so the reorder of its input that an Add of the chain
+    also reads): the Add, still blocked, reorders that input itself, never mixing the two layouts."""
+    rng = np.random.default_rng(5)
+    g = Graph("reverted_pool")
+    x = g.input("x", (1, 8, 8, 8))
+    c = conv(g, rng, x, 8, 8, k=1, strides=[2, 2])  # [1, 8, 4, 4], blocked: read by two more convs
+    t = g.add_node("Transpose", [c], {"perm": [0, 1, 3, 2]})  # an edge: stays NCHW
+    pooled = g.add_node("MaxPool", [t], {"kernel_shape": [3, 3], "strides": [2, 2]})  # alone: reverted
+    s = g.add_node("Add", [t, c])
+    y = conv(g, rng, g.add_node("Relu", [conv(g, rng, c, 8, 8, group=8)]), 8, 4, k=1)
+    g.output(y, pooled, s)
+    out = blocked(g, feeds((1, 8, 8, 8)))
+    assert "_NchwcPool2D" not in counts(out)
+    (add,) = [n for n in out.nodes if n.op_type == "Add"]
+    assert [len(out.values[i].shape or ()) for i in add.inputs] == [5, 5]  # both operands blocked
+
 def mobilenet() -> Graph:
     rng = np.random.default_rng(3)
     g = Graph("mobilenet")

@@ -430,18 +430,21 @@ class _Rewriter:
         return [self.blocked_in(n.inputs[0]), *names]
 
     def ew_in(self, v: str, channels: int) -> str:
+        """An operand of a blocked elementwise node (``_ew_ok``'s kinds) in the blocked layout."""
         if not v or v in self.p.blocked:
             return self.bname[v] if v else v
-        if v in self.p.reordered or _one_pixel(self.g, v, channels):  # reordered (once) for a conv or here
-            return self.blocked_in(v)
-        if not _per_channel(self.g, v, channels):
+        if math.prod(_shape(self.g, v)) == 1:
             return v  # a single element: broadcasts as it is
-        if v not in self.consts:
-            arr = self.g.constants[v].reshape(1, channels, 1, 1)
-            name = self.g.fresh_name(f"{v}/nchwc8")
-            self.g.set_constant(name, to_nchwc(arr))
-            self.consts[v] = name
-        return self.consts[v]
+        if _per_channel(self.g, v, channels):
+            if v not in self.consts:
+                arr = self.g.constants[v].reshape(1, channels, 1, 1)
+                name = self.g.fresh_name(f"{v}/nchwc8")
+                self.g.set_constant(name, to_nchwc(arr))
+                self.consts[v] = name
+            return self.consts[v]
+        # an NCHW image of these channels: one pixel, or reordered for a conv or pool (once, shared) --
+        # also when the short-chain rule reverted that conv or pool after this node was decided
+        return self.blocked_in(v)
 
     def emit(self, n: Node, inputs: list[str], attrs: dict[str, Any], op: str, out: str) -> None:
         """Emit the blocked form of ``n`` writing the blocked copy of ``out`` (and its NCHW form if read)."""
