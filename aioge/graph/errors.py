@@ -116,7 +116,7 @@ class UnsupportedOpError(OnnxImportError):
     def __init__(self, unsupported: Sequence[tuple[str, str, str]]) -> None:
         self.unsupported = list(unsupported)
         lines = [f"  {op!r} at node {name!r}" + (f": {why}" if why else "") for op, name, why in unsupported]
-        kinds = sorted({op for op, _, _ in unsupported})
+        kinds = sorted({op for op, _, _ in unsupported}, key=str)
         super().__init__(
             f"{len(self.unsupported)} unsupported node(s), op types {kinds}:\n" + "\n".join(lines)
         )

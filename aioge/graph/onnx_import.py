@@ -680,12 +680,17 @@ class _Importer:
         names = []
         for i, (n, _, _) in enumerate(nodes):
             name = n.name or f"{n.op_type}_{i}"
+            if type(name) is not str:  # protobuf hands a proto2 string that is not UTF-8 over as bytes
+                raise MalformedModelError(f"node name {name!r} is not UTF-8 text")
             while name in self.node_names:
                 name = f"{name}_{i}"
             self.node_names.add(name)
             names.append(name)
         for (n, ins, outs), name in zip(nodes, names, strict=False):
             self._node(n, name, ins, outs)
+        for v in g.values:
+            if type(v) is not str:
+                raise MalformedModelError(f"value name {v!r} is not UTF-8 text")
         if self.unsupported:
             raise UnsupportedOpError(self.unsupported)
         for o in gp.output:
@@ -722,11 +727,11 @@ class _Importer:
     def _node(self, n: Any, name: str, inputs: list[str], outputs: list[str]) -> None:
         op = n.op_type
         domain = n.domain
-        if domain not in ("", "ai.onnx"):
-            self.unsupported.append((f"{domain}.{op}", name, "custom domain"))
-            return
-        if op not in _ATTRS:
-            self.unsupported.append((op, name, ""))
+        if domain not in ("", "ai.onnx") or op not in _ATTRS:
+            if type(op) is not str or type(domain) is not str:
+                raise MalformedModelError(f"op type {op!r} (domain {domain!r}) is not UTF-8 text", node=name)
+            self.unsupported.append((f"{domain}.{op}", name, "custom domain") if domain not in ("", "ai.onnx")
+                                    else (op, name, ""))  # fmt: skip
             return
         key = (op, self.opset)
         if key not in _SCHEMA_ATTRS:

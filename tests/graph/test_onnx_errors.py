@@ -337,3 +337,24 @@ def test_a_nul_byte_in_an_external_data_location(tmp_path: os.PathLike) -> None:
     m.graph.initializer[0].external_data[0].value = "w\x00.bin"
     with pytest.raises(ExternalDataError, match=r"NUL byte"):
         load_onnx(m.SerializeToString(), base_dir=str(tmp_path))
+
+
+def _named_model() -> bytes:
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "QQw")
+    nodes = [helper.make_node("MatMul", ["QQx", "QQw"], ["QQh"], name="QQn1"),
+             helper.make_node("Relu", ["QQh"], ["QQy"], name="QQn2")]  # fmt: skip
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("QQx", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("QQy", TensorProto.FLOAT, [2, 4])], [w])  # fmt: skip
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize("every", [False, True], ids=["first", "every"])
+@pytest.mark.parametrize("field", [b"QQx", b"QQw", b"QQh", b"QQy", b"QQn1", b"QQn2", b"Relu", b"MatMul"])
+def test_a_name_or_op_type_that_is_not_utf8_is_a_malformed_model(field, every):
+    """protobuf hands a proto2 string field that is not UTF-8 over as ``bytes``: a name, value or op type
+    like that is a MalformedModelError (never a TypeError from comparing it, never a graph of bytes names)."""
+    blob = _named_model()
+    bad = b"\x80" + field[1:]
+    blob = blob.replace(field, bad) if every else blob.replace(field, bad, 1)
+    with pytest.raises(MalformedModelError, match="UTF-8|is not produced"):
+        load_onnx(blob)
