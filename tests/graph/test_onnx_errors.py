@@ -356,5 +356,5 @@ def test_a_name_or_op_type_that_is_not_utf8_is_a_malformed_model(field, every):
     blob = _named_model()
     bad = b"\x80" + field[1:]
     blob = blob.replace(field, bad) if every else blob.replace(field, bad, 1)
-    with pytest.raises(MalformedModelError, match="UTF-8|is not produced"):
+    with pytest.raises(MalformedModelError, match=r"UTF-8|is not produced"):
         load_onnx(blob)
