@@ -461,15 +461,12 @@ def graph_pack_only_weights(g: Handle, first: int, count: int) -> list[bool]:
 def graph_add_node(g: Handle, segment: int, op_type: str, name: str,
                    inputs: tuple[Sequence[Handle], Sequence[int], Sequence[int]],
                    outputs: tuple[Sequence[Handle], Sequence[int], Sequence[int]], attr: Handle) -> None:  # fmt: skip
-    """One node: ``(descs, locations, offsets)`` of its inputs and of its outputs."""
+    """One node: ``(descs, locations, offsets)`` of its inputs and of its outputs (lists or tuples:
+    cffi passes each as a temporary C array, no ``ffi.new`` per array)."""
     di, li, ai = inputs
     do, lo, ao = outputs
-    rc = lib.aiogeGraphAddNode(
-        g, segment, op_type.encode(), name.encode(),
-        len(di), ffi.new("aclTensorDesc *[]", list(di)), ffi.new("int32_t[]", list(li)), ffi.new("int64_t[]", list(ai)),
-        len(do), ffi.new("aclTensorDesc *[]", list(do)), ffi.new("int32_t[]", list(lo)), ffi.new("int64_t[]", list(ao)),
-        attr,
-    )  # fmt: skip
+    rc = lib.aiogeGraphAddNode(g, segment, op_type.encode(), name.encode(), len(di), di, li, ai, len(do), do, lo, ao,
+                               attr)  # fmt: skip
     if rc:
         raise error_class(rc)(rc, recent_error(), f"compile node {name!r} ({op_type})")
 

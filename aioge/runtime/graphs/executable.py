@@ -425,25 +425,31 @@ class CompiledGraph(Resource):
         # one desc per distinct (dtype, shape, format): a node takes its operands' descs' contents
         # (aiogeGraphAddNode views them), so the operands alike share one (inception: 85 -> 26)
         made: dict[Any, Any] = {}
+        add = acl.graph_add_node
+        attr_of = cache.attr
+        desc = self._desc
         for op in b.ops:
+            nchw = op.op_type in NCHW_OPS
             consts: list[Any] = []  # a const desc holds a copy of its value (a weight: megabytes): dropped at once
             try:
                 descs, locs, ats = [], [], []
                 for kind, loc, at in op.inputs:
-                    d = self._desc(kind, op.op_type, made)
-                    if isinstance(kind, np.ndarray):
-                        consts.append(d)
+                    d = made.get((kind, nchw and len(kind[1]) == 4)) if type(kind) is tuple else None
+                    if d is None:
+                        d = desc(kind, nchw, made)
+                        if type(kind) is not tuple and kind is not None:
+                            consts.append(d)
                     descs.append(d)
                     locs.append(loc)
                     ats.append(at)
                 odescs, olocs, oats = [], [], []
                 for kind, loc, at in op.outputs:
-                    odescs.append(self._desc(kind, op.op_type, made))
+                    d = made.get((kind, nchw and len(kind[1]) == 4))
+                    odescs.append(d if d is not None else desc(kind, nchw, made))
                     olocs.append(loc)
                     oats.append(at)
-                attr = cache.attr(op.attrs)
-                acl.graph_add_node(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats),
-                                   (odescs, olocs, oats), attr)  # fmt: skip
+                add(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats), (odescs, olocs, oats),
+                    attr_of(op.attrs))  # fmt: skip
             finally:
                 for d in consts:
                     acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
@@ -496,11 +502,12 @@ class CompiledGraph(Resource):
         packed for its kernels are not uploaded; ``plan.weight_bytes`` counts every weight)."""
         return sum(w.nbytes for w in self._weights)
 
-    def _desc(self, kind: Any, op_type: str, made: dict[Any, Any]) -> Any:
+    def _desc(self, kind: Any, nchw: bool, made: dict[Any, Any]) -> Any:
         """The desc of a node's operand; the model keeps it, except a const one (the caller destroys it).
 
-        ``made``: the descs made so far by (dtype, shape, format): a non-const operand alike
-        to one of them shares its desc."""
+        ``nchw``: the node's op type takes its 4-D operands as NCHW (:data:`NCHW_OPS`).  ``made``: the
+        descs made so far by ``(kind, 4-D NCHW)``: a non-const operand alike to one of them shares its desc
+        (the caller looks there first)."""
         if isinstance(kind, np.ndarray):
             a = kind
             d = acl.create_tensor_desc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.shape, int(acl.Format.ND))
@@ -513,16 +520,14 @@ class CompiledGraph(Resource):
             return d
         if kind is None:
             key: Any = None
-        else:
-            dt, shape = kind
-            key = (dt, shape, data_format(op_type, len(shape)))
-        d = made.get(key)
-        if d is not None:
-            return d
-        if kind is None:
+            d = made.get(None)
+            if d is not None:
+                return d
             d = acl.absent_tensor_desc()
         else:
-            d = acl.create_tensor_desc(dtypes.ACL_CODE[dt], shape, int(acl.Format[key[2]]))
+            dt, shape = kind
+            key = (kind, nchw and len(shape) == 4)
+            d = acl.create_tensor_desc(dtypes.ACL_CODE[dt], shape, int(acl.Format.NCHW if key[1] else acl.Format.ND))
         self._descs.append(d)
         made[key] = d
         return d
