@@ -382,9 +382,10 @@ class Graph:
         names default to ``<node name>`` (one output) or ``<node name>:<i>``.
         """
         name = name or self.fresh_name(op_type)
-        if self.has_node(name):
+        names = self._node_names()
+        if name in names:
             raise DuplicateValueError(f"node name {name!r} already used", node=name, op_type=op_type)
-        in_names = [self._name_of(i) for i in inputs]
+        in_names = [i if type(i) is str else self._name_of(i) for i in inputs]
         if outputs is None:
             if num_outputs == 1:
                 outputs = [name if name not in self.values else self.fresh_name(name)]
@@ -397,10 +398,10 @@ class Graph:
         for o in node.outputs:
             if o:
                 self.values[o] = Value(o)
-        names = self._node_names()
-        self.nodes.append(node)
+        nodes = self.nodes
+        nodes.append(node)
         names.add(name)
-        self._names_key = (id(self.nodes), len(self.nodes))
+        self._names_key = (id(nodes), len(nodes))
         return node
 
     def output(self, *values: ValueLike) -> None:
@@ -668,8 +669,11 @@ class Graph:
 
     def prune_values(self) -> None:
         """Drop Values and constants no node, input or output refers to."""
-        used = {x for n in self.nodes for x in n.inputs}
-        used.update(x for n in self.nodes for x in n.outputs)
+        used: set[str] = set()
+        add = used.update
+        for n in self.nodes:
+            add(n.inputs)
+            add(n.outputs)
         used.update(self.inputs)
         used.update(self.outputs)
         used.discard("")  # an absent optional input / unused output: never a value's name

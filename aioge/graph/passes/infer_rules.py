@@ -52,7 +52,8 @@ class _Ctx:
         return v
 
     def ints(self, i: int, what: str) -> list[int]:
-        return [int(x) for x in self.value(i, what).reshape(-1)]
+        v = self.value(i, what).reshape(-1)
+        return v.tolist() if v.dtype.kind in "iu" else [int(x) for x in v]  # tolist: Python ints at once
 
     def opt_ints(self, i: int, what: str) -> list[int] | None:
         return self.ints(i, what) if self.has(i) else None

@@ -490,25 +490,45 @@ def known_values(graph: Graph) -> dict[str, np.ndarray]:
 
 
 def _propagate(graph: Graph, node: Node, known: dict[str, np.ndarray]) -> None:
-    outs = [graph.values[o] for o in node.outputs if o]
+    values, get = graph.values, known.get
+    _propagate_values(
+        node,
+        known,
+        [get(x) if x else None for x in node.inputs],
+        values[node.inputs[0]].shape if node.op_type == "Shape" else None,
+        [values[o].shape for o in node.outputs if o],
+    )
+
+
+def _propagate_values(
+    node: Node,
+    known: dict[str, np.ndarray],
+    in_values: list[np.ndarray | None],
+    in_shape0: Shape | None,
+    out_shapes: list[Shape | None],
+) -> dict[str, np.ndarray] | None:
+    """``node``'s outputs' compile-time values into ``known`` (and returned) when they are computable:
+    ``in_values`` are its inputs' (``known``'s, None for an absent or unknown input), ``in_shape0``
+    the shape of a ``Shape`` node's input, ``out_shapes`` those of its present outputs."""
     if node.op_type == "Shape":
-        s = graph.values[node.inputs[0]].shape
-        if s is not None:
-            end = get_attr(node, "end")
-            known[node.outputs[0]] = np.array(
-                shape_slice(s, int(get_attr(node, "start")), None if end is None else int(end)), np.int64
-            )
-        return
-    if not all(x in known for x in node.inputs if x):
-        return
-    if any(v.shape is None or math.prod(v.shape) > MAX_PROPAGATED_ELEMENTS for v in outs):
-        return
-    if any(known[x].size > 4 * MAX_PROPAGATED_ELEMENTS for x in node.inputs if x):
-        return
-    res = evaluate_node(node, [known[x] if x else None for x in node.inputs])
-    for name, arr in zip(node.outputs, res, strict=False):
-        if name:
-            known[name] = arr
+        if in_shape0 is None:
+            return None
+        end = get_attr(node, "end")
+        start = int(get_attr(node, "start"))
+        arr = np.array(shape_slice(in_shape0, start, None if end is None else int(end)), np.int64)
+        known[node.outputs[0]] = arr
+        return {node.outputs[0]: arr}
+    inputs = node.inputs
+    if any(v is None for x, v in zip(inputs, in_values, strict=True) if x):
+        return None  # an input without a compile-time value
+    if any(s is None or math.prod(s) > MAX_PROPAGATED_ELEMENTS for s in out_shapes):
+        return None
+    if any(v is not None and v.size > 4 * MAX_PROPAGATED_ELEMENTS for v in in_values):
+        return None
+    res = evaluate_node(node, in_values)
+    out = {name: arr for name, arr in zip(node.outputs, res, strict=False) if name}
+    known.update(out)
+    return out
 
 
 #: the largest tensor aioge describes: 2^62 bytes (every size stays an int64 / size_t with room to spare)
@@ -573,14 +593,15 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
     memo: dict[str, _Inferred] = {}
     values, known_get = g.values, known.get
     for node in order:
-        ins = [values[x] if x else None for x in node.inputs]
+        inputs, outputs = node.inputs, node.outputs
+        ins = [values[x] if x else None for x in inputs]
         in_dtypes = [v.dtype if v else None for v in ins]
         in_shapes = [v.shape if v else None for v in ins]
-        in_values = [known_get(x) if x else None for x in node.inputs]
-        hit = prior.get(node.name)
+        in_values = [known_get(x) if x else None for x in inputs]
+        hit = prior.get(node.name) if prior else None
         if hit is not None and hit.applies(node, in_dtypes, in_shapes, in_values):
             for o, s, dt in hit.outs:
-                v = g.values[o]
+                v = values[o]
                 if v.shape is not None and tuple(v.shape) != s:
                     raise ShapeInferenceError(
                         f"output {o!r} was declared {v.shape}, inferred {s}", node=node.name, op_type=node.op_type
@@ -590,21 +611,23 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
             memo[node.name] = hit
             continue
         check_node_signature(node)
-        for x, vin in zip(node.inputs, ins, strict=False):
-            if vin is not None and not vin.known:
-                raise GraphError(
-                    f"input {x!r} has no shape (not produced before this node?)",
-                    node=node.name,
-                    op_type=node.op_type,
-                )
+        if None in in_shapes or None in in_dtypes:  # an absent input, or one not inferred yet
+            for x, vin in zip(inputs, ins, strict=False):
+                if vin is not None and not vin.known:
+                    raise GraphError(
+                        f"input {x!r} has no shape (not produced before this node?)",
+                        node=node.name,
+                        op_type=node.op_type,
+                    )
         dtypes = _checked_dtypes(node, in_dtypes, checked) if checked is not None else None
         if dtypes is None:
             dtypes = check_node_dtypes(node, in_dtypes)
         shapes = _infer_node(node, in_shapes, in_values)
-        for o, s, dt in zip(node.outputs, shapes, dtypes, strict=False):
+        outs: list[tuple[str, Any, Any]] = []
+        for o, s, dt in zip(outputs, shapes, dtypes, strict=False):
             if not o:
                 continue
-            v = g.values[o]
+            v = values[o]
             if v.shape is not None and tuple(v.shape) != s:
                 raise ShapeInferenceError(
                     f"output {o!r} was declared {v.shape}, inferred {s}", node=node.name, op_type=node.op_type
@@ -621,12 +644,13 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
                 )
             _check_size(s, dt, "output", o, node)
             v.shape, v.dtype = s, dt
-        _propagate(g, node, known)
+            outs.append((o, s, dt))
+        out_values = _propagate_values(
+            node, known, in_values, in_shapes[0] if in_shapes else None, [s for _, s, _ in outs]
+        )
         memo[node.name] = _Inferred(
-            node.op_type, node.domain, tuple(node.outputs), tuple(node.attrs), list(node.attrs.values()),
-            in_dtypes, in_shapes, in_values,
-            [(o, values[o].shape, values[o].dtype) for o in node.outputs if o],
-            {o: known[o] for o in node.outputs if o and o in known},
+            node.op_type, node.domain, tuple(outputs), tuple(node.attrs), list(node.attrs.values()),
+            in_dtypes, in_shapes, in_values, outs, out_values or {},
         )  # fmt: skip
     g.nodes = order
     for o in g.outputs:
@@ -641,9 +665,15 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
 def _checked_dtypes(node: Node, in_dtypes: list[Any], checked: Mapping[str, Any]) -> list[Any] | None:
     """The output dtypes ``node``'s check gave for these input dtypes (None: not checked with them)."""
     get = checked.get
-    outs = [get(o) if o else None for o in node.outputs]
-    if any(o and dt is None for o, dt in zip(node.outputs, outs, strict=True)):
-        return None
+    outs: list[Any] = []
+    for o in node.outputs:
+        if not o:
+            outs.append(None)
+            continue
+        dt = get(o)
+        if dt is None:
+            return None
+        outs.append(dt)
     if in_dtypes != [get(x) if x else None for x in node.inputs]:
         return None
     return outs
@@ -671,16 +701,22 @@ class _Inferred(NamedTuple):
 
     def applies(self, node: Node, in_dtypes: list[Any], in_shapes: list[Any], in_values: list[Any]) -> bool:
         """Whether ``node``, fed these, is what this was inferred from (so it infers the same)."""
-        return (
-            self.op_type == node.op_type
-            and self.domain == node.domain
-            and self.outputs == tuple(node.outputs)
-            and self.attr_names == tuple(node.attrs)
-            and all(a is b for a, b in zip(self.attr_values, node.attrs.values(), strict=True))
-            and self.in_dtypes == in_dtypes
-            and self.in_shapes == in_shapes
-            and all(_same_value(a, b) for a, b in zip(self.in_values, in_values, strict=True))
-        )
+        if (
+            self.op_type != node.op_type
+            or self.domain != node.domain
+            or self.outputs != tuple(node.outputs)
+            or self.attr_names != tuple(node.attrs)
+            or self.in_dtypes != in_dtypes
+            or self.in_shapes != in_shapes
+        ):
+            return False
+        for a, b in zip(self.attr_values, node.attrs.values(), strict=True):
+            if a is not b:
+                return False
+        for x, y in zip(self.in_values, in_values, strict=True):
+            if x is not y and not _same_value(x, y):
+                return False
+        return True
 
 
 def _same_value(a: np.ndarray | None, b: np.ndarray | None) -> bool:
@@ -762,23 +798,15 @@ def _same_as(snap: tuple[Any, ...], g: Graph) -> bool:
     for (op_type, domain, name, ins, outs, attrs), n in zip(nodes, g.nodes, strict=True):
         if op_type != n.op_type or domain != n.domain or name != n.name:
             return False
-        if ins != list(n.inputs) or outs != list(n.outputs):
+        ni, no = n.inputs, n.outputs
+        if ins != (ni if type(ni) is list else list(ni)) or outs != (no if type(no) is list else list(no)):
             return False
-        na = n.attrs
-        if len(attrs) != len(na):
+        if attrs != n.attrs:  # a list attr compares as the snapshot's copy of it; others: identity, else ==
             return False
-        for k, v in attrs.items():  # as dict equality compares: identity, else ==
-            if k not in na:
-                return False
-            w = na[k]
-            if isinstance(w, list):
-                w = list(w)
-            if v is not w and not bool(v == w):
-                return False
     get = g.values.get
-    for k, sd in values.items():
+    for k, (shape, dtype) in values.items():
         v = get(k)
-        if v is None or sd != (v.shape, v.dtype):
+        if v is None or v.shape != shape or v.dtype != dtype:
             return False
     same = list(g.constants) == const_names and [id(a) for a in g.constants.values()] == const_ids
     return bool(same and inputs == list(g.inputs) and outputs == list(g.outputs) and symbolic == dict(g.symbolic))
