@@ -38,6 +38,13 @@ Shape = tuple[int, ...]
 
 def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
     """numpy/ONNX multidirectional broadcast."""
+    if shapes:
+        first = shapes[0]
+        for s in shapes:
+            if s != first:
+                break
+        else:  # all equal (elementwise ops on one shape): that shape
+            return tuple(first)
     rank = max((len(s) for s in shapes), default=0)
     out = [1] * rank
     for s in shapes:

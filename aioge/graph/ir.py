@@ -652,7 +652,10 @@ class Graph:
         drop = {id(n) for n in nodes}
         gone = [n for n in self.nodes if id(n) in drop]
         self.nodes = [n for n in self.nodes if id(n) not in drop]
-        still = set(self.inputs) | set(self.constants) | {o for n in self.nodes for o in n.outputs}
+        still = set(self.inputs)
+        still.update(self.constants)
+        for n in self.nodes:
+            still.update(n.outputs)
         for n in gone:
             for o in n.outputs:
                 if o and o not in still:

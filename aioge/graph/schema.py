@@ -153,14 +153,35 @@ def same(
     ``extra`` maps other input positions to their allowed dtypes.
     """
 
-    def rule(node: NodeLike, dts: list[DT]) -> list[DT]:
-        pos = range(len(dts)) if tied is None else [i for i in tied if i < len(dts)]
+    tied_at = None if tied is None else tuple(tied)
+    extra_at = tuple((extra or {}).items())
+
+    def checked(node: NodeLike, dts: list[DT], pos: Sequence[int]) -> DT:
+        """The tied dtype; raises naming the first offending input (allowed dtypes first)."""
         for i in pos:
             _check_in(node, i, dts[i], allowed)
-        for i, allow in (extra or {}).items():
+        for i, allow in extra_at:
             if i < len(dts):
                 _check_in(node, i, dts[i], allow)
-        t = _same(node, dts, list(pos))
+        return _same(node, dts, list(pos))
+
+    def rule(node: NodeLike, dts: list[DT]) -> list[DT]:
+        n = len(dts)
+        pos = range(n) if tied_at is None else [i for i in tied_at if i < n]
+        t: DT = None
+        for i in pos:  # one pass for the usual case: every tied dtype allowed and the same
+            dt = dts[i]
+            if dt is None:
+                continue
+            if dt not in allowed or (t is not None and dt != t):
+                t = checked(node, dts, pos)  # raises
+                break
+            if t is None:
+                t = dt
+        else:
+            for i, allow in extra_at:
+                if i < n:
+                    _check_in(node, i, dts[i], allow)
         n_out = max(1, len(node.outputs))
         if out == "bool":
             return [BOOL] * n_out

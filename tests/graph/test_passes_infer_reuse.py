@@ -62,3 +62,79 @@ def test_inference_fresh_reused_and_known_values_agree(name: str) -> None:
             assert arr.dtype == known[o].dtype and np.array_equal(arr, known[o])
         computable = {o for o in n.outputs if o in known and o not in g.constants}
         assert computable == set(memo[n.name].known)
+
+
+def _broadcast_by_numpy(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 3), max_size=4).map(tuple), min_size=1, max_size=4),
+    st.booleans(),
+)
+def test_broadcast_shapes_is_numpys(shapes: list[tuple[int, ...]], same: bool) -> None:
+    from aioge import _shapes as S
+
+    if same:  # all operands of one shape: the common case
+        shapes = [shapes[0]] * len(shapes)
+    want = _broadcast_by_numpy(shapes)
+    if want is None:
+        with pytest.raises(ValueError):
+            S.broadcast_shapes(*shapes)
+    else:
+        got = S.broadcast_shapes(*shapes)
+        assert got == want and type(got) is tuple
+
+
+def _same_rule_reference(allowed, tied, out, extra):  # type: ignore[no-untyped-def]
+    """``schema.same``'s rule as the checks read one after another: allowed dtypes of the tied
+    inputs, then of the extra inputs, then the tied inputs' agreement."""
+    from aioge.graph import schema as SC
+
+    def rule(node, dts):  # type: ignore[no-untyped-def]
+        pos = range(len(dts)) if tied is None else [i for i in tied if i < len(dts)]
+        for i in pos:
+            SC._check_in(node, i, dts[i], allowed)
+        for i, allow in (extra or {}).items():
+            if i < len(dts):
+                SC._check_in(node, i, dts[i], allow)
+        t = SC._same(node, dts, list(pos))
+        n_out = max(1, len(node.outputs))
+        return [SC.BOOL] * n_out if out == "bool" else [t] * n_out
+
+    return rule
+
+
+_DTS = [None, np.dtype("float32"), np.dtype("float16"), np.dtype("int64"), np.dtype("int32"), np.dtype("bool")]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(_DTS), max_size=4),
+    st.sampled_from(["float", "int", "any"]),
+    st.one_of(st.none(), st.lists(st.integers(0, 4), max_size=3)),
+    st.sampled_from(["same", "bool"]),
+    st.dictionaries(st.integers(0, 4), st.sampled_from(["float", "int", "i64"]), max_size=2),
+    st.integers(1, 2),
+)
+def test_same_rule_gives_what_the_checks_in_order_give(dts, allowed, tied, out, extra, n_out):  # type: ignore[no-untyped-def]
+    from aioge.graph import schema as SC
+    from aioge.graph.ir import Node
+
+    sets = {"float": SC.FLOAT_TYPES, "int": SC.IDX_TYPES, "any": SC.ANY_TYPES, "i64": frozenset({np.dtype("int64")})}
+    ex = {i: sets[k] for i, k in extra.items()}
+    node = Node("Add", [f"x{i}" for i in range(len(dts))], [f"y{i}" for i in range(n_out)], {}, "n")
+    fast, ref = SC.same(sets[allowed], tied, out, ex), _same_rule_reference(sets[allowed], tied, out, ex)
+    try:
+        want: object = ref(node, list(dts))
+    except Exception as e:
+        want = (type(e), str(e))
+    try:
+        got: object = fast(node, list(dts))
+    except Exception as e:
+        got = (type(e), str(e))
+    assert got == want

@@ -475,7 +475,7 @@ def _infer_node(node: Node, shapes: list[Shape | None], values: list[np.ndarray 
             node=node.name,
             op_type=node.op_type,
         )
-    return [tuple(map(int, s)) for s in out]
+    return [tuple(map(int, out[0]))] if len(out) == 1 else [tuple(map(int, s)) for s in out]
 
 
 def known_values(graph: Graph) -> dict[str, np.ndarray]:
@@ -642,7 +642,8 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
                 raise GraphTypeError(
                     f"output {o!r} is declared {v.dtype} but the op produces {dt}", node=node.name, op_type=node.op_type
                 )
-            _check_size(s, dt, "output", o, node)
+            if s and (min(s) < 0 or math.prod(s) * dt.itemsize > MAX_TENSOR_BYTES):
+                _check_size(s, dt, "output", o, node)  # raises
             v.shape, v.dtype = s, dt
             outs.append((o, s, dt))
         out_values = _propagate_values(
