@@ -360,7 +360,7 @@ class Graph:
         name = name or self.fresh_name("const")
         self._check_new_value(name)
         self.constants[name] = arr
-        v = Value(name, tuple(int(d) for d in arr.shape), arr.dtype)
+        v = Value(name, arr.shape, arr.dtype)
         self.values[name] = v
         return v
 
@@ -581,7 +581,7 @@ class Graph:
         """``validate``'s structural checks: unique definitions, nothing dangling, a Value for each
         name; ``signatures``: each node's op type, arity and attrs too (``check_node_signature``).
         ``optimize`` runs just these on the graph ``infer_shapes`` returned, which checked the rest."""
-        defined: dict[str, str] = {}
+        defined: dict[str, str | Node] = {}  # value -> "input", "constant" or its node
         for name in self.inputs:
             if name in defined:
                 raise DuplicateValueError(f"graph input {name!r} declared twice")
@@ -599,10 +599,12 @@ class Graph:
                 if not o:
                     continue
                 if o in defined:
+                    d = defined[o]
+                    by = d if isinstance(d, str) else f"node {d.name!r}"
                     raise DuplicateValueError(
-                        f"output {o!r} is already defined (by {defined[o]})", node=n.name, op_type=n.op_type
+                        f"output {o!r} is already defined (by {by})", node=n.name, op_type=n.op_type
                     )
-                defined[o] = f"node {n.name!r}"
+                defined[o] = n  # described only in an error
         for n in self.nodes:
             for i in n.inputs:
                 if i and i not in defined:
@@ -668,7 +670,7 @@ class Graph:
             arr = arr.copy()
             arr.setflags(write=False)
         self.constants[name] = arr
-        self.values[name] = Value(name, tuple(int(d) for d in arr.shape), arr.dtype)
+        self.values[name] = Value(name, arr.shape, arr.dtype)  # an ndarray's shape: a tuple of Python ints
 
     def prune_values(self) -> None:
         """Drop Values and constants no node, input or output refers to."""
