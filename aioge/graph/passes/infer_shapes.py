@@ -768,11 +768,13 @@ _INFERRED: weakref.WeakKeyDictionary[Graph, tuple[Any, ...]] = weakref.WeakKeyDi
 
 def _snapshot(g: Graph) -> tuple[Any, ...]:
     """Everything shape inference reads or writes, by value (constants by identity: they are read-only)."""
-    nodes = [
-        (n.op_type, n.domain, n.name, list(n.inputs), list(n.outputs),
-         {k: list(v) if isinstance(v, list) else v for k, v in n.attrs.items()})
-        for n in g.nodes
-    ]  # fmt: skip
+    nodes = []
+    for n in g.nodes:
+        attrs = dict(n.attrs)
+        for k, v in attrs.items():
+            if isinstance(v, list):
+                attrs[k] = list(v)  # a value replaced, none added: the walk goes on
+        nodes.append((n.op_type, n.domain, n.name, list(n.inputs), list(n.outputs), attrs))
     values = {k: (v.shape, v.dtype) for k, v in g.values.items()}
     return (nodes, values, [id(a) for a in g.constants.values()], list(g.constants), list(g.inputs),
             list(g.outputs), dict(g.symbolic))  # fmt: skip
