@@ -195,15 +195,17 @@ class Layout:
             if st.alias:
                 continue
             ln = lowered[st.node.name]
-            off = 0
             places: dict[str, int] = {}
+            node_temps[st.index] = places
+            if not ln.temps:
+                continue
+            off = 0
             alias_temps = {op.outputs[0] for op in ln.ops if op.alias}
             for t, (shape, dt) in ln.temps.items():
                 if t in alias_temps:
                     continue
                 places[t] = off
                 off += aligned(math.prod(shape) * np.dtype(dt).itemsize)
-            node_temps[st.index] = places
             scratch_need = max(scratch_need, off)
         self.scratch = scratch_need
         for st in self.p.steps:
@@ -211,6 +213,16 @@ class Layout:
                 continue
             ln = lowered[st.node.name]
             seg = self.seg_of[st.index]
+            if not ln.temps and len(ln.ops) == 1 and not ln.ops[0].alias:
+                # the common node: one op on graph values (the general path below, without temporaries)
+                op = ln.ops[0]
+                operand = self.operand
+                placed_in = [operand(x) if isinstance(x, str) else (None, ABSENT, 0) if x is None
+                             else (_contiguous(x.value), CONST, 0) for x in op.inputs]  # fmt: skip
+                placed_out = [operand(o) for o in op.outputs]
+                attrs = host_attrs(op.op_type, op.attrs)
+                self.ops.append(PlacedOp(op.op_type, st.node.name, seg, placed_in, placed_out, attrs))
+                continue
             base = self.arena_bytes + st.stream * self.scratch
             temp_place = {t: (ARENA, base + o) for t, o in node_temps[st.index].items()}
             temp_kind = {t: (np.dtype(dt), tuple(shape)) for t, (shape, dt) in ln.temps.items()}
