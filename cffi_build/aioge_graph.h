@@ -30,6 +30,16 @@ aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opTyp
                            int32_t numInputs, const aclTensorDesc *const inputDesc[], const int32_t inputLoc[],
                            const int64_t inputAt[], int32_t numOutputs, const aclTensorDesc *const outputDesc[],
                            const int32_t outputLoc[], const int64_t outputAt[], const aclopAttr *attr);
+/* numNodes nodes, as aiogeGraphAddNode adds them one by one, in order: node i is in segment[i], of the
+ * i-th op type and name (opTypes and nodeNames: NUL-terminated strings one after the other, opTypesBytes
+ * and nodeNamesBytes bytes in all) with attr[i]; its numInputs[i] inputs and then its numOutputs[i]
+ * outputs (desc, loc, at) follow the previous node's (numOperands in all).  Stops at the first node that
+ * fails (the error names it); *numAdded: the nodes added before it. */
+aclError aiogeGraphAddNodes(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
+                            size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes,
+                            const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,
+                            const aclTensorDesc *const desc[], const int32_t loc[], const int64_t at[],
+                            const aclopAttr *const attr[], int32_t *numAdded);
 aclError aiogeGraphGetNodeCount(aiogeGraph *graph, int32_t segment, int32_t *count);
 aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                 void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream);

@@ -471,6 +471,40 @@ def graph_add_node(g: Handle, segment: int, op_type: str, name: str,
         raise error_class(rc)(rc, recent_error(), f"compile node {name!r} ({op_type})")
 
 
+def graph_add_nodes(g: Handle, segments: Sequence[int], op_types: Sequence[str], names: Sequence[str],
+                    counts: tuple[Sequence[int], Sequence[int]], operands: tuple[list[Handle], list[int], list[int]],
+                    attrs: Sequence[Handle]) -> None:  # fmt: skip
+    """Nodes in order, as :func:`graph_add_node` adds them one by one: node ``i`` has ``counts[0][i]``
+    inputs and then ``counts[1][i]`` outputs, whose ``(descs, locations, offsets)`` follow the previous
+    node's in ``operands``.  One ``aiogeGraphAddNodes`` call (one ``aiogeGraphAddNode`` per node where
+    the runtime has no such call); the error of a node that fails names it."""
+    n_in, n_out = counts
+    descs, locs, ats = operands
+    if not names:
+        return
+    if not _has("aiogeGraphAddNodes"):
+        k = 0
+        for i, name in enumerate(names):
+            m, e = k + n_in[i], k + n_in[i] + n_out[i]
+            graph_add_node(g, segments[i], op_types[i], name, (descs[k:m], locs[k:m], ats[k:m]),
+                           (descs[m:e], locs[m:e], ats[m:e]), attrs[i])  # fmt: skip
+            k = e
+        return
+    types, labels = "\0".join(op_types), "\0".join(names)
+    if types.count("\0") != len(names) - 1 or labels.count("\0") != len(names) - 1:
+        # a NUL inside a name: the C string ends there (as for aiogeGraphAddNode)
+        types = "\0".join(t.split("\0", 1)[0] for t in op_types)
+        labels = "\0".join(n.split("\0", 1)[0] for n in names)
+    tb, nb = types.encode() + b"\0", labels.encode() + b"\0"
+    added = ffi.new("int32_t *")
+    rc = lib.aiogeGraphAddNodes(g, len(names), segments, tb, len(tb), nb, len(nb), n_in, n_out, len(descs), descs,
+                                locs, ats, attrs, added)  # fmt: skip
+    if rc:
+        i = int(added[0])
+        what = f"compile node {names[i]!r} ({op_types[i]})" if i < len(names) else "aiogeGraphAddNodes"
+        raise error_class(rc)(rc, recent_error(), what)
+
+
 def pointer_list(ptrs: Sequence[Handle]) -> Any:
     """A ``void *[]`` of device pointers (kept alive by the caller)."""
     return ffi.new("void *[]", list(ptrs))

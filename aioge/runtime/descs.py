@@ -171,6 +171,16 @@ class LaunchCache:
             self._attrs[key] = h
         return h
 
+    def attrs(self, many: Sequence[Mapping[str, Any] | None]) -> list[Any]:
+        """The handles of several attr sets (:meth:`attr`), all live at once: where they would overflow
+        the cache, it is cleared before the first, never between them (at most :attr:`MAX_ATTRS`)."""
+        if len(many) > self.MAX_ATTRS:
+            raise ValueError(f"at most {self.MAX_ATTRS} attr sets at once, not {len(many)}")
+        if len(self._attrs) + len(many) > self.MAX_ATTRS:
+            self._clear_attrs()
+        attr = self.attr
+        return [attr(a) for a in many]
+
     def prepare(self, key: tuple[Any, ...], op_type: str, inputs: Sequence[_Typed | None],
                 outputs: Sequence[_Typed]) -> Any:  # fmt: skip
         """The prepared launch of ``key`` (made now: descs checked once by the runtime)."""

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *API = "aiogeGraph";
 static const char *API_NOW = "aiogeGraphExecuteHostNow";
@@ -259,6 +260,45 @@ out:
     free((void *)values);
     graph_unref(g);
     return rc;
+}
+
+/* The next NUL-terminated string of a NUL-separated list [*p, end); NULL past its end. */
+static const char *next_string(const char **p, const char *end) {
+    const char *s = *p;
+    if (s >= end) return NULL;
+    const char *z = memchr(s, '\0', (size_t)(end - s));
+    if (!z) return NULL;
+    *p = z + 1;
+    return s;
+}
+
+aclError aiogeGraphAddNodes(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
+                            size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes,
+                            const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,
+                            const aclTensorDesc *const desc[], const int32_t loc[], const int64_t at[],
+                            const aclopAttr *const attr[], int32_t *numAdded) {
+    if (!numAdded) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "aiogeGraphAddNodes: numAdded is NULL");
+    *numAdded = 0;
+    if (numNodes == 0) return ACL_SUCCESS;
+    if (numNodes < 0 || numOperands < 1 || !segment || !opTypes || !nodeNames || !numInputs || !numOutputs ||
+        !desc || !loc || !at || !attr)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API, "aiogeGraphAddNodes: bad counts or NULL arrays");
+    const char *tp = opTypes, *tend = opTypes + opTypesBytes;
+    const char *np = nodeNames, *nend = nodeNames + nodeNamesBytes;
+    int64_t k = 0; /* the node's first operand */
+    for (int32_t i = 0; i < numNodes; i++) {
+        const char *type = next_string(&tp, tend), *name = next_string(&np, nend);
+        int32_t ni = numInputs[i], no = numOutputs[i];
+        if (!type || !name || ni < 0 || no < 0 || (int64_t)ni + no > numOperands - k)
+            return hrt_error(ACL_ERROR_INVALID_PARAM, API,
+                             "aiogeGraphAddNodes: node %d: its op type, name or operands lie past the arrays", (int)i);
+        aclError rc = aiogeGraphAddNode(graph, segment[i], type, name, ni, desc + k, loc + k, at + k, no, desc + k + ni,
+                                        loc + k + ni, at + k + ni, attr[i]);
+        if (rc) return rc; /* its error names the node */
+        k += (int64_t)ni + no;
+        *numAdded = i + 1;
+    }
+    return ACL_SUCCESS;
 }
 
 /* A graph's weight packing (aiogeGraphPackWeights): per node to pack, its first weight input the

@@ -64,6 +64,12 @@ MAX_INFLIGHT = 8
 MAX_AUX_SETS = 8
 
 
+#: CompiledGraph._load adds the nodes in batches of at most this many (one runtime call each) ...
+_NODE_BATCH = 1024
+#: ... and ends a batch where the const descs it holds (each a copy of its value) pass this many bytes
+_CONST_BATCH_BYTES = 1 << 20
+
+
 class _Flight:
     """The executions in flight of one model and its idle arenas.
 
@@ -425,34 +431,57 @@ class CompiledGraph(Resource):
         # one desc per distinct (dtype, shape, format): a node takes its operands' descs' contents
         # (aiogeGraphAddNode views them), so the operands alike share one (inception: 85 -> 26)
         made: dict[Any, Any] = {}
-        add = acl.graph_add_node
-        attr_of = cache.attr
         desc = self._desc
-        for op in b.ops:
-            nchw = op.op_type in NCHW_OPS
-            consts: list[Any] = []  # a const desc holds a copy of its value (a weight: megabytes): dropped at once
-            try:
-                descs, locs, ats = [], [], []
+        # the nodes go to the runtime in batches (one call each): a batch ends where the copies its
+        # const descs hold pass _CONST_BATCH_BYTES (dropped once it is added), or at _NODE_BATCH nodes
+        segs: list[int] = []
+        types: list[str] = []
+        names: list[str] = []
+        n_in: list[int] = []
+        n_out: list[int] = []
+        descs: list[Any] = []
+        locs: list[int] = []
+        ats: list[int] = []
+        attrs: list[Any] = []
+        consts: list[Any] = []  # a const desc holds a copy of its value: destroyed once its node is added
+        const_bytes = 0
+        try:
+            for op in b.ops:
+                nchw = op.op_type in NCHW_OPS
                 for kind, loc, at in op.inputs:
                     d = made.get((kind, nchw and len(kind[1]) == 4)) if type(kind) is tuple else None
                     if d is None:
                         d = desc(kind, nchw, made)
                         if type(kind) is not tuple and kind is not None:
                             consts.append(d)
+                            const_bytes += kind.nbytes
                     descs.append(d)
                     locs.append(loc)
                     ats.append(at)
-                odescs, olocs, oats = [], [], []
                 for kind, loc, at in op.outputs:
                     d = made.get((kind, nchw and len(kind[1]) == 4))
-                    odescs.append(d if d is not None else desc(kind, nchw, made))
-                    olocs.append(loc)
-                    oats.append(at)
-                add(self._handle, op.segment, op.op_type, op.name, (descs, locs, ats), (odescs, olocs, oats),
-                    attr_of(op.attrs))  # fmt: skip
-            finally:
-                for d in consts:
-                    acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
+                    descs.append(d if d is not None else desc(kind, nchw, made))
+                    locs.append(loc)
+                    ats.append(at)
+                segs.append(op.segment)
+                types.append(op.op_type)
+                names.append(op.name)
+                n_in.append(len(op.inputs))
+                n_out.append(len(op.outputs))
+                attrs.append(op.attrs)
+                if const_bytes > _CONST_BATCH_BYTES or len(names) >= _NODE_BATCH:
+                    acl.graph_add_nodes(self._handle, segs, types, names, (n_in, n_out), (descs, locs, ats),
+                                        cache.attrs(attrs))  # fmt: skip
+                    for batch in (segs, types, names, n_in, n_out, descs, locs, ats, attrs):
+                        batch.clear()
+                    for d in consts:
+                        acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
+                    consts.clear()
+                    const_bytes = 0
+            acl.graph_add_nodes(self._handle, segs, types, names, (n_in, n_out), (descs, locs, ats), cache.attrs(attrs))
+        finally:
+            for d in consts:
+                acl.destroy_tensor_desc(d)
         self._upload_weights(host, self._pack_weights(host))
         if len(b.segments) == 1 and self.plan.num_streams <= 1:
             slots: list[int] = []
