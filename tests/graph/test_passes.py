@@ -564,7 +564,8 @@ def test_fold_constants_materialises_big_weights() -> None:
     g.output(y)
     f = fold_constants(infer_shapes(g))
     assert "w" in f.constants and f.op_counts() == {"MatMul": 1}
-    same_outputs(g, f, {"x": rand(1, 2048)})
+    # whole numbers: every order of the 2,048-term sums is exact (BLAS's order depends on alignment)
+    same_outputs(g, f, {"x": np.random.default_rng(0).integers(-2, 3, (1, 2048)).astype(np.float32)})
 
 
 def _shape_arithmetic() -> Graph:
