@@ -49,14 +49,20 @@ class G:
         assert lib.aiogeGraphDestroy(self.h) == 0
 
 
-def mlp_graph(rt):
-    """y = relu(x @ w + b), w and b const; the intermediate lives in the arena."""
+def mlp_descs(rt):
+    """w, b and the descs x, t (the [2, 4] intermediate and output), w, b (const) of y = relu(x @ w + b)."""
     w = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
     b = np.array([1, -100, 2, -3], np.float32)
     dx, dt = rt.desc("float32", (2, 3)), rt.desc("float32", (2, 4))
     dw, db = rt.desc("float32", (3, 4)), rt.desc("float32", (4,))
     assert lib.aclSetTensorConst(dw, _native.host_ptr(w), w.nbytes) == 0
     assert lib.aclSetTensorConst(db, _native.host_ptr(b), b.nbytes) == 0
+    return w, b, (dx, dt, dw, db)
+
+
+def mlp_graph(rt):
+    """y = relu(x @ w + b), w and b const; the intermediate lives in the arena."""
+    w, b, (dx, dt, dw, db) = mlp_descs(rt)
     g = G(rt, [24], [32], arena=64)
     assert g.add("MatMulV2", "mm", [(dx, INPUT, 0), (dw, CONST, 0), (db, CONST, 0)], [(dt, ARENA, 0)]) == 0, \
         _native.recent_error()

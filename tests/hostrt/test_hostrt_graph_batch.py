@@ -11,7 +11,7 @@ from aioge.errors import AclError
 from aioge.runtime.descs import LaunchCache
 from tests.support.rawacl import raw_runtime
 
-from .test_hostrt_graph import ARENA, CONST, INPUT, OUTPUT, G
+from .test_hostrt_graph import ARENA, CONST, INPUT, OUTPUT, G, mlp_descs
 
 pytestmark = pytest.mark.abi
 
@@ -24,12 +24,7 @@ def rt():
 
 def _mlp_nodes(rt):
     """The nodes of y = relu(x @ w + b) (w, b const), as graph_add_nodes takes them."""
-    w = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
-    b = np.array([1, -100, 2, -3], np.float32)
-    dx, dt = rt.desc("float32", (2, 3)), rt.desc("float32", (2, 4))
-    dw, db = rt.desc("float32", (3, 4)), rt.desc("float32", (4,))
-    assert lib.aclSetTensorConst(dw, _native.host_ptr(w), w.nbytes) == 0
-    assert lib.aclSetTensorConst(db, _native.host_ptr(b), b.nbytes) == 0
+    w, b, (dx, dt, dw, db) = mlp_descs(rt)
     operands = ([dx, dw, db, dt, dt, dt], [INPUT, CONST, CONST, ARENA, ARENA, OUTPUT], [0, 0, 0, 0, 0, 0])
     return w, b, operands
 
