@@ -50,10 +50,11 @@ def _contiguous(value: Any) -> np.ndarray:
 
 def kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:
     """Static shape and dtype of a graph value (after shape inference)."""
-    v = g.value(name)
-    if v.shape is None or v.dtype is None:
+    v = g.values.get(name) or g.value(name)  # g.value raises the KeyError naming it
+    shape, dt = v.shape, v.dtype
+    if shape is None or dt is None:
         raise ValueError(f"value {name!r} has no inferred shape/dtype")
-    return tuple(v.shape), dtypes.normalize(v.dtype)
+    return shape if type(shape) is tuple else tuple(shape), dtypes.normalize(dt)
 
 
 def aligned(n: int) -> int:
@@ -205,7 +206,7 @@ class Layout:
                 if t in alias_temps:
                     continue
                 places[t] = off
-                off += aligned(math.prod(shape) * np.dtype(dt).itemsize)
+                off += aligned(math.prod(shape) * dt.itemsize)
             scratch_need = max(scratch_need, off)
         self.scratch = scratch_need
         for st in self.p.steps:

@@ -339,6 +339,7 @@ def plan(
         size,
         _parallel_neighbours(arena, uses, producer, to_end, stream_of, position, start_clock, used),
         producer,
+        peak,
     )
     arena_bytes = max((offsets[r] + size[r] for r in arena), default=0)
     if memory_slack is not None and used > 1 and arena_bytes > (1.0 + memory_slack) * peak:
@@ -355,6 +356,7 @@ def plan(
                 ),
             ),
             producer,
+            peak,
         )
         arena_bytes = max((offsets[r] + size[r] for r in arena), default=0)
         mem_deps = [list(d) for d in deps]
@@ -512,12 +514,19 @@ def _assign(
     size: dict[str, int],
     neighbours: dict[str, list[str]],
     producer: dict[str, int],
+    bound: int = 0,
 ) -> dict[str, int]:
-    """Best-fit offsets; tries two greedy orders and keeps the smaller arena."""
+    """Best-fit offsets; tries two greedy orders and keeps the smaller arena.
+
+    ``bound``: a lower bound on any arena (the most bytes live at one step: roots live together
+    conflict); an order that reaches it is kept without trying the next, which cannot be smaller.
+    """
     vals = list(values)
     best: dict[str, int] | None = None
     best_peak = math.inf
     for key in (lambda v: (-size[v], producer[v]), lambda v: (producer[v],)):
+        if best_peak <= bound:
+            break
         offsets: dict[str, int] = {}
         placed = offsets.get
         for v in sorted(vals, key=key):

@@ -256,13 +256,15 @@ class CompileSteps:
         yield
         self.note(what, time.perf_counter() - t)
 
-    def finish(self, summary: str) -> None:
-        total = time.perf_counter() - self.t0
-        by_step: dict[str, float] = {}
-        for what, sec in self.steps:
-            by_step[what] = by_step.get(what, 0.0) + sec
-        slowest = ", ".join(f"{w} {s * 1e3:.1f}" for w, s in sorted(by_step.items(), key=lambda x: -x[1])[:4])
-        log.debug("compile %s: %.1f ms in all (slowest, ms: %s); %s", self.name, total * 1e3, slowest, summary)
+    def finish(self, summary: Callable[[], str]) -> None:
+        """The summary DEBUG line (``summary()`` describes the result; made only when logged)."""
+        if log.isEnabledFor(logging.DEBUG):
+            total = time.perf_counter() - self.t0
+            by_step: dict[str, float] = {}
+            for what, sec in self.steps:
+                by_step[what] = by_step.get(what, 0.0) + sec
+            slowest = ", ".join(f"{w} {s * 1e3:.1f}" for w, s in sorted(by_step.items(), key=lambda x: -x[1])[:4])
+            log.debug("compile %s: %.1f ms in all (slowest, ms: %s); %s", self.name, total * 1e3, slowest, summary())
         progress = compile_progress
         if progress is not None:
             progress("done", self.total, self.total)

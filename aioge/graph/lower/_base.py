@@ -130,7 +130,7 @@ class Builder:
 
     def tmp(self, shape: Sequence[int], dtype: Any) -> str:
         name = f"{self.node.name}/t{len(self.temps)}"
-        self.temps[name] = (tuple(int(d) for d in shape), normalize_dtype(dtype))
+        self.temps[name] = (tuple(map(int, shape)), dtype if isinstance(dtype, np.dtype) else normalize_dtype(dtype))
         return name
 
     def op(

@@ -11,6 +11,8 @@ import weakref
 from typing import TYPE_CHECKING
 
 from ... import _native
+from ...graph import lower_node, plan
+from ...graph import optimize as run_passes
 from ...graph.executable import ALIGN, Layout
 from ...graph.lower.host import expand_host_ops
 from ...graph.target import Target, target_for
@@ -55,9 +57,6 @@ def compile_graph(
 
     ``target``: what the compile may emit (default: the backend's, see :mod:`aioge.graph.target`).
     """
-    from ...graph import lower_node, plan
-    from ...graph import optimize as run_passes
-
     if mode not in ("auto", "sunk", "per_op"):
         raise ValueError(f"mode must be 'auto', 'sunk' or 'per_op', not {mode!r}")
     if mode == "auto":
@@ -87,6 +86,7 @@ def compile_graph(
         model.close()
         raise
     device.context.models.add(model)
-    steps.finish(f"{mode}, {len(build.ops)} nodes in {len(build.segments)} segments on {p.num_streams} streams, "
-                 f"arena {build.total_arena} B (max live {p.max_live_bytes} B), {len(weights)} weights")  # fmt: skip
+    steps.finish(lambda: f"{mode}, {len(build.ops)} nodes in {len(build.segments)} segments on "
+                         f"{p.num_streams} streams, arena {build.total_arena} B (max live "
+                         f"{p.max_live_bytes} B), {len(weights)} weights")  # fmt: skip
     return model
