@@ -158,9 +158,43 @@ def lower_node(
     for op in L.ops:
         if not op.alias:
             target.check(op.op_type, node.name, node.op_type)
+    _forward_copies(L)
     if direct_outputs:
         _write_outputs_directly(L)
     return LoweredNode(node, tuple(L.ops), L.temps)
+
+
+def _forward_copies(L: Builder) -> None:
+    """Replace ``op -> tmp; Identity(tmp) -> graph value`` by ``op -> graph value`` when that copy is
+    the temporary's only reader and the two have the same shape and dtype: one op and one copy fewer
+    at every run (a recurrent node's last state, a concatenation of its directions).  The producer
+    may write the value early: nothing else in the node writes it, and the plan keeps a node's
+    outputs apart from everything live while it runs, as it would for the copy."""
+    ops: list[LoweredOp | None] = list(L.ops)
+    changed = False
+    for k, cp in enumerate(ops):
+        if cp is None or cp.op_type != "Identity" or cp.alias or cp.attrs or cp.shapes or len(cp.inputs) != 1:
+            continue
+        t, out = cp.inputs[0], cp.outputs[0]
+        if not isinstance(t, str) or t not in L.temps or out in L.temps:
+            continue
+        producers = [i for i, op in enumerate(ops) if op is not None and t in op.outputs]
+        readers = sum(1 for op in ops if op is not None and t in op.inputs)
+        writers = sum(1 for op in ops if op is not None and out in op.outputs)
+        if len(producers) != 1 or readers != 1 or writers != 1 or producers[0] > k:
+            continue
+        prod = ops[producers[0]]
+        assert prod is not None
+        v = L.g.values[out]
+        if prod.alias or t in prod.shapes or L.temps[t] != (v.shape, v.dtype):
+            continue
+        ops[producers[0]] = LoweredOp(prod.op_type, prod.inputs, tuple(out if o == t else o for o in prod.outputs),
+                                      prod.attrs, prod.alias, prod.shapes)  # fmt: skip
+        ops[k] = None
+        del L.temps[t]
+        changed = True
+    if changed:
+        L.ops[:] = [op for op in ops if op is not None]
 
 
 def _write_outputs_directly(L: Builder) -> None:
