@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import (
+    DuplicateValueError,
     DynamicShapeError,
     ExternalDataError,
     GraphError,
@@ -63,7 +64,7 @@ from .errors import (
     UnsupportedOpError,
     UnsupportedOpsetError,
 )
-from .ir import Graph, normalize_dtype
+from .ir import Graph, Node, Value, normalize_dtype
 from .onnx_wire import split_weights
 from .schema import check_node_dtypes
 
@@ -80,6 +81,10 @@ _LITTLE = sys.byteorder == "little"
 #: TensorProto data types (onnx.TensorProto.FLOAT, DOUBLE, INT32, INT64) whose values are stored in a
 #: field of the dtype itself: the tensor is that field as an array of ``dims``
 _TYPED_FIELDS = {1: "float_data", 11: "double_data", 6: "int32_data", 7: "int64_data"}
+#: TensorProto data type -> its dtype, for the types aioge reads (filled by :meth:`_Importer.dtype_of`)
+_DTYPES: dict[int, np.dtype] = {}
+#: TensorProto.DataLocation.EXTERNAL (onnx.proto): the tensor's data lies in a file
+_EXTERNAL = 1
 
 # ONNX attribute kinds per op (AttributeProto type names); anything else is malformed.
 _CONV = {
@@ -263,9 +268,16 @@ _ATTR_TYPES = {
 }  # fmt: skip
 
 
-#: (op type, opset) -> the attribute names of the default-domain op's schema in that opset (None: not
+#: op type -> attribute name -> (its AttributeProto type number, its kind name): _ATTRS as :meth:`_Importer._attrs`
+#: reads it, one lookup per attribute
+_ATTR_KINDS: dict[str, dict[str, tuple[int, str]]] = {
+    op: {a: (_ATTR_TYPES[k], k) for a, k in kinds.items()} for op, kinds in _ATTRS.items()
+}
+
+
+#: opset -> op type -> the attribute names of the default-domain op's schema in that opset (None: not
 #: defined there), read from onnx's schema table once per process
-_SCHEMA_ATTRS: dict[tuple[str, int], frozenset[str] | None] = {}
+_SCHEMA_ATTRS: dict[int, dict[str, frozenset[str] | None]] = {}
 
 
 def _schema_attrs(onnx: Any, op: str, opset: int) -> frozenset[str] | None:
@@ -275,15 +287,26 @@ def _schema_attrs(onnx: Any, op: str, opset: int) -> frozenset[str] | None:
         return None
 
 
+#: the ``onnx`` package with the submodules the import uses, once :func:`_import_onnx` found it
+_ONNX: Any = None
+#: protobuf's DecodeError (``google.protobuf.message``), imported with onnx
+_DECODE_ERROR: Any = None
+
+
 def _import_onnx() -> Any:
+    global _ONNX, _DECODE_ERROR
+    if _ONNX is not None and sys.modules.get("onnx") is _ONNX:  # (still the one imported: not removed since)
+        return _ONNX
     try:
         import onnx
         import onnx.checker
         import onnx.defs
         import onnx.numpy_helper
         import onnx.version_converter
+        from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("aioge.load_onnx needs the 'onnx' package: pip install 'aioge[onnx]'") from e
+    _ONNX, _DECODE_ERROR = onnx, DecodeError
     return onnx
 
 
@@ -312,10 +335,12 @@ def load_onnx(
     source_opset = _declared_opset(proto)
     if weights and source_opset < MIN_OPSET:  # the version converter reads the weights in the message
         proto, base, weights, whole = _read(onnx, model, base_dir, split=False)
-    proto, upgraded = _upgrade(onnx, proto)
-    im = _Importer(onnx, proto, base, dict(input_shapes or {}), source_opset, weights)
+    proto, upgraded = _upgrade(onnx, proto, source_opset)
+    im = _Importer(
+        onnx, proto, base, dict(input_shapes or {}), source_opset, weights, None if upgraded else source_opset
+    )
     g = im.run()
-    from .passes.infer_shapes import infer_in_place
+    infer_in_place = _infer_shapes().infer_in_place
 
     try:
         if g.is_dynamic:  # inferred per concrete shape (Graph.specialize)
@@ -333,12 +358,25 @@ def load_onnx(
     return g
 
 
+#: :mod:`.passes.infer_shapes`, imported on first use (the passes import this module's package)
+_INFER_SHAPES: Any = None
+
+
+def _infer_shapes() -> Any:
+    global _INFER_SHAPES
+    if _INFER_SHAPES is None:
+        import importlib
+
+        _INFER_SHAPES = importlib.import_module(".passes.infer_shapes", __package__)
+    return _INFER_SHAPES
+
+
 def _raw_view(raw: bytes | memoryview, dt: np.dtype, dims: list[int]) -> np.ndarray | None:
     """A read-only view of little-endian raw tensor bytes as ``dims`` x ``dt`` (no copy); None when
     the dtype has no such form or the byte count does not match."""
     if dt.kind not in "biuf" or dt.itemsize not in (1, 2, 4, 8) or len(raw) != math.prod(dims) * dt.itemsize:
         return None
-    return np.frombuffer(raw, dtype=dt).reshape(dims)
+    return np.ndarray(dims, dt, raw)  # (np.frombuffer(raw, dt).reshape(dims) in one step)
 
 
 def _read(
@@ -349,8 +387,6 @@ def _read(
     bytes: protobuf then copies neither into the message nor out of it), and the serialized
     model when the message was parsed from all of it (None: a ModelProto was given, or weights
     were cut)."""
-    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
-
     base = os.fspath(base_dir) if base_dir is not None else None
     if isinstance(model, onnx.ModelProto):
         return model, base, {}, None
@@ -370,7 +406,7 @@ def _read(
     proto = onnx.ModelProto()
     try:
         proto.ParseFromString(stripped if cut is not None else data)
-    except (DecodeError, ValueError, RuntimeError) as e:
+    except (_DECODE_ERROR, ValueError, RuntimeError) as e:
         if cut is not None:  # the model's own bytes give protobuf's error
             return _read(onnx, model, base_dir, split=False)
         raise MalformedModelError(f"cannot decode the ONNX protobuf ({len(data)} bytes): {e}") from e
@@ -380,10 +416,10 @@ def _read(
 
 
 def _declared_opset(proto: Any) -> int:
-    versions = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
-    if not versions:
-        raise MalformedModelError("the model imports no default-domain opset")
-    return int(versions[0])
+    for o in proto.opset_import:  # the first default-domain entry
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    raise MalformedModelError("the model imports no default-domain opset")
 
 
 #: a model parsed from this many bytes or fewer is checked from its bytes when nothing needs a stub
@@ -408,7 +444,7 @@ def _check(onnx: Any, proto: Any, whole: bytes | None = None) -> None:
     input/output tensor without one, then serialized again) or, when no such tensor exists, the
     checker reads ``whole`` itself.
     """
-    if whole is not None and len(whole) <= CHECK_AS_IS_BYTES and not _external_initializers(onnx, proto.graph):
+    if whole is not None and len(whole) <= CHECK_AS_IS_BYTES and not _external_initializers(proto.graph):
         shapeless = _shapeless_io(proto.graph)
         for vi in shapeless:
             vi.type.tensor_type.shape.SetInParent()
@@ -431,19 +467,22 @@ def _check(onnx: Any, proto: Any, whole: bytes | None = None) -> None:
     _run_checker(onnx, stub)
 
 
-def _external_initializers(onnx: Any, gp: Any) -> bool:
+def _external_initializers(gp: Any) -> bool:
     """Whether an initializer is (or claims to be) external: the checker would look for its file."""
-    external = onnx.TensorProto.EXTERNAL
-    return any(t.data_location == external or len(t.external_data) for t in gp.initializer)
+    for t in gp.initializer:
+        if t.data_location == _EXTERNAL or len(t.external_data):
+            return True
+    return False
 
 
 def _shapeless_io(gp: Any) -> list[Any]:
     """The graph inputs and outputs typed as a tensor without a ``shape`` (the rule the checker relaxes)."""
-    return [
-        vi
-        for vi in [*gp.input, *gp.output]
-        if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")
-    ]
+    out = []
+    for vi in (*gp.input, *gp.output):
+        t = vi.type
+        if t.HasField("tensor_type") and not t.tensor_type.HasField("shape"):
+            out.append(vi)
+    return out
 
 
 def _run_checker(onnx: Any, model: Any) -> None:
@@ -467,9 +506,9 @@ def _copy_field(dst: Any, fd: Any, v: Any) -> None:
             raise MalformedModelError(f"field {fd.name!r} of the model is invalid: {e}") from None
 
 
-def _upgrade(onnx: Any, proto: Any) -> tuple[Any, bool]:
-    """Refuse opsets outside 6..21; convert 6..8 to MIN_OPSET (``onnx.version_converter``)."""
-    v = _declared_opset(proto)
+def _upgrade(onnx: Any, proto: Any, v: int) -> tuple[Any, bool]:
+    """Refuse opsets outside 6..21; convert 6..8 to MIN_OPSET (``onnx.version_converter``).
+    ``v``: the model's declared opset (:func:`_declared_opset`)."""
     if v > MAX_OPSET or v < MIN_UPGRADE_OPSET:  # (opset 0 does not exist)
         raise UnsupportedOpsetError(
             f"opset {v} is not supported: aioge imports opsets {MIN_OPSET}..{MAX_OPSET} and upgrades "
@@ -497,7 +536,9 @@ class _Importer:
         input_shapes: dict[str, Sequence[int]],
         source_opset: int | None = None,
         weights: dict[str, memoryview] | None = None,
+        opset: int | None = None,
     ) -> None:
+        """``opset``: ``proto``'s declared opset when the caller read it already (else read here)."""
         self.onnx = onnx
         self.proto = proto
         #: initializers' raw_data cut out of the message (:func:`_read`), by name
@@ -505,7 +546,8 @@ class _Importer:
         self.base = base
         self.input_shapes = input_shapes
         self.g = Graph(proto.graph.name or "onnx_graph")
-        self.opset = self._opset()
+        self.opset = self._opset(opset)
+        self._schema_attrs = _SCHEMA_ATTRS.setdefault(self.opset, {})
         #: the opset the model was written for (before an upgrade by onnx.version_converter)
         self.source_opset = source_opset if source_opset is not None else self.opset
         self.unsupported: list[tuple[str, str, str]] = []
@@ -518,11 +560,10 @@ class _Importer:
         self.node_names: set[str] = set()
         self.emitted: set[str] = set()
         self._n = 0
-        self._dtypes: dict[int, np.dtype] = {}
 
     # --------------------------------------------------------------- basics
-    def _opset(self) -> int:
-        v = _declared_opset(self.proto)
+    def _opset(self, declared: int | None) -> int:
+        v = _declared_opset(self.proto) if declared is None else declared
         if not MIN_OPSET <= v <= MAX_OPSET:
             raise UnsupportedOpsetError(f"opset {v} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
         return v
@@ -548,9 +589,9 @@ class _Importer:
         return names
 
     def dtype_of(self, onnx_type: int, what: str) -> np.dtype:
-        dt = self._dtypes.get(onnx_type)
+        dt = _DTYPES.get(onnx_type)
         if dt is None:
-            dt = self._dtypes[onnx_type] = self._dtype_of(onnx_type, what)
+            dt = _DTYPES[onnx_type] = self._dtype_of(onnx_type, what)
         return dt
 
     def _dtype_of(self, onnx_type: int, what: str) -> np.dtype:
@@ -569,7 +610,10 @@ class _Importer:
         onnx = self.onnx
         if t.HasField("segment"):
             raise MalformedModelError(f"{what}: segmented tensors are not supported")
-        dt = self.dtype_of(t.data_type, what)
+        code = t.data_type
+        dt = _DTYPES.get(code)
+        if dt is None:
+            dt = self.dtype_of(code, what)
         dims: list[int] = t.dims[:]
         if dims and min(dims) < 0:
             raise MalformedModelError(f"{what} has negative dims {dims}")
@@ -583,7 +627,7 @@ class _Importer:
             # ufuncs and BLAS calls buffer or copy it themselves; the upload's memcpy and const descs
             # copy bytes; the kernels' weight packing copies it aligned for the pack alone: packcache.c)
             return arr
-        if t.data_location == onnx.TensorProto.EXTERNAL:
+        if t.data_location == _EXTERNAL:
             t = self._load_external(t, dt, dims, what)
         if t.HasField("raw_data"):
             if _LITTLE:  # the common case, as to_array does it
@@ -667,15 +711,16 @@ class _Importer:
             arr = self.tensor(t, f"initializer {tname!r}", self.weights.get(tname))
             g.set_constant(tname, arr)
             self.dtypes[tname] = arr.dtype
-        real = [vi.name for vi in gp.input if vi.name not in init_names]
-        unknown = [k for k in self.input_shapes if k not in real]
-        if unknown:
-            raise OnnxImportError(
-                f"input_shapes names {sorted(unknown)}, which are not inputs of the model; its inputs are {real}"
-            )
-        for vi in gp.input:
-            if vi.name in init_names:
-                continue  # an input with a default (initializer) is a constant here
+        # an input with a default (initializer) is a constant here
+        real_inputs = [vi for vi in gp.input if vi.name not in init_names]
+        if self.input_shapes:
+            real = [vi.name for vi in real_inputs]
+            unknown = [k for k in self.input_shapes if k not in real]
+            if unknown:
+                raise OnnxImportError(
+                    f"input_shapes names {sorted(unknown)}, which are not inputs of the model; its inputs are {real}"
+                )
+        for vi in real_inputs:
             self._add_input(vi)
         names = []
         for i, (n, _, _) in enumerate(nodes):
@@ -733,10 +778,11 @@ class _Importer:
             self.unsupported.append((f"{domain}.{op}", name, "custom domain") if domain not in ("", "ai.onnx")
                                     else (op, name, ""))  # fmt: skip
             return
-        key = (op, self.opset)
-        if key not in _SCHEMA_ATTRS:
-            _SCHEMA_ATTRS[key] = _schema_attrs(self.onnx, op, self.opset)
-        known = _SCHEMA_ATTRS[key]
+        schema_attrs = self._schema_attrs
+        if op in schema_attrs:
+            known = schema_attrs[op]
+        else:
+            known = schema_attrs[op] = _schema_attrs(self.onnx, op, self.opset)
         if known is None:
             self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
             return
@@ -746,9 +792,12 @@ class _Importer:
             outputs.pop()
         if not outputs:
             raise MalformedModelError("has no outputs", node=name, op_type=op)
-        conv = _CONVERTERS.get(op, _generic)
+        conv = _CONVERTERS.get(op)
         try:
-            conv(self, op, inputs, outputs, attrs, name)
+            if conv is None:  # an op taken as it is
+                self.emit(op, inputs, attrs, outputs, name)
+            else:
+                conv(self, op, inputs, outputs, attrs, name)
         except _Unsupported as e:
             self.unsupported.append((op, name, str(e)))
         except OnnxImportError:
@@ -782,41 +831,42 @@ class _Importer:
         names = [a.name for a in proto_attrs]
         if not known.issuperset(names):
             self._check_attrs_in_opset(n, name, known)
-        onnx = self.onnx
-        AP = onnx.AttributeProto
-        kinds = _ATTRS[n.op_type]
+        kinds = _ATTR_KINDS[n.op_type]
         out: dict[str, Any] = {}
         for a, aname in zip(proto_attrs, names, strict=True):
-            want = kinds.get(aname)
-            if want is None:
+            spec = kinds.get(aname)
+            if spec is None:
                 raise MalformedModelError(f"unknown attribute {aname!r}", node=name, op_type=n.op_type)
             if a.ref_attr_name:
                 raise MalformedModelError(
                     f"attribute {aname!r} references a function attribute", node=name, op_type=n.op_type
                 )
-            if a.type != _ATTR_TYPES[want]:
-                got = AP.AttributeType.Name(a.type) if a.type in AP.AttributeType.values() else str(a.type)
+            t = a.type
+            if t != spec[0]:
+                AP = self.onnx.AttributeProto
+                got = AP.AttributeType.Name(t) if t in AP.AttributeType.values() else str(t)
                 raise MalformedModelError(
-                    f"attribute {aname!r} has type {got}, expected {want}", node=name, op_type=n.op_type
+                    f"attribute {aname!r} has type {got}, expected {spec[1]}", node=name, op_type=n.op_type
                 )
-            # the field of the checked type, read directly (as onnx.helper.get_attribute_value does)
+            # the field of the checked type, read directly (as onnx.helper.get_attribute_value does);
+            # protobuf hands INT/FLOAT fields over as Python ints/floats, repeated ones as their lists
             v: Any
-            if want == "INT":
-                v = int(a.i)
-            elif want == "INTS":
-                v = [int(x) for x in a.ints]
-            elif want == "FLOAT":
-                v = float(a.f)
-            elif want == "FLOATS":
-                v = [float(x) for x in a.floats]
-            elif want == "STRING":
+            if t == 2:  # INT
+                v = a.i
+            elif t == 7:  # INTS
+                v = a.ints[:]
+            elif t == 1:  # FLOAT
+                v = a.f
+            elif t == 6:  # FLOATS
+                v = a.floats[:]
+            elif t == 3:  # STRING
                 v = a.s.decode("utf-8", "replace")
-            elif want == "STRINGS":
+            elif t == 8:  # STRINGS
                 v = [s.decode("utf-8", "replace") for s in a.strings]
-            elif want == "TENSOR":
+            elif t == 4:  # TENSOR
                 v = self.tensor(a.t, f"attribute {aname!r} of node {name!r}")
             else:
-                v = onnx.helper.get_attribute_value(a)
+                v = self.onnx.helper.get_attribute_value(a)
             out[aname] = v
         return out
 
@@ -828,18 +878,34 @@ class _Importer:
         return name
 
     def emit(self, op: str, inputs: Sequence[str], attrs: dict[str, Any], outputs: Sequence[str], name: str) -> None:
+        """Append node ``name`` (made unique) to the graph, with a Value per named output, and record its
+        outputs' dtypes (:func:`~aioge.graph.schema.check_node_dtypes`).
+
+        The node is appended to ``Graph.nodes`` as the passes do: :meth:`Graph.add_node`'s
+        checks are the importer's own here (node names are unique by construction, ``inputs`` are
+        names), but for the one a model can break, an output that is already defined."""
         if name in self.emitted:
             name = self.fresh(name)
         self.emitted.add(name)
         self.node_names.add(name)
-        node = self.g.add_node(op, inputs, attrs, name=name, outputs=outputs)
+        g = self.g
+        values = g.values
+        for o in outputs:
+            if o and o in values:
+                raise DuplicateValueError(f"value {o!r} is already defined", node=name)
+        node = Node(op, list(inputs), list(outputs), attrs, name)
+        for o in outputs:
+            if o:
+                values[o] = Value(o)
+        g.nodes.append(node)
+        dtypes = self.dtypes
         try:
-            dts = check_node_dtypes(node, [self.dtypes.get(i) if i else None for i in node.inputs])
+            dts = check_node_dtypes(node, [dtypes.get(i) if i else None for i in node.inputs])
         except GraphError as e:
             raise MalformedModelError(str(e)) from e
         for o, dt in zip(node.outputs, dts, strict=False):
             if o and dt is not None:
-                self.dtypes[o] = dt
+                dtypes[o] = dt
 
     def tmp(self, name: str) -> str:
         return self.fresh(name)
@@ -850,10 +916,6 @@ class _Unsupported(Exception):
 
 
 Converter = Callable[[_Importer, str, list[str], list[str], dict[str, Any], str], None]
-
-
-def _generic(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
-    im.emit(op, ins, attrs, outs, name)
 
 
 def _constant(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
@@ -1118,11 +1180,24 @@ def _prelu(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[
     im.emit(op, ins, attrs, outs, name)
 
 
-def _recurrent(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
-    from .reference_rnn import ACTIVATIONS
+#: the recurrent ops' activation names, lower case (read from :mod:`.reference_rnn` on first use)
+_RNN_ACTIVATIONS: frozenset[str] | None = None
 
-    for a in attrs.get("activations") or []:
-        if a.lower() not in {x.lower() for x in ACTIVATIONS}:
+
+def _rnn_activations() -> frozenset[str]:
+    global _RNN_ACTIVATIONS
+    if _RNN_ACTIVATIONS is None:
+        from .reference_rnn import ACTIVATIONS
+
+        _RNN_ACTIVATIONS = frozenset(x.lower() for x in ACTIVATIONS)
+    return _RNN_ACTIVATIONS
+
+
+def _recurrent(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[str, Any], name: str) -> None:
+    acts = attrs.get("activations")
+    known = _rnn_activations() if acts else frozenset()
+    for a in acts or []:
+        if a.lower() not in known:
             raise MalformedModelError(f"unknown activation {a!r}", node=name, op_type=op)
     if not any(outs):
         raise MalformedModelError("has no outputs", node=name, op_type=op)
