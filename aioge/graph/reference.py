@@ -489,6 +489,12 @@ def _gather(node: Node, xs: list[Any]) -> list[Arr]:
     x, idx = xs
     axis = S.normalize_axis(int(get_attr(node, "axis")), x.ndim)
     dim = x.shape[axis]
+    if type(idx) is np.ndarray and idx.ndim == 0 and idx.dtype.kind == "i":
+        # one signed index (shape arithmetic: a dim of a Shape): Python int arithmetic, the same result
+        k = int(idx)
+        if k < -dim or k >= dim:
+            raise ValueError(f"Gather index out of range [-{dim}, {dim})")
+        return [x[k] if x.ndim == 1 else np.take(x, k + dim if k < 0 else k, axis=axis)]
     idx = np.asarray(idx).astype(np.int64)
     if idx.size and (idx.min() < -dim or idx.max() >= dim):
         raise ValueError(f"Gather index out of range [-{dim}, {dim})")

@@ -36,6 +36,8 @@ def _kernel(*ops: str) -> Callable[[Kernel], Kernel]:
 
 
 def _ints(a: Any) -> list[int] | None:
+    if type(a) is np.ndarray and a.dtype.kind in "iu":
+        return a.reshape(-1).tolist()  # Python ints at once, as int() of each element gives
     return None if a is None else [int(v) for v in np.asarray(a).reshape(-1)]
 
 

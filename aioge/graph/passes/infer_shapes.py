@@ -518,13 +518,16 @@ def _propagate_values(
         arr = np.array(shape_slice(in_shape0, start, None if end is None else int(end)), np.int64)
         known[node.outputs[0]] = arr
         return {node.outputs[0]: arr}
-    inputs = node.inputs
-    if any(v is None for x, v in zip(inputs, in_values, strict=True) if x):
-        return None  # an input without a compile-time value
-    if any(s is None or math.prod(s) > MAX_PROPAGATED_ELEMENTS for s in out_shapes):
-        return None
-    if any(v is not None and v.size > 4 * MAX_PROPAGATED_ELEMENTS for v in in_values):
-        return None
+    # plain loops, not any() over generators: this runs for every node, most of which return here
+    for x, v in zip(node.inputs, in_values, strict=True):
+        if v is None:
+            if x:
+                return None  # an input without a compile-time value
+        elif v.size > 4 * MAX_PROPAGATED_ELEMENTS:
+            return None
+    for s in out_shapes:
+        if s is None or math.prod(s) > MAX_PROPAGATED_ELEMENTS:
+            return None
     res = evaluate_node(node, in_values)
     out = {name: arr for name, arr in zip(node.outputs, res, strict=False) if name}
     known.update(out)
