@@ -674,11 +674,9 @@ class Graph:
 
     def prune_values(self) -> None:
         """Drop Values and constants no node, input or output refers to."""
-        used: set[str] = set()
-        add = used.update
-        for n in self.nodes:
-            add(n.inputs)
-            add(n.outputs)
+        nodes = self.nodes
+        used = {x for n in nodes for x in n.inputs}  # comprehensions: no method call per node
+        used.update([x for n in nodes for x in n.outputs])
         used.update(self.inputs)
         used.update(self.outputs)
         used.discard("")  # an absent optional input / unused output: never a value's name

@@ -363,22 +363,24 @@ def _fold_conv_affine(g: Graph) -> Graph:
         w = g.constants[conv.inputs[1]]
         if w.dtype.kind != "f":
             continue
-        scale = np.ones(w.shape[0])
-        shift = g.constants[bias].astype(np.float64) if bias else np.zeros(w.shape[0])
-        out, absorbed = conv.outputs[0], []
+        out, absorbed, steps = conv.outputs[0], [], []
         while True:
             n = single_consumer(g, consumers, out)
             v = None if n is None else _channel_vector(g, n, out)
             if n is None or v is None or len(v) != w.shape[0]:
                 break
-            if n.op_type in ("Mul", "Div"):
-                scale, shift = scale * v, shift * v
-            else:
-                shift = shift + v
+            steps.append((n.op_type in ("Mul", "Div"), v))
             absorbed.append(n)
             out = n.outputs[0]
         if not absorbed:
-            continue
+            continue  # the usual case (a Conv read by an activation): no scale or shift arrays made
+        scale = np.ones(w.shape[0])
+        shift = g.constants[bias].astype(np.float64) if bias else np.zeros(w.shape[0])
+        for scales, v in steps:
+            if scales:
+                scale, shift = scale * v, shift * v
+            else:
+                shift = shift + v
         w_name, b_name = g.fresh_name(f"{conv.name}/w_affine"), g.fresh_name(f"{conv.name}/b_affine")
         g.set_constant(w_name, _scaled(w, scale))
         g.set_constant(b_name, shift.astype(w.dtype))

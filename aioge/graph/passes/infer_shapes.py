@@ -641,7 +641,7 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
                 )
             if not isinstance(dt, np.dtype):  # a numpy dtype is its own normal form
                 dt = normalize_dtype(dt)
-            if declared_dtypes and v.dtype is not None and v.dtype != dt:
+            if declared_dtypes and v.dtype is not None and v.dtype is not dt and v.dtype != dt:
                 raise GraphTypeError(
                     f"output {o!r} is declared {v.dtype} but the op produces {dt}", node=node.name, op_type=node.op_type
                 )
