@@ -83,6 +83,8 @@ _LITTLE = sys.byteorder == "little"
 _TYPED_FIELDS = {1: "float_data", 11: "double_data", 6: "int32_data", 7: "int64_data"}
 #: TensorProto data type -> its dtype, for the types aioge reads (filled by :meth:`_Importer.dtype_of`)
 _DTYPES: dict[int, np.dtype] = {}
+#: TensorProto data type -> its dtype's name (:meth:`_Importer.dtype_name_of`)
+_DTYPE_NAMES: dict[int, str] = {}
 #: TensorProto.DataLocation.EXTERNAL (onnx.proto): the tensor's data lies in a file
 _EXTERNAL = 1
 
@@ -388,9 +390,11 @@ def _read(
     model when the message was parsed from all of it (None: a ModelProto was given, or weights
     were cut)."""
     base = os.fspath(base_dir) if base_dir is not None else None
-    if isinstance(model, onnx.ModelProto):
+    if type(model) is bytes:  # the common case, before os.PathLike's (abstract class) isinstance check
+        data = model
+    elif isinstance(model, onnx.ModelProto):
         return model, base, {}, None
-    if isinstance(model, (str, os.PathLike)):
+    elif isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         with open(path, "rb") as f:
             data = f.read()
@@ -593,6 +597,13 @@ class _Importer:
         if dt is None:
             dt = _DTYPES[onnx_type] = self._dtype_of(onnx_type, what)
         return dt
+
+    def dtype_name_of(self, onnx_type: int, what: str) -> str:
+        """The name of :meth:`dtype_of`'s dtype (numpy builds ``dtype.name`` anew on each read)."""
+        name = _DTYPE_NAMES.get(onnx_type)
+        if name is None:
+            name = _DTYPE_NAMES[onnx_type] = self.dtype_of(onnx_type, what).name
+        return name
 
     def _dtype_of(self, onnx_type: int, what: str) -> np.dtype:
         TP = self.onnx.TensorProto
@@ -828,12 +839,22 @@ class _Importer:
     def _attrs(self, n: Any, name: str, proto_attrs: list[Any], known: frozenset[str]) -> dict[str, Any]:
         """The node's attributes as Python values: first each must exist in the op's schema of the
         declared opset (:meth:`_check_attrs_in_opset`), then be one aioge knows, of its type."""
-        names = [a.name for a in proto_attrs]
-        if not known.issuperset(names):
-            self._check_attrs_in_opset(n, name, known)
+        try:
+            return self._attr_values(n, name, proto_attrs, known)
+        except Exception:
+            # an attribute's error, in one pass: the schema check of all attributes comes first
+            if not known.issuperset(a.name for a in proto_attrs):
+                self._check_attrs_in_opset(n, name, known)
+            raise
+
+    def _attr_values(self, n: Any, name: str, proto_attrs: list[Any], known: frozenset[str]) -> dict[str, Any]:
+        """:meth:`_attrs` of attributes that pass (an error is raised as met: :meth:`_attrs` orders them)."""
         kinds = _ATTR_KINDS[n.op_type]
         out: dict[str, Any] = {}
-        for a, aname in zip(proto_attrs, names, strict=True):
+        for a in proto_attrs:
+            aname = a.name
+            if aname not in known:
+                self._check_attrs_in_opset(n, name, known)
             spec = kinds.get(aname)
             if spec is None:
                 raise MalformedModelError(f"unknown attribute {aname!r}", node=name, op_type=n.op_type)
@@ -1091,10 +1112,9 @@ def _cast(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: dict[s
     if "to" not in attrs:
         raise MalformedModelError("Cast needs 'to'", node=name, op_type=op)
     try:
-        dt = im.dtype_of(int(attrs["to"]), f"Cast target of node {name!r}")
+        attrs["to"] = im.dtype_name_of(int(attrs["to"]), f"Cast target of node {name!r}")
     except MalformedModelError as e:
         raise _Unsupported(str(e)) from None
-    attrs["to"] = dt.name
     attrs.pop("saturate", None)
     im.emit(op, ins, attrs, outs, name)
 
@@ -1152,7 +1172,7 @@ def _quantize(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: di
     attrs.pop("saturate", None)  # float8 only
     od = attrs.pop("output_dtype", 0)
     if od and op == "QuantizeLinear":
-        attrs["output_dtype"] = im.dtype_of(int(od), f"output_dtype of node {name!r}").name
+        attrs["output_dtype"] = im.dtype_name_of(int(od), f"output_dtype of node {name!r}")
     elif od:
         raise _Unsupported("output_dtype")
     if attrs.pop("precision", 0):
