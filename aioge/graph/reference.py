@@ -692,6 +692,14 @@ def _fused_ew(node: Node, xs: list[Any]) -> list[Arr]:
 
 
 # ------------------------------------------------------------------ driver
+#: kernels that only pick, join or reshape elements (no arithmetic, no cast: no floating-point error to
+#: silence), run without ``np.errstate`` (a context manager costs about a microsecond; shape
+#: arithmetic evaluates these on every load)
+_NO_FLOAT_ERRORS = frozenset(
+    {"Shape", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Concat", "Identity", "Transpose", "Expand"}
+)
+
+
 def evaluate_node(node: Node, inputs: Sequence[Arr | None]) -> list[Arr]:
     """Run one node on numpy inputs (``None`` for absent optional inputs).
 
@@ -701,14 +709,15 @@ def evaluate_node(node: Node, inputs: Sequence[Arr | None]) -> list[Arr]:
     fn = KERNELS.get(node.op_type)
     if fn is None:
         raise GraphError("no reference kernel", node=node.name, op_type=node.op_type)
-    with np.errstate(all="ignore"):
-        try:
-            out = fn(node, list(inputs))
-        except GraphError:
-            raise
-        except (ValueError, IndexError, TypeError) as e:
-            raise GraphError(str(e), node=node.name, op_type=node.op_type) from e
-    return out
+    try:
+        if node.op_type in _NO_FLOAT_ERRORS:
+            return fn(node, list(inputs))
+        with np.errstate(all="ignore"):
+            return fn(node, list(inputs))
+    except GraphError:
+        raise
+    except (ValueError, IndexError, TypeError) as e:
+        raise GraphError(str(e), node=node.name, op_type=node.op_type) from e
 
 
 def run_reference(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -103,7 +103,8 @@ def _dropout(c: _Ctx) -> list[Shape]:
     "_FusedElementwise",
 )
 def _broadcast(c: _Ctx) -> list[Shape]:
-    shapes = [c.shape(i) for i in range(len(c.node.inputs))]
+    # every input's shape as it is, unless one is missing (then c.shape raises naming it)
+    shapes = cast("list[Shape]", c.shapes) if None not in c.shapes else [c.shape(i) for i in range(len(c.node.inputs))]
     try:
         out = S.broadcast_shapes(*shapes)
     except ValueError as e:
@@ -597,10 +598,20 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
     values, known_get = g.values, known.get
     for node in order:
         inputs, outputs = node.inputs, node.outputs
-        ins = [values[x] if x else None for x in inputs]
-        in_dtypes = [v.dtype if v else None for v in ins]
-        in_shapes = [v.shape if v else None for v in ins]
-        in_values = [known_get(x) if x else None for x in inputs]
+        # one loop, not a comprehension per list (each is a function call in this Python)
+        in_dtypes: list[Any] = []
+        in_shapes: list[Any] = []
+        in_values: list[Any] = []
+        for x in inputs:
+            if x:
+                v = values[x]
+                in_dtypes.append(v.dtype)
+                in_shapes.append(v.shape)
+                in_values.append(known_get(x))
+            else:
+                in_dtypes.append(None)
+                in_shapes.append(None)
+                in_values.append(None)
         hit = prior.get(node.name) if prior else None
         if hit is not None and hit.applies(node, in_dtypes, in_shapes, in_values):
             for o, s, dt in hit.outs:
@@ -615,7 +626,8 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
             continue
         check_node_signature(node)
         if None in in_shapes or None in in_dtypes:  # an absent input, or one not inferred yet
-            for x, vin in zip(inputs, ins, strict=False):
+            for x in inputs:
+                vin = values[x] if x else None
                 if vin is not None and not vin.known:
                     raise GraphError(
                         f"input {x!r} has no shape (not produced before this node?)",
@@ -627,6 +639,7 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
             dtypes = check_node_dtypes(node, in_dtypes)
         shapes = _infer_node(node, in_shapes, in_values)
         outs: list[tuple[str, Any, Any]] = []
+        out_shapes: list[Any] = []
         for o, s, dt in zip(outputs, shapes, dtypes, strict=False):
             if not o:
                 continue
@@ -649,9 +662,8 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
                 _check_size(s, dt, "output", o, node)  # raises
             v.shape, v.dtype = s, dt
             outs.append((o, s, dt))
-        out_values = _propagate_values(
-            node, known, in_values, in_shapes[0] if in_shapes else None, [s for _, s, _ in outs]
-        )
+            out_shapes.append(s)
+        out_values = _propagate_values(node, known, in_values, in_shapes[0] if in_shapes else None, out_shapes)
         memo[node.name] = _Inferred(
             node.op_type, node.domain, tuple(outputs), tuple(node.attrs), list(node.attrs.values()),
             in_dtypes, in_shapes, in_values, outs, out_values or {},

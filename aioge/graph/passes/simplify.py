@@ -26,6 +26,8 @@ from ._util import rename_output, require_shapes, working_copy
 __all__ = ("simplify",)
 
 _RESHAPE_LIKE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+#: op types that can be no-ops (``_is_noop``)
+_MAYBE_NOOP = _RESHAPE_LIKE | {"Identity", "Dropout", "Cast", "Transpose"}
 
 
 def _is_noop(g: Graph, n: Node) -> bool:
@@ -110,7 +112,7 @@ def simplify(graph: Graph) -> Graph:
         for n in list(g.topological_order()):
             if sw.is_dead(n):
                 continue
-            if n.op_type in _RESHAPE_LIKE | {"Identity", "Dropout", "Cast", "Transpose"} and _is_noop(g, n):
+            if n.op_type in _MAYBE_NOOP and _is_noop(g, n):
                 if _bypass(sw, n):
                     changed = True
                     continue
