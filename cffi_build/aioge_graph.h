@@ -40,6 +40,20 @@ aclError aiogeGraphAddNodes(aiogeGraph *graph, int32_t numNodes, const int32_t s
                             const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,
                             const aclTensorDesc *const desc[], const int32_t loc[], const int64_t at[],
                             const aclopAttr *const attr[], int32_t *numAdded);
+/* The same as aiogeGraphAddNodes, with the descs given by value instead of as handles: operand k
+ * (loc[k], at[k]) has desc descIndex[k] of a table of numDescs descs, desc d being
+ * aclCreateTensorDesc(dtype[d], ndim[d], its dims, format[d]) -- its dims the next ndim[d] of dims[]
+ * (numDims in all), one desc after the other -- with, where constData[d] is not NULL, the const
+ * value aclSetTensorConst(desc, constData[d], constBytes[d]).  The descs live for the call only
+ * (the nodes keep what they need of them).  A desc that cannot be made fails the call before any
+ * node is added (*numAdded 0, the error names the desc). */
+aclError aiogeGraphAddNodesByValue(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
+                                   size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes,
+                                   const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,
+                                   const int32_t descIndex[], const int32_t loc[], const int64_t at[], int32_t numDescs,
+                                   const int32_t dtype[], const int32_t format[], const int32_t ndim[],
+                                   const int64_t dims[], int64_t numDims, const void *const constData[],
+                                   const size_t constBytes[], const aclopAttr *const attr[], int32_t *numAdded);
 aclError aiogeGraphGetNodeCount(aiogeGraph *graph, int32_t segment, int32_t *count);
 aclError aiogeGraphExecuteAsync(aiogeGraph *graph, int32_t segment, void *arena, int32_t numInputs,
                                 void *const inputs[], int32_t numOutputs, void *const outputs[], aclrtStream stream);

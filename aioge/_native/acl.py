@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import OutOfDeviceMemoryError, error_class
-from . import _has, _launch, check, ffi, lib, recent_error
+from . import _has, _launch, check, ffi, host_ptr, lib, recent_error
 
 Handle = Any  # an opaque cffi pointer (aclrtStream, aclrtEvent, aclTensorDesc *, ...)
 
@@ -502,6 +502,54 @@ def graph_add_nodes(g: Handle, segments: Sequence[int], op_types: Sequence[str],
     if rc:
         i = int(added[0])
         what = f"compile node {names[i]!r} ({op_types[i]})" if i < len(names) else "aiogeGraphAddNodes"
+        raise error_class(rc)(rc, recent_error(), what)
+
+
+def graph_add_nodes_by_value(g: Handle, segments: Sequence[int], op_types: Sequence[str], names: Sequence[str],
+                             counts: tuple[Sequence[int], Sequence[int]],
+                             operands: tuple[list[int], list[int], list[int]],
+                             table: tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int], Sequence[Any]],
+                             attrs: Sequence[Handle]) -> None:  # fmt: skip
+    """:func:`graph_add_nodes` with the descs given by value: ``operands`` is ``(desc indices, locations,
+    offsets)``, and desc ``d`` of ``table = (dtypes, formats, ndims, dims, consts)`` is
+    ``create_tensor_desc(dtypes[d], its dims, formats[d])`` -- its dims the next ``ndims[d]`` of ``dims``
+    -- with the const value of the C-contiguous array ``consts[d]`` (None: not const).  One
+    ``aiogeGraphAddNodesByValue`` call, which makes the descs for the call only; where the runtime has
+    no such call, the descs are made here and destroyed once the nodes are added."""
+    index, locs, ats = operands
+    dts, fmts, nds, dims, consts = table
+    if not names:
+        return
+    if not _has("aiogeGraphAddNodesByValue"):
+        made: list[Handle] = []
+        try:
+            k = 0
+            for dt, fmt, nd, c in zip(dts, fmts, nds, consts, strict=True):
+                d = create_tensor_desc(dt, dims[k : k + nd], fmt)
+                made.append(d)
+                k += nd
+                if c is not None:
+                    set_tensor_const(d, host_ptr(c), c.nbytes)
+            graph_add_nodes(g, segments, op_types, names, counts, ([made[i] for i in index], locs, ats), attrs)
+        finally:
+            for d in made:
+                destroy_tensor_desc(d)
+        return
+    types, labels = "\0".join(op_types), "\0".join(names)
+    if types.count("\0") != len(names) - 1 or labels.count("\0") != len(names) - 1:
+        # a NUL inside a name: the C string ends there (as for aiogeGraphAddNode)
+        types = "\0".join(t.split("\0", 1)[0] for t in op_types)
+        labels = "\0".join(n.split("\0", 1)[0] for n in names)
+    tb, nb = types.encode() + b"\0", labels.encode() + b"\0"
+    ptrs = [NULL if c is None else host_ptr(c) for c in consts]
+    added = ffi.new("int32_t *")
+    rc = lib.aiogeGraphAddNodesByValue(g, len(names), segments, tb, len(tb), nb, len(nb), counts[0], counts[1],
+                                       len(index), index, locs, ats, len(dts), dts, fmts, nds, dims or NULL,
+                                       len(dims), ptrs, [0 if c is None else c.nbytes for c in consts], attrs,
+                                       added)  # fmt: skip
+    if rc:
+        i = int(added[0])
+        what = f"compile node {names[i]!r} ({op_types[i]})" if i < len(names) else "aiogeGraphAddNodesByValue"
         raise error_class(rc)(rc, recent_error(), what)
 
 

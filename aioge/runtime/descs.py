@@ -96,6 +96,28 @@ def _attr_kind(value: Any) -> tuple[str, Any]:
     raise TypeError(f"cannot infer an ACL attr type for {value!r}; wrap it in aioge.Attr(kind, value)")
 
 
+_SCALAR_KINDS = {int: "Int", float: "Float", str: "String", bool: "Bool"}
+_INT_ONLY = frozenset((int,))
+
+
+def _attr_key(attrs: Mapping[str, Any]) -> tuple[tuple[Any, ...], ...]:
+    """The cache key of an attr set: its ``(name, kind, normalised value)`` sorted by name; the same as
+    ``_attr_kind`` per value, with the exact built-in scalars and lists of ints typed inline (the
+    common attrs: no call per value)."""
+    key = []
+    for name, v in attrs.items():
+        t = type(v)
+        kind = _SCALAR_KINDS.get(t)
+        if kind is not None:
+            key.append((name, kind, v))
+        elif (t is list or t is tuple) and _INT_ONLY.issuperset(map(type, v)):
+            key.append((name, "ListInt", tuple(v)))
+        else:
+            key.append((name, *_attr_kind(v)))
+    key.sort()
+    return tuple(key)
+
+
 class LaunchCache:
     """Per-device caches of tensor descs and attrs (host objects)."""
 
@@ -156,7 +178,7 @@ class LaunchCache:
                 return h
             key: Any = ()
         else:
-            key = tuple(sorted((name, *_attr_kind(v)) for name, v in attrs.items()))
+            key = _attr_key(attrs)
         h = self._attrs.get(key)
         if h is None:
             if len(self._attrs) >= self.MAX_ATTRS:

@@ -301,6 +301,63 @@ aclError aiogeGraphAddNodes(aiogeGraph *graph, int32_t numNodes, const int32_t s
     return ACL_SUCCESS;
 }
 
+aclError aiogeGraphAddNodesByValue(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
+                                   size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes,
+                                   const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,
+                                   const int32_t descIndex[], const int32_t loc[], const int64_t at[], int32_t numDescs,
+                                   const int32_t dtype[], const int32_t format[], const int32_t ndim[],
+                                   const int64_t dims[], int64_t numDims, const void *const constData[],
+                                   const size_t constBytes[], const aclopAttr *const attr[], int32_t *numAdded) {
+    const char *api = "aiogeGraphAddNodesByValue";
+    if (!numAdded) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: numAdded is NULL", api);
+    *numAdded = 0;
+    if (numNodes == 0) return ACL_SUCCESS;
+    if (numDescs < 1 || numOperands < 1 || numDims < 0 || !descIndex || !dtype || !format || !ndim ||
+        (numDims && !dims) || !constData || !constBytes)
+        return hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: bad counts or NULL arrays", api);
+    aclTensorDesc **table = calloc((size_t)numDescs, sizeof *table);
+    const aclTensorDesc **desc = malloc(sizeof *desc * (size_t)numOperands);
+    aclError rc = ACL_SUCCESS;
+    if (!table || !desc) {
+        rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
+        goto out;
+    }
+    int64_t k = 0; /* the desc's first dim */
+    for (int32_t d = 0; d < numDescs; d++) {
+        if (ndim[d] < 0 || ndim[d] > numDims - k) {
+            rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: desc %d: its dims lie past the array", api, (int)d);
+            goto out;
+        }
+        table[d] = aclCreateTensorDesc((aclDataType)dtype[d], ndim[d], ndim[d] ? dims + k : NULL, (aclFormat)format[d]);
+        if (!table[d]) {
+            rc = ACL_ERROR_INVALID_PARAM; /* aclCreateTensorDesc said why */
+            hrt_error_push(rc, API, api);
+            goto out;
+        }
+        k += ndim[d];
+        if (constData[d]) {
+            rc = aclSetTensorConst(table[d], (void *)constData[d], constBytes[d]);
+            if (rc) goto out;
+        }
+    }
+    for (int64_t j = 0; j < numOperands; j++) {
+        if (descIndex[j] < 0 || descIndex[j] >= numDescs) {
+            rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: operand %lld: desc %d is not in the table", api,
+                           (long long)j, (int)descIndex[j]);
+            goto out;
+        }
+        desc[j] = table[descIndex[j]];
+    }
+    rc = aiogeGraphAddNodes(graph, numNodes, segment, opTypes, opTypesBytes, nodeNames, nodeNamesBytes, numInputs,
+                            numOutputs, numOperands, desc, loc, at, attr, numAdded);
+out:
+    if (table)
+        for (int32_t d = 0; d < numDescs; d++) aclDestroyTensorDesc(table[d]);
+    free(table);
+    free((void *)desc);
+    return rc;
+}
+
 /* A graph's weight packing (aiogeGraphPackWeights): per node to pack, its first weight input the
  * kernel packs (the inputs in order). */
 typedef struct {

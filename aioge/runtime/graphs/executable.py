@@ -363,7 +363,6 @@ class CompiledGraph(Resource):
         self.inputs = {n: kind_of(graph, n) for n in graph.inputs}
         self.outputs = {n: kind_of(graph, n) for n in graph.outputs}
         self._handle: Any = None
-        self._descs: list[Any] = []
         self._lock = threading.Lock()
         self._flight = _Flight(_positive(max_inflight))
         self._aux_sets: list[list[Stream]] = []
@@ -428,60 +427,80 @@ class CompiledGraph(Resource):
         out_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.outputs.values()]
         self._handle = acl.graph_create(in_bytes, out_bytes, b.total_arena, max(len(b.segments), 1))
         cache = dev.context.cache
-        # one desc per distinct (dtype, shape, format): a node takes its operands' descs' contents
-        # (aiogeGraphAddNode views them), so the operands alike share one (inception: 85 -> 26)
-        made: dict[Any, Any] = {}
-        desc = self._desc
-        # the nodes go to the runtime in batches (one call each): a batch ends where the copies its
-        # const descs hold pass _CONST_BATCH_BYTES (dropped once it is added), or at _NODE_BATCH nodes
+        # the nodes go to the runtime in batches (one call each), their operands' descs by value (the
+        # runtime makes them for the call): a batch ends where the const values its descs copy pass
+        # _CONST_BATCH_BYTES, or at _NODE_BATCH nodes
         segs: list[int] = []
         types: list[str] = []
         names: list[str] = []
         n_in: list[int] = []
         n_out: list[int] = []
-        descs: list[Any] = []
+        index: list[int] = []
         locs: list[int] = []
         ats: list[int] = []
         attrs: list[Any] = []
-        consts: list[Any] = []  # a const desc holds a copy of its value: destroyed once its node is added
+        # the batch's descs: one per distinct (dtype, shape, 4-D NCHW) of the non-const operands (the
+        # runtime copies a desc's contents into each node, so operands alike share one; inception:
+        # 85 -> 26), and one per const operand
+        made: dict[Any, int] = {}
+        dts: list[int] = []
+        fmts: list[int] = []
+        nds: list[int] = []
+        dims: list[int] = []
+        consts: list[np.ndarray | None] = []
         const_bytes = 0
-        try:
-            for op in b.ops:
-                nchw = op.op_type in NCHW_OPS
-                for kind, loc, at in op.inputs:
-                    d = made.get((kind, nchw and len(kind[1]) == 4)) if type(kind) is tuple else None
-                    if d is None:
-                        d = desc(kind, nchw, made)
-                        if type(kind) is not tuple and kind is not None:
-                            consts.append(d)
-                            const_bytes += kind.nbytes
-                    descs.append(d)
+        codes = dtypes.ACL_CODE
+        nd_fmt, nchw_fmt = int(acl.Format.ND), int(acl.Format.NCHW)
+        kind: Any  # an operand's (dtype, shape), None (absent) or a const value
+        for op in b.ops:
+            nchw = op.op_type in NCHW_OPS
+            for operands in (op.inputs, op.outputs):
+                for kind, loc, at in operands:
+                    if type(kind) is tuple:
+                        key = (kind, nchw and len(kind[1]) == 4)
+                        i = made.get(key)
+                        if i is None:
+                            i = made[key] = len(dts)
+                            dt, shape = kind
+                            dts.append(codes[dt])
+                            fmts.append(nchw_fmt if key[1] else nd_fmt)
+                            nds.append(len(shape))
+                            dims.extend(shape)
+                            consts.append(None)
+                    elif kind is None:
+                        i = made.get(None)
+                        if i is None:
+                            i = made[None] = len(dts)
+                            dts.append(int(acl.DataType.UNDEFINED))
+                            fmts.append(int(acl.Format.UNDEFINED))
+                            nds.append(0)
+                            consts.append(None)
+                    else:  # a const value (its desc holds a copy)
+                        i = len(dts)
+                        dts.append(codes[dtypes.normalize(kind.dtype)])
+                        fmts.append(nd_fmt)
+                        nds.append(kind.ndim)
+                        dims.extend(kind.shape)
+                        consts.append(kind if kind.nbytes else None)
+                        const_bytes += kind.nbytes
+                    index.append(i)
                     locs.append(loc)
                     ats.append(at)
-                for kind, loc, at in op.outputs:
-                    d = made.get((kind, nchw and len(kind[1]) == 4))
-                    descs.append(d if d is not None else desc(kind, nchw, made))
-                    locs.append(loc)
-                    ats.append(at)
-                segs.append(op.segment)
-                types.append(op.op_type)
-                names.append(op.name)
-                n_in.append(len(op.inputs))
-                n_out.append(len(op.outputs))
-                attrs.append(op.attrs)
-                if const_bytes > _CONST_BATCH_BYTES or len(names) >= _NODE_BATCH:
-                    acl.graph_add_nodes(self._handle, segs, types, names, (n_in, n_out), (descs, locs, ats),
-                                        cache.attrs(attrs))  # fmt: skip
-                    for batch in (segs, types, names, n_in, n_out, descs, locs, ats, attrs):
-                        batch.clear()
-                    for d in consts:
-                        acl.destroy_tensor_desc(d)  # the node's kernel has its own copy
-                    consts.clear()
-                    const_bytes = 0
-            acl.graph_add_nodes(self._handle, segs, types, names, (n_in, n_out), (descs, locs, ats), cache.attrs(attrs))
-        finally:
-            for d in consts:
-                acl.destroy_tensor_desc(d)
+            segs.append(op.segment)
+            types.append(op.op_type)
+            names.append(op.name)
+            n_in.append(len(op.inputs))
+            n_out.append(len(op.outputs))
+            attrs.append(op.attrs)
+            if const_bytes > _CONST_BATCH_BYTES or len(names) >= _NODE_BATCH:
+                acl.graph_add_nodes_by_value(self._handle, segs, types, names, (n_in, n_out), (index, locs, ats),
+                                             (dts, fmts, nds, dims, consts), cache.attrs(attrs))  # fmt: skip
+                for batch in (segs, types, names, n_in, n_out, index, locs, ats, attrs, dts, fmts, nds, dims, consts):
+                    batch.clear()
+                made.clear()
+                const_bytes = 0
+        acl.graph_add_nodes_by_value(self._handle, segs, types, names, (n_in, n_out), (index, locs, ats),
+                                     (dts, fmts, nds, dims, consts), cache.attrs(attrs))  # fmt: skip
         self._upload_weights(host, self._pack_weights(host))
         if len(b.segments) == 1 and self.plan.num_streams <= 1:
             slots: list[int] = []
@@ -530,36 +549,6 @@ class CompiledGraph(Resource):
         """Bytes of the weights this plan holds on the device (those read only through the copies
         packed for its kernels are not uploaded; ``plan.weight_bytes`` counts every weight)."""
         return sum(w.nbytes for w in self._weights)
-
-    def _desc(self, kind: Any, nchw: bool, made: dict[Any, Any]) -> Any:
-        """The desc of a node's operand; the model keeps it, except a const one (the caller destroys it).
-
-        ``nchw``: the node's op type takes its 4-D operands as NCHW (:data:`NCHW_OPS`).  ``made``: the
-        descs made so far by ``(kind, 4-D NCHW)``: a non-const operand alike to one of them shares its desc
-        (the caller looks there first)."""
-        if isinstance(kind, np.ndarray):
-            a = kind
-            d = acl.create_tensor_desc(dtypes.ACL_CODE[dtypes.normalize(a.dtype)], a.shape, int(acl.Format.ND))
-            if a.nbytes:
-                try:
-                    acl.set_tensor_const(d, _native.host_ptr(a), a.nbytes)
-                except BaseException:
-                    acl.destroy_tensor_desc(d)
-                    raise
-            return d
-        if kind is None:
-            key: Any = None
-            d = made.get(None)
-            if d is not None:
-                return d
-            d = acl.absent_tensor_desc()
-        else:
-            dt, shape = kind
-            key = (kind, nchw and len(shape) == 4)
-            d = acl.create_tensor_desc(dtypes.ACL_CODE[dt], shape, int(acl.Format.NCHW if key[1] else acl.Format.ND))
-        self._descs.append(d)
-        made[key] = d
-        return d
 
     # ---- execution ----
     def _check_feeds(self, feeds: Mapping[str, Any]) -> bool:
@@ -963,10 +952,7 @@ class CompiledGraph(Resource):
         if not self.device.closed:
             if self._handle is not None:
                 acl.graph_destroy(self._handle)  # queued executions keep the C graph alive until they ran
-            for d in self._descs:
-                acl.destroy_tensor_desc(d)  # the graph's kernels hold copies
         self._handle = None
-        self._descs = []
         arenas, f.arenas = f.arenas, []
         now, self._now = self._now, None
         if now is not None:
