@@ -200,8 +200,12 @@ class LaunchCache:
             raise ValueError(f"at most {self.MAX_ATTRS} attr sets at once, not {len(many)}")
         if len(self._attrs) + len(many) > self.MAX_ATTRS:
             self._clear_attrs()
-        attr = self.attr
-        return [attr(a) for a in many]
+        table, attr = self._attrs, self.attr
+        handles = []
+        for a in many:  # a cache hit without the call (attr makes the missing ones)
+            h = table.get(_attr_key(a) if a else ())
+            handles.append(h if h is not None else attr(a))
+        return handles
 
     def prepare(self, key: tuple[Any, ...], op_type: str, inputs: Sequence[_Typed | None],
                 outputs: Sequence[_Typed]) -> Any:  # fmt: skip

@@ -452,40 +452,55 @@ class CompiledGraph(Resource):
         codes = dtypes.ACL_CODE
         nd_fmt, nchw_fmt = int(acl.Format.ND), int(acl.Format.NCHW)
         kind: Any  # an operand's (dtype, shape), None (absent) or a const value
+        made_nchw: dict[Any, int] = {}  # the same, for the 4-D operands of an op taking them as NCHW
         for op in b.ops:
             nchw = op.op_type in NCHW_OPS
-            for operands in (op.inputs, op.outputs):
-                for kind, loc, at in operands:
-                    if type(kind) is tuple:
-                        key = (kind, nchw and len(kind[1]) == 4)
-                        i = made.get(key)
-                        if i is None:
-                            i = made[key] = len(dts)
-                            dt, shape = kind
-                            dts.append(codes[dt])
-                            fmts.append(nchw_fmt if key[1] else nd_fmt)
-                            nds.append(len(shape))
-                            dims.extend(shape)
-                            consts.append(None)
-                    elif kind is None:
-                        i = made.get(None)
-                        if i is None:
-                            i = made[None] = len(dts)
-                            dts.append(int(acl.DataType.UNDEFINED))
-                            fmts.append(int(acl.Format.UNDEFINED))
-                            nds.append(0)
-                            consts.append(None)
-                    else:  # a const value (its desc holds a copy)
-                        i = len(dts)
-                        dts.append(codes[dtypes.normalize(kind.dtype)])
-                        fmts.append(nd_fmt)
-                        nds.append(kind.ndim)
-                        dims.extend(kind.shape)
-                        consts.append(kind if kind.nbytes else None)
-                        const_bytes += kind.nbytes
-                    index.append(i)
-                    locs.append(loc)
-                    ats.append(at)
+            for kind, loc, at in op.inputs:
+                if type(kind) is tuple:
+                    m = made_nchw if nchw and len(kind[1]) == 4 else made
+                    i = m.get(kind)
+                    if i is None:
+                        i = m[kind] = len(dts)
+                        dt, shape = kind
+                        dts.append(codes[dt])
+                        fmts.append(nchw_fmt if m is made_nchw else nd_fmt)
+                        nds.append(len(shape))
+                        dims.extend(shape)
+                        consts.append(None)
+                elif kind is None:
+                    i = made.get(None)
+                    if i is None:
+                        i = made[None] = len(dts)
+                        dts.append(int(acl.DataType.UNDEFINED))
+                        fmts.append(int(acl.Format.UNDEFINED))
+                        nds.append(0)
+                        consts.append(None)
+                else:  # a const value (its desc holds a copy)
+                    i = len(dts)
+                    code = codes.get(kind.dtype)  # a dtype of the table is its own normal form
+                    dts.append(code if code is not None else codes[dtypes.normalize(kind.dtype)])
+                    fmts.append(nd_fmt)
+                    nds.append(kind.ndim)
+                    dims.extend(kind.shape)
+                    consts.append(kind if kind.nbytes else None)
+                    const_bytes += kind.nbytes
+                index.append(i)
+                locs.append(loc)
+                ats.append(at)
+            for kind, loc, at in op.outputs:  # (dtype, shape) each
+                m = made_nchw if nchw and len(kind[1]) == 4 else made
+                i = m.get(kind)
+                if i is None:
+                    i = m[kind] = len(dts)
+                    dt, shape = kind
+                    dts.append(codes[dt])
+                    fmts.append(nchw_fmt if m is made_nchw else nd_fmt)
+                    nds.append(len(shape))
+                    dims.extend(shape)
+                    consts.append(None)
+                index.append(i)
+                locs.append(loc)
+                ats.append(at)
             segs.append(op.segment)
             types.append(op.op_type)
             names.append(op.name)
@@ -498,6 +513,7 @@ class CompiledGraph(Resource):
                 for batch in (segs, types, names, n_in, n_out, index, locs, ats, attrs, dts, fmts, nds, dims, consts):
                     batch.clear()
                 made.clear()
+                made_nchw.clear()
                 const_bytes = 0
         acl.graph_add_nodes_by_value(self._handle, segs, types, names, (n_in, n_out), (index, locs, ats),
                                      (dts, fmts, nds, dims, consts), cache.attrs(attrs))  # fmt: skip
