@@ -45,8 +45,9 @@ aclError aiogeGraphAddNodes(aiogeGraph *graph, int32_t numNodes, const int32_t s
  * aclCreateTensorDesc(dtype[d], ndim[d], its dims, format[d]) -- its dims the next ndim[d] of dims[]
  * (numDims in all), one desc after the other -- with, where constData[d] is not NULL, the const
  * value aclSetTensorConst(desc, constData[d], constBytes[d]).  The descs live for the call only
- * (the nodes keep what they need of them).  A desc that cannot be made fails the call before any
- * node is added (*numAdded 0, the error names the desc). */
+ * (the nodes keep what they need of them).  A desc that cannot be made, or an operand's desc index
+ * outside the table, fails the call before any node is added (*numAdded -1: no node is to blame;
+ * the error names the desc or the operand). */
 aclError aiogeGraphAddNodesByValue(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
                                    size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes,
                                    const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,

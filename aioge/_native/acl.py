@@ -548,8 +548,9 @@ def graph_add_nodes_by_value(g: Handle, segments: Sequence[int], op_types: Seque
                                        len(dims), ptrs, [0 if c is None else c.nbytes for c in consts], attrs,
                                        added)  # fmt: skip
     if rc:
-        i = int(added[0])
-        what = f"compile node {names[i]!r} ({op_types[i]})" if i < len(names) else "aiogeGraphAddNodesByValue"
+        i = int(added[0])  # -1: a desc or an operand's desc index failed, before any node
+        what = (f"compile node {names[i]!r} ({op_types[i]})" if 0 <= i < len(names)
+                else "a tensor desc of the graph's nodes" if i < 0 else "aiogeGraphAddNodesByValue")  # fmt: skip
         raise error_class(rc)(rc, recent_error(), what)
 
 

@@ -326,24 +326,30 @@ aclError aiogeGraphAddNodesByValue(aiogeGraph *graph, int32_t numNodes, const in
     for (int32_t d = 0; d < numDescs; d++) {
         if (ndim[d] < 0 || ndim[d] > numDims - k) {
             rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: desc %d: its dims lie past the array", api, (int)d);
+            *numAdded = -1;
             goto out;
         }
         table[d] = aclCreateTensorDesc((aclDataType)dtype[d], ndim[d], ndim[d] ? dims + k : NULL, (aclFormat)format[d]);
         if (!table[d]) {
             rc = ACL_ERROR_INVALID_PARAM; /* aclCreateTensorDesc said why */
             hrt_error_push(rc, API, api);
+            *numAdded = -1;
             goto out;
         }
         k += ndim[d];
         if (constData[d]) {
             rc = aclSetTensorConst(table[d], (void *)constData[d], constBytes[d]);
-            if (rc) goto out;
+            if (rc) {
+                *numAdded = -1;
+                goto out;
+            }
         }
     }
     for (int64_t j = 0; j < numOperands; j++) {
         if (descIndex[j] < 0 || descIndex[j] >= numDescs) {
             rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: operand %lld: desc %d is not in the table", api,
                            (long long)j, (int)descIndex[j]);
+            *numAdded = -1;
             goto out;
         }
         desc[j] = table[descIndex[j]];
