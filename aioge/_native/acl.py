@@ -490,12 +490,7 @@ def graph_add_nodes(g: Handle, segments: Sequence[int], op_types: Sequence[str],
                            (descs[m:e], locs[m:e], ats[m:e]), attrs[i])  # fmt: skip
             k = e
         return
-    types, labels = "\0".join(op_types), "\0".join(names)
-    if types.count("\0") != len(names) - 1 or labels.count("\0") != len(names) - 1:
-        # a NUL inside a name: the C string ends there (as for aiogeGraphAddNode)
-        types = "\0".join(t.split("\0", 1)[0] for t in op_types)
-        labels = "\0".join(n.split("\0", 1)[0] for n in names)
-    tb, nb = types.encode() + b"\0", labels.encode() + b"\0"
+    tb, nb = _nul_separated(op_types), _nul_separated(names)
     added = ffi.new("int32_t *")
     rc = lib.aiogeGraphAddNodes(g, len(names), segments, tb, len(tb), nb, len(nb), n_in, n_out, len(descs), descs,
                                 locs, ats, attrs, added)  # fmt: skip
@@ -503,6 +498,15 @@ def graph_add_nodes(g: Handle, segments: Sequence[int], op_types: Sequence[str],
         i = int(added[0])
         what = f"compile node {names[i]!r} ({op_types[i]})" if i < len(names) else "aiogeGraphAddNodes"
         raise error_class(rc)(rc, recent_error(), what)
+
+
+def _nul_separated(strings: Sequence[str]) -> bytes:
+    """``strings`` as one NUL-separated, NUL-terminated C buffer; a NUL inside a string ends it there
+    (as the C string of ``aiogeGraphAddNode`` would)."""
+    joined = "\0".join(strings)
+    if joined.count("\0") != len(strings) - 1:
+        joined = "\0".join(t.split("\0", 1)[0] for t in strings)
+    return joined.encode() + b"\0"
 
 
 def graph_add_nodes_by_value(g: Handle, segments: Sequence[int], op_types: Sequence[str], names: Sequence[str],
@@ -535,12 +539,7 @@ def graph_add_nodes_by_value(g: Handle, segments: Sequence[int], op_types: Seque
             for d in made:
                 destroy_tensor_desc(d)
         return
-    types, labels = "\0".join(op_types), "\0".join(names)
-    if types.count("\0") != len(names) - 1 or labels.count("\0") != len(names) - 1:
-        # a NUL inside a name: the C string ends there (as for aiogeGraphAddNode)
-        types = "\0".join(t.split("\0", 1)[0] for t in op_types)
-        labels = "\0".join(n.split("\0", 1)[0] for n in names)
-    tb, nb = types.encode() + b"\0", labels.encode() + b"\0"
+    tb, nb = _nul_separated(op_types), _nul_separated(names)
     ptrs = [NULL if c is None else host_ptr(c) for c in consts]
     added = ffi.new("int32_t *")
     rc = lib.aiogeGraphAddNodesByValue(g, len(names), segments, tb, len(tb), nb, len(nb), counts[0], counts[1],

@@ -104,3 +104,10 @@ def test_an_operand_past_the_table_is_refused(rt):
     assert "'mm'" not in str(ei.value)
     assert _node_count(g) == 0
     g.destroy()
+
+
+def test_names_pack_as_c_strings():
+    # one NUL after each; a NUL inside a name ends it there, as the C string of aiogeGraphAddNode would
+    assert acl._nul_separated(["mm", "act"]) == b"mm\0act\0"
+    assert acl._nul_separated(["m\0m", "act", "x\0"]) == b"m\0act\0x\0"
+    assert acl._nul_separated(["é"]) == "é".encode() + b"\0"

@@ -453,6 +453,18 @@ class CompiledGraph(Resource):
         nd_fmt, nchw_fmt = int(acl.Format.ND), int(acl.Format.NCHW)
         kind: Any  # an operand's (dtype, shape), None (absent) or a const value
         made_nchw: dict[Any, int] = {}  # the same, for the 4-D operands of an op taking them as NCHW
+
+        def new_desc(m: dict[Any, int], kind: tuple[np.dtype, tuple[int, ...]]) -> int:
+            """The table's next desc, for a (dtype, shape) not in ``m`` (``made`` or ``made_nchw``) yet."""
+            i = m[kind] = len(dts)
+            dt, shape = kind
+            dts.append(codes[dt])
+            fmts.append(nchw_fmt if m is made_nchw else nd_fmt)
+            nds.append(len(shape))
+            dims.extend(shape)
+            consts.append(None)
+            return i
+
         for op in b.ops:
             nchw = op.op_type in NCHW_OPS
             for kind, loc, at in op.inputs:
@@ -460,13 +472,7 @@ class CompiledGraph(Resource):
                     m = made_nchw if nchw and len(kind[1]) == 4 else made
                     i = m.get(kind)
                     if i is None:
-                        i = m[kind] = len(dts)
-                        dt, shape = kind
-                        dts.append(codes[dt])
-                        fmts.append(nchw_fmt if m is made_nchw else nd_fmt)
-                        nds.append(len(shape))
-                        dims.extend(shape)
-                        consts.append(None)
+                        i = new_desc(m, kind)
                 elif kind is None:
                     i = made.get(None)
                     if i is None:
@@ -491,13 +497,7 @@ class CompiledGraph(Resource):
                 m = made_nchw if nchw and len(kind[1]) == 4 else made
                 i = m.get(kind)
                 if i is None:
-                    i = m[kind] = len(dts)
-                    dt, shape = kind
-                    dts.append(codes[dt])
-                    fmts.append(nchw_fmt if m is made_nchw else nd_fmt)
-                    nds.append(len(shape))
-                    dims.extend(shape)
-                    consts.append(None)
+                    i = new_desc(m, kind)
                 index.append(i)
                 locs.append(loc)
                 ats.append(at)
