@@ -119,7 +119,8 @@ def _spatial_params(
         raise ValueError(
             f"kernel {list(kernel)}, strides {strides}, dilations {dilations}, pads {pads} do not fit {n} spatial dims"
         )
-    if any(s <= 0 for s in strides) or any(d <= 0 for d in dilations) or any(p < 0 for p in pads):
+    # min over each list (no generator per list): the lists are n or 2n long, empty only when n is 0
+    if n and (min(strides) <= 0 or min(dilations) <= 0 or min(pads) < 0):
         raise ValueError("strides and dilations must be positive and pads non-negative")
     return strides, dilations, pads
 
@@ -135,7 +136,7 @@ def conv_geometry(
     """(pads_begin, pads_end, output spatial shape) of an ONNX Conv: a pooling window's
     geometry (floor mode) that must leave every output dim non-empty."""
     pb, pe, out = pool_geometry(in_spatial, kernel, strides, dilations, pads, auto_pad)
-    if any(o <= 0 for o in out):
+    if out and min(out) <= 0:
         raise ValueError(f"kernel {list(kernel)} does not fit input {list(in_spatial)} with pads")
     return pb, pe, out
 
@@ -157,12 +158,13 @@ def pool_geometry(
     n = len(in_spatial)
     strides, dilations, pads = _spatial_params(n, kernel, strides, dilations, pads)
     pb, pe, out = [], [], []
+    same, valid = auto_pad in ("SAME_UPPER", "SAME_LOWER"), auto_pad == "VALID"
     for i in range(n):
         k_eff = (kernel[i] - 1) * dilations[i] + 1
-        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        if same:
             b, e, o = _auto_pads(in_spatial[i], k_eff, strides[i], auto_pad)
         else:
-            b, e = (0, 0) if auto_pad == "VALID" else (pads[i], pads[i + n])
+            b, e = (0, 0) if valid else (pads[i], pads[i + n])
             span = in_spatial[i] + b + e - k_eff
             if span < 0:
                 raise ValueError(f"kernel {list(kernel)} does not fit input {list(in_spatial)} with pads")

@@ -85,6 +85,7 @@ from ..ewprogram import Step
 from ..ir import Graph, Node, Value
 from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, FLOAT_TYPES, get_attr
 from ._util import require_shapes, scalar_constant, single_consumer, working_copy
+from .infer_shapes import carry_node
 
 __all__ = ("fuse", "fold_conv_batchnorm", "fuse_bias_activation", "fuse_elementwise", "fuse_gelu")
 
@@ -594,6 +595,7 @@ def fuse_bias_activation(graph: Graph) -> Graph:
         attrs.update(act_attrs)
         fused = Node(fused_op, ins, [tail], attrs, g.fresh_name(f"{n.name}/fused"))
         g.nodes[position[id(n)]] = fused
+        carry_node(g, fused)  # it computes what the chain did: its output keeps the tail's shape and dtype
         dead.extend(absorbed)
         dead_ids.update(id(m) for m in absorbed)
         for m in [n, *absorbed]:

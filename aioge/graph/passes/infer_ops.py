@@ -314,8 +314,13 @@ def nchwc_groups_ok(cin: int, cout: int, groups: int) -> bool:
 
 def _nchwc_ints(c: _Ctx, name: str, n: int, default: list[int], low: int) -> list[int]:
     v = c.attr(name)
-    out = default if v is None else [int(x) for x in np.asarray(v).reshape(-1)]
-    if len(out) != n or any(x < low for x in out):
+    if v is None:
+        out = default
+    elif type(v) is list and all(type(x) is int for x in v):  # the common case: a flat list of ints
+        out = list(v)
+    else:
+        out = [int(x) for x in np.asarray(v).reshape(-1)]
+    if len(out) != n or min(out) < low:  # n >= 1: min of the n values
         raise c.error(f"{name} must be {n} ints >= {low}, got {v}")
     return out
 

@@ -592,6 +592,9 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
         v = g.values[name]
         assert v.shape is not None and v.dtype is not None
         _check_size(v.shape, v.dtype, "graph input", name, None)
+    carried = _CARRIED.pop(g, None)
+    if carried:
+        prior = {**prior, **carried}
     order = g.topological_order()
     known: dict[str, np.ndarray] = dict(g.constants)
     memo: dict[str, _Inferred] = {}
@@ -775,6 +778,58 @@ def carry_inference(src: Graph, dst: Graph) -> None:
     memo = _MEMO.get(src)
     if memo is not None:
         _MEMO[dst] = memo
+
+
+#: optimize's working graphs -> the nodes its passes emitted with their outputs' shapes and dtypes
+#: given (see :func:`carry_node`): taken up, by the next inference of that graph, as its memo is
+_CARRIED: weakref.WeakKeyDictionary[Graph, dict[str, _Inferred]] = weakref.WeakKeyDictionary()
+
+
+def carry_node(g: Graph, node: Node) -> None:
+    """Let the next inference of ``g`` (``optimize``'s working graph) take ``node``, just emitted by a
+    rewrite, as inferred from what it reads now: its outputs have the shapes and dtypes their Values
+    were given.  For a rewrite that gives each output Value the shape and dtype the node computes:
+    inferring the node would only confirm them (the final inference checks a declared shape against
+    the inferred one, and a graph where they differed would not compile).  As for any memo entry, a
+    node fed differently by then (an input's dtype, shape or value) is inferred again.  Not recorded
+    for a node whose inputs are all constants (inference would also compute its outputs' values),
+    nor outside ``optimize`` (a graph not marked as its working graph)."""
+    if not g._scratch:
+        return
+    values, consts = g.values, g.constants
+    in_dtypes: list[Any] = []
+    in_shapes: list[Any] = []
+    in_values: list[Any] = []
+    computed = False
+    for x in node.inputs:
+        if x:
+            v = values[x]
+            in_dtypes.append(v.dtype)
+            in_shapes.append(v.shape)
+            a = consts.get(x)
+            in_values.append(a)
+            computed = computed or a is None
+        else:
+            in_dtypes.append(None)
+            in_shapes.append(None)
+            in_values.append(None)
+    if not computed:
+        return
+    outs = []
+    for o in node.outputs:
+        if o:
+            v = values[o]
+            if v.shape is None or v.dtype is None:
+                return
+            outs.append((o, v.shape, v.dtype))
+    entry = _Inferred(
+        node.op_type, node.domain, tuple(node.outputs), tuple(node.attrs), list(node.attrs.values()),
+        in_dtypes, in_shapes, in_values, outs, {},
+    )  # fmt: skip
+    carried = _CARRIED.get(g)
+    if carried is None:
+        carried = _CARRIED[g] = {}
+    carried[node.name] = entry
 
 
 #: graphs returned by infer_shapes -> what they held then (see :func:`is_inferred`)

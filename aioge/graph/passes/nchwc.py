@@ -96,6 +96,7 @@ from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, get_attr
 from ._util import require_shapes, single_consumer, working_copy
 from .fuse import _activation, _explicit_conv_attrs
 from .infer_ops import nchwc_groups_ok
+from .infer_shapes import carry_node
 
 __all__ = ("nchwc_layout", "LANES")
 
@@ -502,6 +503,10 @@ def nchwc_layout(graph: Graph) -> Graph:
     _fuse_residuals(g, order, p)
     r = _Rewriter(g, p)
     r.run(order)
+    kept = {id(n) for n in order}
+    for n in r.nodes:
+        if id(n) not in kept:  # emitted with its outputs' blocked (or NCHW) shapes and float32
+            carry_node(g, n)
     g.nodes = r.nodes
     g.prune_values()
     return g
