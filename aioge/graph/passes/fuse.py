@@ -500,6 +500,8 @@ def _activation_before_reshape(g: Graph) -> None:
         # the activation takes the Reshape's place and the Reshape the activation's: still topological
         g.nodes[position[id(r)]] = new_act
         g.nodes[position[id(act)]] = new_reshape
+        carry_node(g, new_act)  # an activation keeps its input's shape and dtype
+        carry_node(g, new_reshape)  # to the activation's output shape, as the Reshape gave before
 
 
 def fuse_bias_activation(graph: Graph) -> Graph:
@@ -759,7 +761,8 @@ def fuse_elementwise(graph: Graph) -> Graph:
         if len(tree.members) < 2:
             continue
         taken |= tree.members
-        replace[id(root)] = tree.node(root)
+        replace[id(root)] = fused = tree.node(root)
+        carry_node(g, fused)  # the tree's broadcast of its leaves, as the root's output was
         dead |= tree.members - {id(root)}
     g.nodes = [replace.get(id(n), n) for n in g.nodes if id(n) not in dead]
     g.prune_values()
