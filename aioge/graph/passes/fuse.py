@@ -264,8 +264,9 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         g.prune_values()  # as _drop below does
         return g
     consumers = g.consumers()
+    order = g.topological_order()
     dead = []
-    for conv in g.topological_order():
+    for conv in order:
         if not _const_conv(g, conv):
             continue
         bias = conv.input(2)
@@ -289,7 +290,8 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         dead.append(bn)
         g.values.pop(old_out, None)
     _drop(g, dead)
-    return _fold_conv_affine(g)
+    # nothing folded: the nodes and what each reads are as they were, and so are the readers and order
+    return _fold_conv_affine(g, None if dead else (consumers, order))
 
 
 def _scaled(w: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -352,12 +354,14 @@ def _channel_vector(g: Graph, n: Node, x: str) -> np.ndarray | None:
     return v
 
 
-def _fold_conv_affine(g: Graph) -> Graph:
-    """Absorb per-channel Mul/Div/Add/Sub chains after a Conv with constant weights (see above)."""
-    consumers = g.consumers()
+def _fold_conv_affine(g: Graph, index: tuple[dict[str, list[Node]], list[Node]] | None = None) -> Graph:
+    """Absorb per-channel Mul/Div/Add/Sub chains after a Conv with constant weights (see above).
+
+    ``index``: ``g.consumers()`` and ``g.topological_order()``, when the caller has them."""
+    consumers, order = index if index is not None else (g.consumers(), g.topological_order())
     dead: list[Node] = []
     changed = False
-    for conv in g.topological_order():
+    for conv in order:
         if not _const_conv(g, conv):
             continue
         bias = conv.input(2)
@@ -462,16 +466,17 @@ def _bias_vector(g: Graph, add: Node, main_out: str, channels: int, channel_axis
     return np.broadcast_to(vec, (channels,)).astype(arr.dtype) if vec.size in (1, channels) else None
 
 
-def _activation_before_reshape(g: Graph) -> None:
+def _activation_before_reshape(g: Graph) -> dict[str, list[Node]] | None:
     """``product [-> Add] -> Reshape -> activation`` becomes ``product [-> Add] -> activation ->
     Reshape`` in ``g`` (an elementwise activation commutes with a reshape), so the activation can join
     the product's epilogue (GPT-2's ``c_fc`` is ``Gemm -> Reshape -> Gelu``).  Only where the Reshape's
     output is read by the activation alone, the product's (or its bias Add's) output by the Reshape
     alone (and the product's by that Add alone), and the activation is a one-input node the epilogue
-    takes."""
+    takes.  Returns the readers of each value when it moved nothing (still ``g.consumers()``), else None."""
     if not any(n.op_type == "Reshape" for n in g.nodes):
-        return
+        return None
     consumers = g.consumers()
+    moved = False
     producers = g.producers()
     position = {id(m): i for i, m in enumerate(g.nodes)}
     for r in list(g.nodes):
@@ -502,6 +507,8 @@ def _activation_before_reshape(g: Graph) -> None:
         g.nodes[position[id(act)]] = new_reshape
         carry_node(g, new_act)  # an activation keeps its input's shape and dtype
         carry_node(g, new_reshape)  # to the activation's output shape, as the Reshape gave before
+        moved = True
+    return None if moved else consumers
 
 
 def fuse_bias_activation(graph: Graph) -> Graph:
@@ -512,8 +519,9 @@ def fuse_bias_activation(graph: Graph) -> Graph:
     if not any(n.op_type in ("Conv", "MatMul", "Gemm") for n in g.nodes):  # no product: nothing to fuse
         g.prune_values()  # as the end of this pass does
         return g
-    _activation_before_reshape(g)
-    consumers = g.consumers()
+    consumers = _activation_before_reshape(g)
+    if consumers is None:
+        consumers = g.consumers()
     dead: list[Node] = []
     dead_ids: set[int] = set()
     position = {id(m): i for i, m in enumerate(g.nodes)}

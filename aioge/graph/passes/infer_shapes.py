@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Mapping
+from operator import is_
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -619,12 +620,13 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
         if hit is not None and hit.applies(node, in_dtypes, in_shapes, in_values):
             for o, s, dt in hit.outs:
                 v = values[o]
-                if v.shape is not None and tuple(v.shape) != s:
+                if v.shape is not None and v.shape != s and tuple(v.shape) != s:
                     raise ShapeInferenceError(
                         f"output {o!r} was declared {v.shape}, inferred {s}", node=node.name, op_type=node.op_type
                     )
                 v.shape, v.dtype = s, dt
-            known.update(hit.known)
+            if hit.known:
+                known.update(hit.known)
             memo[node.name] = hit
             continue
         check_node_signature(node)
@@ -727,11 +729,11 @@ class _Inferred(NamedTuple):
             or self.attr_names != tuple(node.attrs)
             or self.in_dtypes != in_dtypes
             or self.in_shapes != in_shapes
+            or not all(map(is_, self.attr_values, node.attrs.values()))  # the same names: the same count
         ):
             return False
-        for a, b in zip(self.attr_values, node.attrs.values(), strict=True):
-            if a is not b:
-                return False
+        if all(map(is_, self.in_values, in_values)):  # the usual case: the same arrays (or None) throughout
+            return True
         for x, y in zip(self.in_values, in_values, strict=True):
             if x is not y and not _same_value(x, y):
                 return False
