@@ -67,6 +67,8 @@ from .schema import ALIAS_OPS
 
 __all__ = ("plan", "Plan", "Step", "Buffer")
 
+_set = object.__setattr__
+
 
 @dataclass(frozen=True)
 class Step:
@@ -78,6 +80,13 @@ class Step:
     waits: tuple[int, ...] = ()
     record: bool = False
     alias: bool = False
+
+    def __init__(
+        self, index: int, node: Node, stream: int, waits: tuple[int, ...] = (), record: bool = False, alias: bool = False
+    ) -> None:
+        # the fields in one dict (a frozen dataclass's own __init__ sets each through object.__setattr__)
+        _set(self, "__dict__", {"index": index, "node": node, "stream": stream, "waits": waits, "record": record,
+                                "alias": alias})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,13 @@ class Buffer:
     root: str
     first: int
     last: int
+
+    def __init__(
+        self, value: str, kind: str, nbytes: int, size: int, offset: int | None, root: str, first: int, last: int
+    ) -> None:
+        # as Step's: a plan makes one Buffer per value
+        _set(self, "__dict__", {"value": value, "kind": kind, "nbytes": nbytes, "size": size, "offset": offset,
+                                "root": root, "first": first, "last": last})  # fmt: skip
 
 
 @dataclass
@@ -243,14 +259,21 @@ def plan(
         raise PlanError(f"alignment must be a power of two, not {alignment}")
     g = graph
     nbytes: dict[str, int] = {}  # each value's bytes, once
+    prod = math.prod
     for name, v in g.values.items():
-        if not v.known:
+        shape, dt = v.shape, v.dtype
+        if shape is None or dt is None:
             raise PlanError(f"value {v.name!r} has no shape/dtype; run infer_shapes/optimize first")
-        nbytes[name] = v.nbytes
+        nbytes[name] = prod(shape) * dt.itemsize  # Value.nbytes, without its two property calls
     order = g.topological_order()
     n_steps = len(order)
     producer: dict[str, int] = {o: i for i, n in enumerate(order) for o in n.outputs if o}
-    deps: list[list[int]] = [sorted({producer[x] for x in n.inputs if x in producer}) for n in order]
+    # the steps each step reads from (only several streams need them: one orders every step after the last)
+    deps: list[list[int]] = (
+        [sorted({producer[x] for x in n.inputs if x in producer}) for n in order]
+        if max_streams > 1
+        else [[]] * n_steps
+    )
     alias = [_is_alias(n) for n in order]
 
     # ---- streams: list scheduling over the issue order
@@ -306,9 +329,13 @@ def plan(
                 root[o], kind[o] = o, "arena"
     uses: dict[str, set[int]] = {r: {producer[r]} for r, k in kind.items() if k == "arena"}
     last_use: dict[str, int] = {r: producer[r] for r in uses}
+    last_reader: dict[str, int] = {}
     for i, n in enumerate(order):
         for x in n.inputs:
-            r = root.get(x) if x else None
+            if not x:
+                continue
+            last_reader[x] = i
+            r = root.get(x)
             if r in uses:
                 uses[r].add(i)
                 last_use[r] = i  # i only grows (and a value's producer comes before its readers)
@@ -377,11 +404,6 @@ def plan(
         for i in range(n_steps)
     ]
 
-    last_reader: dict[str, int] = {}
-    for i, n in enumerate(order):
-        for x in n.inputs:
-            if x:
-                last_reader[x] = i
     outputs = set(g.outputs)
     buffers: dict[str, Buffer] = {}
     for name, k in kind.items():
