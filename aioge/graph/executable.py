@@ -191,15 +191,15 @@ class Layout:
     def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
         # temporaries live in a per-stream scratch region after the arena
         scratch_need = 0
-        node_temps: dict[int, dict[str, int]] = {}
+        node_temps: dict[int, dict[str, int]] = {}  # steps with temporaries only
         for st in self.p.steps:
             if st.alias:
                 continue
             ln = lowered[st.node.name]
-            places: dict[str, int] = {}
-            node_temps[st.index] = places
             if not ln.temps:
                 continue
+            places: dict[str, int] = {}
+            node_temps[st.index] = places
             off = 0
             alias_temps = {op.outputs[0] for op in ln.ops if op.alias}
             for t, (shape, dt) in ln.temps.items():
@@ -209,6 +209,8 @@ class Layout:
                 off += aligned(math.prod(shape) * dt.itemsize)
             scratch_need = max(scratch_need, off)
         self.scratch = scratch_need
+        operand = self.operand
+        known = self._operands.get  # operand()'s cache, read first: most operands repeat
         for st in self.p.steps:
             if st.alias:
                 continue
@@ -217,16 +219,18 @@ class Layout:
             if not ln.temps and len(ln.ops) == 1 and not ln.ops[0].alias:
                 # the common node: one op on graph values (the general path below, without temporaries)
                 op = ln.ops[0]
-                operand = self.operand
-                placed_in = [operand(x) if isinstance(x, str) else (None, ABSENT, 0) if x is None
+                placed_in = [known(x) or operand(x) if isinstance(x, str) else (None, ABSENT, 0) if x is None
                              else (_contiguous(x.value), CONST, 0) for x in op.inputs]  # fmt: skip
-                placed_out = [operand(o) for o in op.outputs]
+                placed_out = [known(o) or operand(o) for o in op.outputs]
                 attrs = host_attrs(op.op_type, op.attrs)
                 self.ops.append(PlacedOp(op.op_type, st.node.name, seg, placed_in, placed_out, attrs))
                 continue
             base = self.arena_bytes + st.stream * self.scratch
-            temp_place = {t: (ARENA, base + o) for t, o in node_temps[st.index].items()}
+            places = node_temps.get(st.index, {})
+            temp_place = {t: (ARENA, base + o) for t, o in places.items()}
             temp_kind = {t: (np.dtype(dt), tuple(shape)) for t, (shape, dt) in ln.temps.items()}
+            # a placed temporary as an operand, made once per step (each is written and read by several ops)
+            temp_ops = {t: (temp_kind[t], ARENA, base + o) for t, o in places.items()}
 
             def loc(name: str, temp_place: dict[str, tuple[int, int]] = temp_place) -> tuple[int, int]:
                 return temp_place[name] if name in temp_place else self.where(name)
@@ -242,6 +246,7 @@ class Layout:
                     assert isinstance(src, str), "an alias views a value"
                     if dst in temp_kind and dst not in temp_place:
                         temp_place[dst] = loc(src)  # a view: same bytes
+                        temp_ops[dst] = (temp_kind[dst], *temp_place[dst])
                         continue
                     if loc(src) == loc(dst):
                         continue
@@ -258,13 +263,16 @@ class Layout:
                     if x is None:
                         r_ins.append((None, ABSENT, 0))
                     elif isinstance(x, str):
-                        if x in temp_kind or x in as_kind:  # a temporary (placed per step), or described anew
-                            r_ins.append((as_kind.get(x) or kind(x), *loc(x)))
+                        if x in as_kind:  # described anew
+                            r_ins.append((as_kind[x], *loc(x)))
+                        elif x in temp_kind:  # a temporary (placed per step)
+                            r_ins.append(temp_ops[x] if x in temp_ops else (kind(x), *loc(x)))
                         else:
-                            r_ins.append(self.operand(x))
+                            r_ins.append(known(x) or operand(x))
                     else:  # ConstInput
                         r_ins.append((_contiguous(x.value), CONST, 0))
-                r_outs = [(kind(o), *loc(o)) if o in temp_kind else self.operand(o) for o in op.outputs]
+                r_outs = [temp_ops[o] if o in temp_ops else (kind(o), *loc(o)) if o in temp_kind
+                          else known(o) or operand(o) for o in op.outputs]  # fmt: skip
                 self.ops.append(PlacedOp(op_type, name, seg, r_ins, r_outs, attrs))
         # outputs that alias an input, a weight or another output: one copy each, at the end
         if self.copies:

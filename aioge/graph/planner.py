@@ -82,7 +82,13 @@ class Step:
     alias: bool = False
 
     def __init__(
-        self, index: int, node: Node, stream: int, waits: tuple[int, ...] = (), record: bool = False, alias: bool = False
+        self,
+        index: int,
+        node: Node,
+        stream: int,
+        waits: tuple[int, ...] = (),
+        record: bool = False,
+        alias: bool = False,
     ) -> None:
         # the fields in one dict (a frozen dataclass's own __init__ sets each through object.__setattr__)
         _set(self, "__dict__", {"index": index, "node": node, "stream": stream, "waits": waits, "record": record,
