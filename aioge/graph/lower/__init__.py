@@ -145,7 +145,8 @@ def lower_node(
         raise LoweringError("no CANN lowering", node=node.name, op_type=node.op_type)
     L = Builder(graph, node, target)
     outs = [graph.values[o] for o in node.outputs if o]
-    if outs and all(v.shape is not None and v.dtype is not None and 0 in v.shape for v in outs):
+    s0 = outs[0].shape if outs else None  # the first output decides most nodes: not empty
+    if s0 is not None and 0 in s0 and all(v.shape is not None and v.dtype is not None and 0 in v.shape for v in outs):
         for v in outs:  # nothing to compute: a Fill that writes no element (no empty const to describe)
             L.fill(v.shape or (), 0, v.dtype, out=v.name)
         return LoweredNode(node, tuple(L.ops), L.temps)

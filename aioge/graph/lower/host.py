@@ -37,7 +37,7 @@ NCHWC_OPS = ("_ReorderToNchwc", "_ReorderFromNchwc", "_NchwcConv2D", "_NchwcPool
 
 
 def _fused(L: Builder) -> None:
-    L.op(L.node.op_type, [i or None for i in L.node.inputs], L.node.outputs, **dict(L.node.attrs))  # "": absent
+    L.op(L.node.op_type, [i or None for i in L.node.inputs], L.node.outputs, **L.node.attrs)  # "": absent
 
 
 RULES.update({op: _fused for op in ("_FusedConv", "_FusedMatMul", "_FusedElementwise", *NCHWC_OPS)})
