@@ -48,13 +48,23 @@ def _contiguous(value: Any) -> np.ndarray:
     return a if a.flags.c_contiguous else a.copy(order="C")
 
 
+#: id(dtype) -> (that dtype, ``dtypes.normalize``'s result): kind_of meets the same few dtype objects for
+#: every value (holding the dtype keeps its id from being reused; cleared if it ever grows large)
+_NORMALIZED: dict[int, tuple[Any, np.dtype]] = {}
+
+
 def kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:
     """Static shape and dtype of a graph value (after shape inference)."""
     v = g.values.get(name) or g.value(name)  # g.value raises the KeyError naming it
     shape, dt = v.shape, v.dtype
     if shape is None or dt is None:
         raise ValueError(f"value {name!r} has no inferred shape/dtype")
-    return shape if type(shape) is tuple else tuple(shape), dtypes.normalize(dt)
+    hit = _NORMALIZED.get(id(dt))
+    if hit is None or hit[0] is not dt:
+        if len(_NORMALIZED) > 64:
+            _NORMALIZED.clear()
+        hit = _NORMALIZED[id(dt)] = (dt, dtypes.normalize(dt))
+    return shape if type(shape) is tuple else tuple(shape), hit[1]
 
 
 def aligned(n: int) -> int:
@@ -185,7 +195,12 @@ class Layout:
         """A graph value as an op's operand: ``(kind, loc, at)``."""
         r = self._operands.get(name)
         if r is None:
-            r = self._operands[name] = (self.value_kind(name), *self.where(name))
+            k = self._kinds.get(name)
+            if k is None:  # value_kind's work, inline (operand() meets most values first)
+                shape, dt = kind_of(self.g, name)
+                k = self._kinds[name] = (dt, shape)
+            at = self.place.get(name) or self.where(name)  # where()'s first look, inline
+            r = self._operands[name] = (k, *at)
         return r
 
     def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
@@ -240,7 +255,7 @@ class Layout:
 
             for k, op in enumerate(ln.ops):
                 name = f"{st.node.name}" if len(ln.ops) == 1 else f"{st.node.name}/{k}:{op.op_type}"
-                as_kind: dict[str, Any] = {}
+                as_kind: dict[str, Any] | None = None  # operands described anew (made only for a copy)
                 if op.alias:
                     src, dst = op.inputs[0], op.outputs[0]
                     assert isinstance(src, str), "an alias views a value"
@@ -253,17 +268,17 @@ class Layout:
                     # the view must land in a separately placed value: copy the bytes, the source described
                     # with the destination's shape (a Reshape to a scalar would need an empty const, which ACL refuses)
                     op_type, attrs = "Identity", {}
-                    ins: list[Any] = [src]
+                    ins: Sequence[Any] = [src]
                     if kind(src)[1] != kind(dst)[1]:
-                        as_kind[src] = kind(dst)
+                        as_kind = {src: kind(dst)}
                 else:
-                    op_type, ins, attrs = op.op_type, list(op.inputs), host_attrs(op.op_type, op.attrs)
+                    op_type, ins, attrs = op.op_type, op.inputs, host_attrs(op.op_type, op.attrs)
                 r_ins: list[tuple[Any, int, int]] = []
                 for x in ins:
                     if x is None:
                         r_ins.append((None, ABSENT, 0))
                     elif isinstance(x, str):
-                        if x in as_kind:  # described anew
+                        if as_kind and x in as_kind:  # described anew
                             r_ins.append((as_kind[x], *loc(x)))
                         elif x in temp_kind:  # a temporary (placed per step)
                             r_ins.append(temp_ops[x] if x in temp_ops else (kind(x), *loc(x)))
