@@ -156,9 +156,11 @@ def lower_node(
         raise
     except ValueError as e:
         raise L.fail(str(e)) from e
+    checked: set[str] = set()  # whether the target runs an op type does not change within a node
     for op in L.ops:
-        if not op.alias:
+        if not op.alias and op.op_type not in checked:
             target.check(op.op_type, node.name, node.op_type)
+            checked.add(op.op_type)
     _forward_copies(L)
     if direct_outputs:
         _write_outputs_directly(L)
@@ -179,9 +181,17 @@ def _forward_copies(L: Builder) -> None:
         t, out = cp.inputs[0], cp.outputs[0]
         if not isinstance(t, str) or t not in L.temps or out in L.temps:
             continue
-        producers = [i for i, op in enumerate(ops) if op is not None and t in op.outputs]
-        readers = sum(1 for op in ops if op is not None and t in op.inputs)
-        writers = sum(1 for op in ops if op is not None and out in op.outputs)
+        producers: list[int] = []
+        readers = writers = 0
+        for i, op in enumerate(ops):  # one pass for the three counts
+            if op is None:
+                continue
+            if t in op.outputs:
+                producers.append(i)
+            if t in op.inputs:
+                readers += 1
+            if out in op.outputs:
+                writers += 1
         if len(producers) != 1 or readers != 1 or writers != 1 or producers[0] > k:
             continue
         prod = ops[producers[0]]

@@ -38,8 +38,11 @@ _F32 = np.dtype(np.float32)
 
 def _slice(L: Builder, x: str, axis: int, start: int, stop: int, step: int = 1) -> str:
     s = L.shape(x)
-    ranges = [(start, stop, step) if i == axis else (0, d, 1) for i, d in enumerate(s)]
-    out = L.tmp([len(range(start, stop, step)) if i == axis else d for i, d in enumerate(s)], L.dtype(x))
+    ranges = [(0, d, 1) for d in s]
+    ranges[axis] = (start, stop, step)
+    dims = list(s)
+    dims[axis] = len(range(start, stop, step))
+    out = L.tmp(dims, L.dtype(x))
     _strided_slice(L, x, ranges, out)
     return out
 
@@ -169,10 +172,10 @@ def _fused(L: Builder, d: int, x: str, seq: _Seq, h: int) -> tuple[str, str, str
     y, out_h = temps[0], temps[1]
     if n.op_type == "LSTM":
         order = [0, 3, 2, 1]  # ONNX i o f c -> CANN i j(=c) f o
-        wt = np.concatenate([_gates(w, h, order).T, _gates(r, h, order).T], axis=0).astype(dt)
+        wt = np.concatenate([_gates(w, h, order).T, _gates(r, h, order).T], axis=0).astype(dt, copy=False)
         bb = (_gates(bias[: 4 * h].reshape(4 * h, 1), h, order) + _gates(bias[4 * h :].reshape(4 * h, 1), h, order))
         L.op("DynamicRNN",
-             [x, ConstInput(wt), ConstInput(bb.reshape(-1).astype(dt)), mask, _state(L, 5, d, seq, h),
+             [x, ConstInput(wt), ConstInput(bb.reshape(-1).astype(dt, copy=False)), mask, _state(L, 5, d, seq, h),
               _state(L, 6, d, seq, h), None, None, None, None],
              temps, cell_type="LSTM", direction="UNIDIRECTIONAL", cell_depth=1, use_peephole=False, keep_prob=1.0,
              cell_clip=-1.0, num_proj=0, time_major=True, activation="tanh", forget_bias=0.0, gate_order="ijfo",
@@ -180,7 +183,7 @@ def _fused(L: Builder, d: int, x: str, seq: _Seq, h: int) -> tuple[str, str, str
         out_c = temps[2]
         return y, _slice(L, out_h, 0, t - 1, t), _slice(L, out_c, 0, t - 1, t)
     L.op("DynamicGRUV2",
-         [x, ConstInput(np.ascontiguousarray(w.T).astype(dt)), ConstInput(np.ascontiguousarray(r.T).astype(dt)),
+         [x, ConstInput(w.T.astype(dt, order="C")), ConstInput(r.T.astype(dt, order="C")),
           ConstInput(bias[: 3 * h].astype(dt)), ConstInput(bias[3 * h :].astype(dt)), mask, _state(L, 5, d, seq, h)],
          temps, direction="UNIDIRECTIONAL", cell_depth=1, keep_prob=1.0, cell_clip=-1.0, num_proj=0, time_major=True,
          activation="tanh", gate_order="zrh", reset_after=bool(int(L.attr("linear_before_reset"))),
