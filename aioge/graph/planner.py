@@ -558,12 +558,7 @@ def _assign(
         offsets: dict[str, int] = {}
         placed = offsets.get
         for v in sorted(vals, key=key):
-            busy = []
-            for u in neighbours[v]:
-                o = placed(u)
-                if o is not None:
-                    busy.append((o, o + size[u]))
-            busy.sort()
+            busy = sorted([(o, o + size[u]) for u in neighbours[v] if (o := placed(u)) is not None])
             offsets[v] = _best_fit(busy, size[v])
         peak = max((offsets[v] + size[v] for v in vals), default=0)
         if peak < best_peak:
