@@ -243,7 +243,8 @@ class Layout:
             base = self.arena_bytes + st.stream * self.scratch
             places = node_temps.get(st.index, {})
             temp_place = {t: (ARENA, base + o) for t, o in places.items()}
-            temp_kind = {t: (np.dtype(dt), tuple(shape)) for t, (shape, dt) in ln.temps.items()}
+            temp_kind = {t: (dt if isinstance(dt, np.dtype) else np.dtype(dt), tuple(shape))
+                         for t, (shape, dt) in ln.temps.items()}  # fmt: skip
             # a placed temporary as an operand, made once per step (each is written and read by several ops)
             temp_ops = {t: (temp_kind[t], ARENA, base + o) for t, o in places.items()}
 

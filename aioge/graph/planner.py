@@ -568,6 +568,8 @@ def _assign(
 
 def _best_fit(busy: list[tuple[int, int]], need: int) -> int:
     """Smallest gap of at least ``need`` bytes between sorted busy intervals (else the end)."""
+    if not busy:
+        return 0
     best_off, best_gap = None, math.inf
     cursor = 0
     for lo, hi in busy:

@@ -199,7 +199,7 @@ def _forward_copies(L: Builder) -> None:
         v = L.g.values[out]
         if prod.alias or t in prod.shapes or L.temps[t] != (v.shape, v.dtype):
             continue
-        ops[producers[0]] = LoweredOp(prod.op_type, prod.inputs, tuple(out if o == t else o for o in prod.outputs),
+        ops[producers[0]] = LoweredOp(prod.op_type, prod.inputs, tuple([out if o == t else o for o in prod.outputs]),
                                       prod.attrs, prod.alias, prod.shapes)  # fmt: skip
         ops[k] = None
         del L.temps[t]
