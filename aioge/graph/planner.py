@@ -406,7 +406,7 @@ def plan(
     joins = tuple(streams[s][-1] for s in range(1, used) if streams[s])
     recorded = {w for ws in waits for w in ws} | set(joins)
     steps = [
-        Step(i, order[i], stream_of[i], tuple(sorted(waits[i])), i in recorded, alias[i])
+        Step(i, order[i], stream_of[i], tuple(sorted(waits[i])) if waits[i] else (), i in recorded, alias[i])
         for i in range(n_steps)
     ]
 

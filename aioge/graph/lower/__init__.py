@@ -173,6 +173,8 @@ def _forward_copies(L: Builder) -> None:
     at every run (a recurrent node's last state, a concatenation of its directions).  The producer
     may write the value early: nothing else in the node writes it, and the plan keeps a node's
     outputs apart from everything live while it runs, as it would for the copy."""
+    if not L.temps:  # a copy to forward reads a temporary: most nodes have none
+        return
     ops: list[LoweredOp | None] = list(L.ops)
     changed = False
     for k, cp in enumerate(ops):

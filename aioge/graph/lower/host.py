@@ -68,7 +68,10 @@ def host_attrs(op_type: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
 def expand_host_ops(g: Graph, ln: LoweredNode, target: Target = HOST) -> LoweredNode:
     """Rewrite fused ops into ``target``'s kernels (see the module docstring)."""
     del g  # the rewrite needs only the lowered ops (kept in the signature for rewrites that will)
-    if not any(op.op_type.startswith("_") for op in ln.ops):
+    for op in ln.ops:
+        if op.op_type.startswith("_"):
+            break
+    else:  # nothing to rewrite (a loop: cheaper than any() over a generator for a node's few ops)
         return ln
     ops: list[LoweredOp] = []
     for op in ln.ops:
