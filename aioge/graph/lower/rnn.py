@@ -173,7 +173,7 @@ def _fused(L: Builder, d: int, x: str, seq: _Seq, h: int) -> tuple[str, str, str
     if n.op_type == "LSTM":
         order = [0, 3, 2, 1]  # ONNX i o f c -> CANN i j(=c) f o
         wt = np.concatenate([_gates(w, h, order).T, _gates(r, h, order).T], axis=0).astype(dt, copy=False)
-        bb = (_gates(bias[: 4 * h].reshape(4 * h, 1), h, order) + _gates(bias[4 * h :].reshape(4 * h, 1), h, order))
+        bb = _gates((bias[: 4 * h] + bias[4 * h :]).reshape(4 * h, 1), h, order)  # Wb + Rb, then regrouped
         L.op("DynamicRNN",
              [x, ConstInput(wt), ConstInput(bb.reshape(-1).astype(dt, copy=False)), mask, _state(L, 5, d, seq, h),
               _state(L, 6, d, seq, h), None, None, None, None],
