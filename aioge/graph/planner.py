@@ -58,6 +58,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -415,12 +416,12 @@ def plan(
     for name, k in kind.items():
         r = root[name]
         first = producer.get(name, -1)
-        last = n_steps if name in outputs else last_reader.get(name, first)
         if k == "arena":
             buffers[name] = Buffer(
                 name, k, nbytes[name], size.get(name, 0), offsets.get(name, 0), name, first, last_use[name]
             )
         else:
+            last = n_steps if name in outputs else last_reader.get(name, first)
             off = offsets.get(r) if kind.get(r) == "arena" else None
             if k == "alias" and kind.get(r) == "arena" and nbytes[r] == 0:
                 off = 0
@@ -552,15 +553,18 @@ def _assign(
     vals = list(values)
     best: dict[str, int] | None = None
     best_peak = math.inf
-    for key in (lambda v: (-size[v], producer[v]), lambda v: (producer[v],)):
+    keys: tuple[Callable[[str], Any], ...] = (lambda v: (-size[v], producer[v]), producer.__getitem__)
+    for key in keys:
         if best_peak <= bound:
             break
         offsets: dict[str, int] = {}
         placed = offsets.get
+        peak = 0
         for v in sorted(vals, key=key):
             busy = sorted([(o, o + size[u]) for u in neighbours[v] if (o := placed(u)) is not None])
-            offsets[v] = _best_fit(busy, size[v])
-        peak = max((offsets[v] + size[v] for v in vals), default=0)
+            at = offsets[v] = _best_fit(busy, size[v])
+            if at + size[v] > peak:
+                peak = at + size[v]
         if peak < best_peak:
             best, best_peak = offsets, peak
     return best or {}
