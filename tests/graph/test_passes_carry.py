@@ -12,20 +12,9 @@ from aioge.graph import ASCEND, HOST, Graph, Node, load_onnx, optimize
 from aioge.graph.passes import infer_shapes
 
 from .models import MODELS
+from .test_passes_infer_reuse import _cleared, _shapes
 
 IS = importlib.import_module("aioge.graph.passes.infer_shapes")
-
-
-def _cleared(g: Graph) -> Graph:
-    c = g.copy()  # a copy: no inference of the original carried to it
-    for k, v in c.values.items():
-        if k not in c.inputs and k not in c.constants:
-            v.shape = v.dtype = None
-    return c
-
-
-def _shapes(g: Graph) -> dict[str, object]:
-    return {k: (v.shape, str(v.dtype)) for k, v in g.values.items()}
 
 
 @pytest.mark.parametrize("target", [HOST, ASCEND], ids=["host", "ascend"])
