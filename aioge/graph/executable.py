@@ -48,23 +48,13 @@ def _contiguous(value: Any) -> np.ndarray:
     return a if a.flags.c_contiguous else a.copy(order="C")
 
 
-#: id(dtype) -> (that dtype, ``dtypes.normalize``'s result): kind_of meets the same few dtype objects for
-#: every value (holding the dtype keeps its id from being reused; cleared if it ever grows large)
-_NORMALIZED: dict[int, tuple[Any, np.dtype]] = {}
-
-
 def kind_of(g: Graph, name: str) -> tuple[tuple[int, ...], np.dtype]:
     """Static shape and dtype of a graph value (after shape inference)."""
     v = g.values.get(name) or g.value(name)  # g.value raises the KeyError naming it
     shape, dt = v.shape, v.dtype
     if shape is None or dt is None:
         raise ValueError(f"value {name!r} has no inferred shape/dtype")
-    hit = _NORMALIZED.get(id(dt))
-    if hit is None or hit[0] is not dt:
-        if len(_NORMALIZED) > 64:
-            _NORMALIZED.clear()
-        hit = _NORMALIZED[id(dt)] = (dt, dtypes.normalize(dt))
-    return shape if type(shape) is tuple else tuple(shape), hit[1]
+    return shape if type(shape) is tuple else tuple(shape), dtypes.normalize(dt)
 
 
 def aligned(n: int) -> int:

@@ -62,15 +62,14 @@ from typing import Any
 
 import numpy as np
 
+from ._records import dict_init
 from .errors import PlanError
 from .ir import Graph, Node
 from .schema import ALIAS_OPS
 
 __all__ = ("plan", "Plan", "Step", "Buffer")
 
-_set = object.__setattr__
-
-
+@dict_init
 @dataclass(frozen=True)
 class Step:
     """One node in issue order (see the module docstring)."""
@@ -82,20 +81,8 @@ class Step:
     record: bool = False
     alias: bool = False
 
-    def __init__(
-        self,
-        index: int,
-        node: Node,
-        stream: int,
-        waits: tuple[int, ...] = (),
-        record: bool = False,
-        alias: bool = False,
-    ) -> None:
-        # the fields in one dict (a frozen dataclass's own __init__ sets each through object.__setattr__)
-        _set(self, "__dict__", {"index": index, "node": node, "stream": stream, "waits": waits, "record": record,
-                                "alias": alias})  # fmt: skip
 
-
+@dict_init
 @dataclass(frozen=True)
 class Buffer:
     """Where a value lives.
@@ -115,13 +102,6 @@ class Buffer:
     root: str
     first: int
     last: int
-
-    def __init__(
-        self, value: str, kind: str, nbytes: int, size: int, offset: int | None, root: str, first: int, last: int
-    ) -> None:
-        # as Step's: a plan makes one Buffer per value
-        _set(self, "__dict__", {"value": value, "kind": kind, "nbytes": nbytes, "size": size, "offset": offset,
-                                "root": root, "first": first, "last": last})  # fmt: skip
 
 
 @dataclass

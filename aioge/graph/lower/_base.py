@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import dtypes
+from .._records import dict_init
 from ..errors import LoweringError
 from ..ir import Graph, Node, normalize_dtype
 from ..schema import get_attr
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
     from ..target import Target
 
 __all__ = ("ConstInput", "InputRef", "LoweredOp", "LoweredNode", "Builder", "RULES", "Rule", "rule", "acl_dtype")
-
-_set = object.__setattr__
-
 
 @dataclass(frozen=True, eq=False)
 class ConstInput:
@@ -41,6 +39,7 @@ class ConstInput:
 InputRef = str | ConstInput | None
 
 
+@dict_init
 @dataclass(frozen=True)
 class LoweredOp:
     """One CANN single-op call."""
@@ -54,22 +53,8 @@ class LoweredOp:
     #: e.g. a 1-D Conv writing its (N, C, 1, W) result straight into the (N, C, W) output
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
-    def __init__(
-        self,
-        op_type: str,
-        inputs: tuple[InputRef, ...],
-        outputs: tuple[str, ...],
-        attrs: dict[str, Any] | None = None,
-        alias: bool = False,
-        shapes: dict[str, tuple[int, ...]] | None = None,
-    ) -> None:
-        # the fields in one dict (a frozen dataclass's own __init__ sets each through object.__setattr__;
-        # a recurrent node lowers to a score of ops)
-        _set(self, "__dict__", {"op_type": op_type, "inputs": inputs, "outputs": outputs,
-                                "attrs": {} if attrs is None else attrs, "alias": alias,
-                                "shapes": {} if shapes is None else shapes})  # fmt: skip
 
-
+@dict_init
 @dataclass(frozen=True)
 class LoweredNode:
     """The CANN ops of one IR node and the temporaries they exchange (name -> (shape, dtype)).
@@ -81,11 +66,6 @@ class LoweredNode:
     node: Node
     ops: tuple[LoweredOp, ...]
     temps: dict[str, tuple[tuple[int, ...], np.dtype]]
-
-    def __init__(
-        self, node: Node, ops: tuple[LoweredOp, ...], temps: dict[str, tuple[tuple[int, ...], np.dtype]]
-    ) -> None:
-        _set(self, "__dict__", {"node": node, "ops": ops, "temps": temps})  # as LoweredOp's
 
     def scratch(self, alignment: int = 64) -> tuple[int, dict[str, int], dict[str, str]]:
         """Scratch layout: (total bytes, temp -> byte offset, alias temp -> the name it views).
