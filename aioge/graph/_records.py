@@ -33,5 +33,5 @@ def dict_init(cls: type[_T]) -> type[_T]:
     init = ns["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
-    setattr(cls, "__init__", init)  # (mypy refuses an assignment to a method)
+    setattr(cls, "__init__", init)  # noqa: B010 (mypy refuses an assignment to a method)
     return cls
