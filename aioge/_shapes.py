@@ -299,6 +299,9 @@ def squeeze_shape(in_shape: Sequence[int], axes: Sequence[int] | None) -> Shape:
 def unsqueeze_shape(in_shape: Sequence[int], axes: Sequence[int]) -> Shape:
     """Insert size-1 axes (axes refer to the output rank)."""
     rank = len(in_shape) + len(axes)
+    if len(axes) == 1:  # the usual case (one axis): spliced in, no set or generator
+        a = normalize_axis(int(axes[0]), rank)
+        return (*in_shape[:a], 1, *in_shape[a:])
     ax = set(normalize_axes(axes, rank))
     it = iter(in_shape)
     return tuple(1 if i in ax else next(it) for i in range(rank))

@@ -798,7 +798,15 @@ class _Importer:
             self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
             return
         proto_attrs = n.attribute[:]
-        attrs = self._attrs(n, name, proto_attrs, known) if proto_attrs else {}
+        if op == "Constant" and len(proto_attrs) == 1 and "value" in known:
+            # the usual Constant (one tensor attribute), read as _attr_values reads it when it passes
+            a = proto_attrs[0]
+            if a.type == 4 and a.name == "value" and not a.ref_attr_name:
+                attrs = {"value": self.tensor(a.t, f"attribute 'value' of node {name!r}")}
+            else:
+                attrs = self._attrs(n, name, proto_attrs, known)
+        else:
+            attrs = self._attrs(n, name, proto_attrs, known) if proto_attrs else {}
         while outputs and not outputs[-1]:
             outputs.pop()
         if not outputs:

@@ -503,8 +503,11 @@ def _gather(node: Node, xs: list[Any]) -> list[Arr]:
 
 @_kernel("Expand")
 def _expand(node: Node, xs: list[Any]) -> list[Arr]:
-    shape = S.broadcast_shapes(xs[0].shape, _ints(xs[1]) or [])
-    return [np.array(np.broadcast_to(xs[0], shape))]
+    x = xs[0]
+    shape = S.broadcast_shapes(x.shape, tuple(_ints(xs[1]) or ()))
+    if shape == x.shape and x.flags.c_contiguous:  # nothing to broadcast: the same copy, no view first
+        return [np.array(x)]
+    return [np.array(np.broadcast_to(x, shape))]
 
 
 @_kernel("Tile")

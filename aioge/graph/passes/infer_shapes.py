@@ -333,18 +333,25 @@ def _unsqueeze(c: _Ctx) -> list[Shape]:
 
 @_shape_fn("Concat")
 def _concat(c: _Ctx) -> list[Shape]:
-    shapes = [c.shape(i) for i in range(len(c.node.inputs))]
-    if c.attr("axis") is None:
+    shapes = (
+        cast("list[Shape]", c.shapes) if None not in c.shapes else [c.shape(i) for i in range(len(c.node.inputs))]
+    )
+    ax = c.attr("axis")
+    if ax is None:
         raise c.error("Concat needs attr 'axis'")
+    first = shapes[0]
     try:
-        axis = S.normalize_axis(int(c.attr("axis")), len(shapes[0]))
+        axis = S.normalize_axis(int(ax), len(first))
     except ValueError as e:
         raise _wrap(c, e) from None
+    head, tail = first[:axis], first[axis + 1 :]
     for i, s in enumerate(shapes):
-        if len(s) != len(shapes[0]) or any(
-            a != b for j, (a, b) in enumerate(zip(s, shapes[0], strict=False)) if j != axis
-        ):
-            raise c.error(f"input {i} of shape {s} does not concatenate with {shapes[0]} on axis {axis}")
+        # two slice comparisons decide the usual case (shapes of one sequence type); the elementwise
+        # walk decides any other
+        if s is first or (s[:axis] == head and s[axis + 1 :] == tail and len(s) == len(first)):
+            continue
+        if len(s) != len(first) or any(a != b for j, (a, b) in enumerate(zip(s, first, strict=False)) if j != axis):
+            raise c.error(f"input {i} of shape {s} does not concatenate with {first} on axis {axis}")
     out = list(shapes[0])
     out[axis] = sum(s[axis] for s in shapes)
     return [tuple(out)]
@@ -386,10 +393,10 @@ def _gather(c: _Ctx) -> list[Shape]:
 @_shape_fn("Expand")
 def _expand(c: _Ctx) -> list[Shape]:
     target = c.ints(1, "shape")
-    if any(d < 0 for d in target):
+    if target and min(target) < 0:
         raise c.error(f"shape {target} has a negative dimension")
-    try:
-        return [S.broadcast_shapes(c.shape(0), target)]
+    try:  # (as a tuple: equal to the input's shape, broadcast_shapes returns at its first comparison)
+        return [S.broadcast_shapes(c.shape(0), tuple(target))]
     except ValueError as e:
         raise _wrap(c, e) from None
 
@@ -600,18 +607,31 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
     known: dict[str, np.ndarray] = dict(g.constants)
     memo: dict[str, _Inferred] = {}
     values, known_get = g.values, known.get
+    checked_get = checked.get if checked is not None else None
     for node in order:
         inputs, outputs = node.inputs, node.outputs
-        # one loop, not a comprehension per list (each is a function call in this Python)
+        # one loop, not a comprehension per list (each is a function call in this Python); it also
+        # finds whether every present input has a compile-time value (else no output has one) and
+        # whether the input dtypes are the ones the node's dtypes were checked with (_checked_dtypes)
         in_dtypes: list[Any] = []
         in_shapes: list[Any] = []
         in_values: list[Any] = []
+        all_known = True
+        as_checked = checked_get is not None
         for x in inputs:
             if x:
                 v = values[x]
-                in_dtypes.append(v.dtype)
+                dt = v.dtype
+                in_dtypes.append(dt)
                 in_shapes.append(v.shape)
-                in_values.append(known_get(x))
+                a = known_get(x)
+                in_values.append(a)
+                if a is None:
+                    all_known = False
+                if as_checked:
+                    c = checked_get(x)  # type: ignore[misc]
+                    if not (dt is c or dt == c):
+                        as_checked = False
             else:
                 in_dtypes.append(None)
                 in_shapes.append(None)
@@ -639,7 +659,7 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
                         node=node.name,
                         op_type=node.op_type,
                     )
-        dtypes = _checked_dtypes(node, in_dtypes, checked) if checked is not None else None
+        dtypes = _checked_outputs(node, checked_get) if as_checked else None
         if dtypes is None:
             dtypes = check_node_dtypes(node, in_dtypes)
         shapes = _infer_node(node, in_shapes, in_values)
@@ -668,7 +688,11 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
             v.shape, v.dtype = s, dt
             outs.append((o, s, dt))
             out_shapes.append(s)
-        out_values = _propagate_values(node, known, in_values, in_shapes[0] if in_shapes else None, out_shapes)
+        out_values = (
+            _propagate_values(node, known, in_values, in_shapes[0] if in_shapes else None, out_shapes)
+            if all_known or node.op_type == "Shape"
+            else None  # an input without a compile-time value: _propagate_values computes nothing
+        )
         memo[node.name] = _Inferred(
             node.op_type, node.domain, tuple(outputs), tuple(node.attrs), list(node.attrs.values()),
             in_dtypes, in_shapes, in_values, outs, out_values or {},
@@ -683,9 +707,10 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
     return g
 
 
-def _checked_dtypes(node: Node, in_dtypes: list[Any], checked: Mapping[str, Any]) -> list[Any] | None:
-    """The output dtypes ``node``'s check gave for these input dtypes (None: not checked with them)."""
-    get = checked.get
+def _checked_outputs(node: Node, get: Any) -> list[Any] | None:
+    """The output dtypes ``node``'s dtype check gave (``get``: ``checked.get``; None: not all
+    recorded).  For a node whose input dtypes are the ones it was checked with (``_infer`` compares
+    them as it reads the inputs): the check gives these again."""
     outs: list[Any] = []
     for o in node.outputs:
         if not o:
@@ -695,8 +720,6 @@ def _checked_dtypes(node: Node, in_dtypes: list[Any], checked: Mapping[str, Any]
         if dt is None:
             return None
         outs.append(dt)
-    if in_dtypes != [get(x) if x else None for x in node.inputs]:
-        return None
     return outs
 
 
