@@ -19,6 +19,8 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 typedef int64_t (*execute_fn)(void *launch, void *const ptrs[], const void *attr, void *stream);
 typedef uint64_t (*progress_fn)(void *stream, uint64_t *failures);
@@ -867,6 +869,19 @@ static PyObject *py_address(PyObject *mod, PyObject *o) {
     return PyLong_FromVoidPtr(p);
 }
 
+/* ring(fd): add 1 to an eventfd, holding the GIL.  The thread that wakes a loop this way keeps the
+   GIL until it blocks: os.eventfd_write would release it for the write, the woken loop would take
+   it, and the thread would then wait for the loop to hand it back before it could go on to block. */
+static PyObject *py_ring(PyObject *mod, PyObject *arg) {
+    long fd = PyLong_AsLong(arg);
+    if (fd == -1 && PyErr_Occurred())
+        return NULL;
+    uint64_t one = 1;
+    if (write((int)fd, &one, sizeof one) < 0 && errno != EAGAIN) /* EAGAIN: the count is full, a wake is due */
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))py_init, METH_FASTCALL, "Bind the runtime's types and entry point."},
     {"op", (PyCFunction)(void (*)(void))py_op, METH_FASTCALL,
@@ -878,6 +893,7 @@ static PyMethodDef methods[] = {
     {"note", (PyCFunction)(void (*)(void))py_note, METH_FASTCALL,
      "note(comp, reads, writes, stream): the launch's reader and writer notes."},
     {"address", (PyCFunction)py_address, METH_O, "The address of a cffi pointer."},
+    {"ring", (PyCFunction)py_ring, METH_O, "ring(fd): add 1 to an eventfd without releasing the GIL."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -656,6 +656,9 @@ launch_op = _launch.op
 note_launch = _launch.note
 #: ``submit_seq(lane, keep, what, name, tseq) -> Completion``: ``Lane.submit_seq``'s one definition
 submit_seq = _launch.submit_seq
+#: ``ring(fd)``: add 1 to an eventfd without releasing the GIL (:class:`aioge.runtime.scheduler` wakes
+#: a loop this way from a thread about to block)
+ring = _launch.ring
 
 
 def bind_launch(tensor: type, memory: type, completion: type, poll_every: int, trace: Any, enqueue: type,

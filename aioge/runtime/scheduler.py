@@ -40,6 +40,7 @@ import collections
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -186,12 +187,85 @@ class Completion:
             return True
 
 
+class _Bell:
+    """Wakes one asyncio loop from other threads: ``post(fn, arg)`` runs ``fn(arg)`` on the loop.
+
+    It does what ``loop.call_soon_threadsafe`` does, through an eventfd the loop
+    watches (``add_reader``) that the posting thread writes without releasing the
+    GIL (``acl.ring``).  A :class:`ThreadJob`'s worker posts its result and then
+    blocks for its next call: with ``call_soon_threadsafe``, the socket write
+    releases the GIL, the woken loop takes it, and the worker, which needs it
+    for the few steps to its wait, gets it back only when the loop next blocks,
+    which then waits for the worker to let go again.  Here the loop finds the
+    GIL held until the worker waits, and runs on from there.
+
+    A loop has one bell (:func:`_bell_of`), made on first use; its fd closes with
+    the loop object.
+    """
+
+    __slots__ = ("__weakref__", "_calls", "_fd", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = weakref.ref(loop)  # the loop holds the bell (its reader), never the reverse
+        self._calls: collections.deque[tuple[Callable[[Any], object], Any]] = collections.deque()
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            loop.add_reader(self._fd, self._run)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        weakref.finalize(loop, os.close, self._fd)
+
+    def post(self, fn: Callable[[Any], object], arg: Any) -> None:
+        """Run ``fn(arg)`` on the loop soon (from any thread); RuntimeError if the loop is closed."""
+        loop = self._loop()
+        if loop is None or loop.is_closed():
+            raise RuntimeError("Event loop is closed")
+        self._calls.append((fn, arg))
+        _ring(self._fd)  # after the append: the loop reads the count before it takes the calls
+
+    def _run(self) -> None:
+        try:
+            os.eventfd_read(self._fd)
+        except BlockingIOError:  # a ring the previous run already took the calls of
+            pass
+        calls = self._calls
+        while calls:
+            fn, arg = calls.popleft()
+            try:
+                fn(arg)
+            except Exception as e:  # as a call_soon_threadsafe callback's would be: reported, the others run
+                loop = self._loop()
+                if loop is not None:
+                    loop.call_exception_handler({"message": f"exception in {fn!r}", "exception": e})
+
+
+_ring = acl.ring
+#: each loop's bell; None for a loop that cannot have one (no eventfd, no add_reader)
+_bells: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Bell | None] = weakref.WeakKeyDictionary()
+
+
+def _bell_of(loop: asyncio.AbstractEventLoop) -> _Poster:
+    """What posts a call to ``loop``: its bell's ``post``, else ``call_soon_threadsafe``."""
+    try:
+        bell = _bells[loop]
+    except KeyError:
+        try:
+            bell = _Bell(loop) if hasattr(os, "eventfd") else None
+        except (NotImplementedError, OSError):  # a loop without add_reader (e.g. Windows' proactor)
+            bell = None
+        except TypeError:  # a loop that takes no weak reference: it cannot own a bell
+            return loop.call_soon_threadsafe
+        _bells[loop] = bell
+    return bell.post if bell is not None else loop.call_soon_threadsafe
+
+
 def _loop_waiter() -> tuple[_Poster, Any]:
     """A waiter for the running loop and the call that wakes it from any
     thread: ``poster(_wake, [waiter])``."""
     loop = asyncio._get_running_loop()
     if loop is not None:
-        return loop.call_soon_threadsafe, loop.create_future()
+        return _bell_of(loop), loop.create_future()
     import trio
 
     return trio.lowlevel.current_trio_token().run_sync_soon, trio.Event()
