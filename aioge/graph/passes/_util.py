@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import is_
+
 import numpy as np
 
 from ..errors import PlanError
@@ -13,6 +15,16 @@ def working_copy(graph: Graph) -> Graph:
     untouched), or ``graph`` itself when it is ``optimize``'s working graph, handed from pass to
     pass (one copy per ``optimize`` instead of one per pass)."""
     return graph if graph._scratch else graph.copy()
+
+
+def node_order(graph: Graph, tidy: bool) -> tuple[list[Node], bool]:
+    """``graph``'s nodes in topological order (a new list), and whether that is ``graph.nodes``' own
+    order.  ``tidy``: the caller knows it is (``optimize``'s working graph between passes that keep
+    their nodes in order, see ``optimize``), so the list is not checked again."""
+    if tidy:
+        return list(graph.nodes), True
+    order = graph.topological_order()
+    return order, len(order) == len(graph.nodes) and all(map(is_, order, graph.nodes))
 
 
 def require_shapes(graph: Graph, what: str) -> None:

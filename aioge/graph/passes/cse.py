@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..ir import Graph, Node
-from ._util import working_copy
+from ._util import node_order, working_copy
 
 __all__ = ("eliminate_common_subexpressions",)
 
@@ -58,12 +58,16 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     return common_subexpressions_pass(graph)[0]
 
 
-def common_subexpressions_pass(graph: Graph) -> tuple[Graph, bool]:
+def common_subexpressions_pass(graph: Graph, *, tidy: bool = False) -> tuple[Graph, bool]:
     """:func:`eliminate_common_subexpressions`, and whether running it again could merge more.
 
     Merges cascade in one run (a node is keyed after its inputs' producers were merged), except
     where a duplicate is kept because it writes a graph output: readers of the dropped original
     keyed before it now read the duplicate, under keys that no longer say so.
+
+    ``tidy``: ``graph``'s nodes are in topological order and nothing unreferenced is left (see
+    ``simplify_pass``; not checked again, nor pruned when nothing merges).  The result keeps that
+    order unless it returns True: a kept duplicate then writes what readers before it read.
     """
     g = working_copy(graph)
     rerun = False
@@ -90,7 +94,7 @@ def common_subexpressions_pass(graph: Graph) -> tuple[Graph, bool]:
     # the attrs part of a key (sha1 of array attrs) is computed only once two nodes share the rest
     alone: dict[tuple[Any, ...], Node | None] = {}
     dead: list[Node] = []
-    for n in g.topological_order():
+    for n in node_order(g, tidy)[0]:
         cheap = (n.op_type, n.domain, tuple(n.inputs), len(n.outputs))
         if cheap not in alone:
             alone[cheap] = n
@@ -120,6 +124,8 @@ def common_subexpressions_pass(graph: Graph) -> tuple[Graph, bool]:
         for d, o in pairs:
             _redirect(g, d, o)
         dead.append(n)
+    if tidy and not dead and not same:
+        return g, rerun  # nothing merged: nothing newly unreferenced
     g.remove_nodes(dead)
     g.prune_values()
     return g, rerun

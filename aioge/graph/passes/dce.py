@@ -10,7 +10,7 @@ are the signature) even if unused.  Returns a new graph.
 from __future__ import annotations
 
 from ..ir import Graph
-from ._util import working_copy
+from ._util import node_order, working_copy
 
 __all__ = ("eliminate_dead_code",)
 
@@ -23,14 +23,17 @@ def eliminate_dead_code(graph: Graph) -> Graph:
     return dead_code_pass(graph)[0]
 
 
-def dead_code_pass(graph: Graph) -> tuple[Graph, bool]:
-    """:func:`eliminate_dead_code`, and whether it changed anything (a node, output, value or constant)."""
+def dead_code_pass(graph: Graph, *, tidy: bool = False) -> tuple[Graph, bool]:
+    """:func:`eliminate_dead_code`, and whether it changed anything (a node, output, value or constant).
+
+    The result is tidy (see ``simplify_pass``): its nodes are kept in topological order, and pruned.
+    ``tidy``: ``graph`` is (then its order is not checked, and not pruned again when nothing changes)."""
     g = working_copy(graph)
     n_nodes, n_values, n_constants = len(g.nodes), len(g.values), len(g.constants)
     blanked = False
     live = set(g.outputs)
     keep = []
-    for n in reversed(g.topological_order()):
+    for n in reversed(node_order(g, tidy)[0]):
         if any(o in live for o in n.outputs if o):
             keep.append(n)
             live.update(n.inputs)  # "" (an absent input) too: no output is named ""
@@ -46,5 +49,7 @@ def dead_code_pass(graph: Graph) -> tuple[Graph, bool]:
         if outs != n.outputs:
             blanked = True
             n.outputs = outs
+    if tidy and not blanked and len(keep) == n_nodes:
+        return g, False  # no node or output fewer: nothing newly unreferenced
     g.prune_values()
     return g, blanked or (len(g.nodes), len(g.values), len(g.constants)) != (n_nodes, n_values, n_constants)

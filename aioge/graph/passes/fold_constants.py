@@ -22,10 +22,10 @@ import numpy as np
 from ..ir import Graph
 from ..reference import evaluate_node, shape_slice
 from ..schema import get_attr
-from ._util import require_shapes, working_copy
+from ._util import node_order, require_shapes, working_copy
 from .infer_shapes import inferred_outputs
 
-__all__ = ("fold_constants",)
+__all__ = ("fold_constants", "fold_constants_pass")
 
 
 #: (op type, input index) that read weights
@@ -36,6 +36,12 @@ _FILL_VIEW_ELEMENTS = 4096
 
 def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
     """Return a copy of ``graph`` with constant subgraphs evaluated (see the module docstring)."""
+    return fold_constants_pass(graph, max_elements=max_elements)[0]
+
+
+def fold_constants_pass(graph: Graph, *, max_elements: int = 1 << 20, tidy: bool = False) -> tuple[Graph, bool]:
+    """:func:`fold_constants`, and whether the result is tidy (see ``simplify_pass``); ``tidy``:
+    ``graph`` is.  Folding only removes nodes: the result's nodes keep the order of ``graph``'s."""
     require_shapes(graph, "fold_constants")
     g = working_copy(graph)
     folded = []
@@ -51,7 +57,8 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
         return all(o and o not in outputs and uses.get(o) and all(u in _WEIGHT_USES for u in uses[o])
                    for o in n_outputs)  # fmt: skip
 
-    for n in g.topological_order():
+    order, in_order = node_order(g, tidy)
+    for n in order:
         if n.op_type == "Shape":
             end = get_attr(n, "end")
             shape = g.values[n.inputs[0]].shape or ()
@@ -84,10 +91,12 @@ def fold_constants(graph: Graph, *, max_elements: int = 1 << 20) -> Graph:
                     a.setflags(write=False)
                 g.set_constant(name, a)
         folded.append(n)
+    if not folded and tidy:
+        return g, True  # nothing to remove, nothing newly unreferenced
     g.remove_nodes(folded)
     for n in folded:
         for o in n.outputs:
             if o and o not in g.values:  # remove_nodes dropped the Value; the constant keeps it
                 g.set_constant(o, g.constants[o])
     g.prune_values()
-    return g
+    return g, in_order

@@ -84,23 +84,28 @@ from ... import _shapes as S
 from ..ewprogram import Step
 from ..ir import Graph, Node, Value
 from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, FLOAT_TYPES, get_attr
-from ._util import require_shapes, scalar_constant, single_consumer, working_copy
+from ._util import node_order, require_shapes, scalar_constant, single_consumer, working_copy
 from .infer_shapes import carry_node
 
 __all__ = ("fuse", "fold_conv_batchnorm", "fuse_bias_activation", "fuse_elementwise", "fuse_gelu")
 
 
 def fuse(
-    graph: Graph, *, conv_bn: bool = True, bias_activation: bool = True, elementwise: bool = True
+    graph: Graph, *, conv_bn: bool = True, bias_activation: bool = True, elementwise: bool = True, tidy: bool = False
 ) -> Graph:
-    """Apply the enabled fusions (see the module docstring); returns a new graph."""
+    """Apply the enabled fusions (see the module docstring); returns a new graph.
+
+    ``tidy``: ``graph``'s nodes are in topological order and nothing unreferenced is left
+    (``optimize``'s working graph, see ``simplify_pass``): then the order is not checked again, and a
+    fusion that finds nothing does not prune.  Every fusion keeps its result's nodes in the order of
+    its input's (a fused node takes the place of a node it replaces), so a tidy input stays tidy."""
     g = graph
     if conv_bn:
-        g = fold_conv_batchnorm(g)
+        g = fold_conv_batchnorm(g, tidy=tidy)
     if bias_activation:
-        g = fuse_bias_activation(fuse_gelu(g))
+        g = fuse_bias_activation(fuse_gelu(g), tidy=tidy)
     if elementwise:
-        g = fuse_elementwise(g)
+        g = fuse_elementwise(g, tidy=tidy)
     return g
 
 
@@ -256,15 +261,17 @@ def fuse_gelu(graph: Graph) -> Graph:
 
 
 # --------------------------------------------------------------------- Conv + BN
-def fold_conv_batchnorm(graph: Graph) -> Graph:
-    """Fold inference BatchNormalization into the preceding Conv's weights and bias."""
+def fold_conv_batchnorm(graph: Graph, *, tidy: bool = False) -> Graph:
+    """Fold inference BatchNormalization into the preceding Conv's weights and bias (``tidy``: see
+    :func:`fuse`)."""
     require_shapes(graph, "fold_conv_batchnorm")
     g = working_copy(graph)
     if not any(n.op_type == "Conv" for n in g.nodes):  # nothing to fold (here or in _fold_conv_affine)
-        g.prune_values()  # as _drop below does
+        if not tidy:
+            g.prune_values()  # as _drop below does
         return g
     consumers = g.consumers()
-    order = g.topological_order()
+    order = node_order(g, tidy)[0]
     dead = []
     for conv in order:
         if not _const_conv(g, conv):
@@ -289,9 +296,12 @@ def fold_conv_batchnorm(graph: Graph) -> Graph:
         conv.outputs = [bn.outputs[0]]
         dead.append(bn)
         g.values.pop(old_out, None)
-    _drop(g, dead)
-    # nothing folded: the nodes and what each reads are as they were, and so are the readers and order
-    return _fold_conv_affine(g, None if dead else (consumers, order))
+    if dead or not tidy:
+        _drop(g, dead)
+    if not dead:  # nothing folded: the nodes and what each reads are as they were: readers and order too
+        return _fold_conv_affine(g, (consumers, order))
+    # a fold keeps the nodes in order: the Conv writes what its BatchNormalization, after it, wrote
+    return _fold_conv_affine(g, (g.consumers(), list(g.nodes)) if tidy else None)
 
 
 def _scaled(w: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -511,21 +521,24 @@ def _activation_before_reshape(g: Graph) -> dict[str, list[Node]] | None:
     return None if moved else consumers
 
 
-def fuse_bias_activation(graph: Graph) -> Graph:
+def fuse_bias_activation(graph: Graph, *, tidy: bool = False) -> Graph:
     """Conv/MatMul/Gemm [+ constant bias Add] [+ activation] -> _FusedConv/_FusedMatMul (an
-    activation after a Reshape of a product first moved before it: _activation_before_reshape)."""
+    activation after a Reshape of a product first moved before it: _activation_before_reshape).
+    ``tidy``: see :func:`fuse`."""
     require_shapes(graph, "fuse_bias_activation")
     g = working_copy(graph)
     if not any(n.op_type in ("Conv", "MatMul", "Gemm") for n in g.nodes):  # no product: nothing to fuse
-        g.prune_values()  # as the end of this pass does
+        if not tidy:
+            g.prune_values()  # as the end of this pass does
         return g
     consumers = _activation_before_reshape(g)
+    changed = consumers is None  # an activation moved
     if consumers is None:
         consumers = g.consumers()
     dead: list[Node] = []
     dead_ids: set[int] = set()
     position = {id(m): i for i, m in enumerate(g.nodes)}
-    for n in g.topological_order():
+    for n in node_order(g, tidy)[0]:
         if n.op_type not in ("Conv", "MatMul", "Gemm") or id(n) in dead_ids:
             continue
         out = n.outputs[0]
@@ -605,6 +618,7 @@ def fuse_bias_activation(graph: Graph) -> Graph:
         attrs.update(act_attrs)
         fused = Node(fused_op, ins, [tail], attrs, g.fresh_name(f"{n.name}/fused"))
         g.nodes[position[id(n)]] = fused
+        changed = True
         carry_node(g, fused)  # it computes what the chain did: its output keeps the tail's shape and dtype
         dead.extend(absorbed)
         dead_ids.update(id(m) for m in absorbed)
@@ -612,8 +626,9 @@ def fuse_bias_activation(graph: Graph) -> Graph:
             for o in m.outputs:
                 if o and o != tail:
                     g.values.pop(o, None)
-    g.nodes = [m for m in g.nodes if id(m) not in dead_ids]
-    g.prune_values()
+    if changed or not tidy:
+        g.nodes = [m for m in g.nodes if id(m) not in dead_ids]
+        g.prune_values()
     return g
 
 
@@ -749,20 +764,22 @@ class _EwTree:
         return Node("_FusedElementwise", list(self.inputs), [root.outputs[0]], {"program": program}, name)
 
 
-def fuse_elementwise(graph: Graph) -> Graph:
-    """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes."""
+def fuse_elementwise(graph: Graph, *, tidy: bool = False) -> Graph:
+    """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes (``tidy``: see
+    :func:`fuse`)."""
     require_shapes(graph, "fuse_elementwise")
     g = working_copy(graph)
     steps = {id(n): s for n in g.nodes if (s := _ew_step(g, n)) is not None}
     if not steps:  # no elementwise op to fuse
-        g.prune_values()  # as the end of this pass does
+        if not tidy:
+            g.prune_values()  # as the end of this pass does
         return g
     consumers = g.consumers()
     producers = g.producers()
     taken: set[int] = set()
     replace: dict[int, Node] = {}
     dead: set[int] = set()
-    for root in reversed(g.topological_order()):
+    for root in reversed(node_order(g, tidy)[0]):
         if id(root) not in steps or id(root) in taken:
             continue
         tree = _EwTree(g, steps, producers, consumers, taken, root)
@@ -772,6 +789,7 @@ def fuse_elementwise(graph: Graph) -> Graph:
         replace[id(root)] = fused = tree.node(root)
         carry_node(g, fused)  # the tree's broadcast of its leaves, as the root's output was
         dead |= tree.members - {id(root)}
-    g.nodes = [replace.get(id(n), n) for n in g.nodes if id(n) not in dead]
-    g.prune_values()
+    if replace or not tidy:
+        g.nodes = [replace.get(id(n), n) for n in g.nodes if id(n) not in dead]
+        g.prune_values()
     return g

@@ -93,7 +93,7 @@ from ..ewprogram import ACTIVATIONS
 from ..ir import Graph, Node, Value
 from ..reference import to_nchwc
 from ..schema import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, get_attr
-from ._util import require_shapes, single_consumer, working_copy
+from ._util import node_order, require_shapes, single_consumer, working_copy
 from .fuse import _activation, _explicit_conv_attrs
 from .infer_ops import nchwc_groups_ok
 from .infer_shapes import carry_node
@@ -486,8 +486,9 @@ class _Rewriter:
                 self.emit(n, [self.ew_in(i, c) for i in n.inputs], dict(n.attrs), n.op_type, n.outputs[0])
 
 
-def nchwc_layout(graph: Graph) -> Graph:
+def nchwc_layout(graph: Graph, *, tidy: bool = False) -> Graph:
     """Rewrite convolution chains into the NCHWc8 layout (see the module docstring); returns a new graph.
+    ``tidy``: ``graph``'s nodes are known to be in topological order (see ``fuse``): not checked again.
 
     Raises:
         PlanError: if the graph has no inferred shapes.
@@ -496,7 +497,7 @@ def nchwc_layout(graph: Graph) -> Graph:
     g = working_copy(graph)
     if not any(n.op_type in ("Conv", "_FusedConv") for n in g.nodes):
         return g
-    order = g.topological_order()
+    order = node_order(g, tidy)[0]
     p = _decide(g, order)
     if not p.kind:
         return g

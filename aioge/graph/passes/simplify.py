@@ -21,9 +21,9 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..schema import get_attr
-from ._util import rename_output, require_shapes, working_copy
+from ._util import node_order, rename_output, require_shapes, working_copy
 
-__all__ = ("simplify",)
+__all__ = ("simplify", "simplify_pass")
 
 _RESHAPE_LIKE = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 #: op types that can be no-ops (``_is_noop``)
@@ -100,16 +100,26 @@ def _bypass(sw: _Sweep, n: Node) -> bool:
 
 def simplify(graph: Graph) -> Graph:
     """Return a simplified copy of ``graph`` (see the module docstring)."""
+    return simplify_pass(graph)[0]
+
+
+def simplify_pass(graph: Graph, *, tidy: bool = False) -> tuple[Graph, bool]:
+    """:func:`simplify`, and whether the result is tidy: its nodes in topological order and nothing
+    unreferenced left (see ``optimize``).  ``tidy``: ``graph`` is (then nothing is checked or pruned
+    again when nothing changes); the result's nodes keep the order of ``graph``'s."""
     require_shapes(graph, "simplify")
     g = working_copy(graph)
+    pruned = tidy
     changed = True
+    edited = False
     while changed:
         changed = False
         # producers and readers built once per sweep (not per node: that was quadratic); a bypass or
         # collapse leaves the entries of every value still read valid (the values it strands are no
         # longer read)
         sw = _Sweep(g)
-        for n in list(g.topological_order()):
+        order, tidy = node_order(g, tidy)  # a sweep removes nodes and rewires reads to earlier values
+        for n in order:
             if sw.is_dead(n):
                 continue
             if n.op_type in _MAYBE_NOOP and _is_noop(g, n):
@@ -122,8 +132,10 @@ def simplify(graph: Graph) -> Graph:
                 changed |= _compose_transpose(sw, n)
         if sw.dead:
             g.remove_nodes(sw.dead)
-    g.prune_values()
-    return g
+        edited |= changed
+    if edited or not pruned:
+        g.prune_values()
+    return g, tidy
 
 
 def _collapse_reshape(sw: _Sweep, n: Node) -> bool:
