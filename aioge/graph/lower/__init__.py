@@ -175,36 +175,47 @@ def _forward_copies(L: Builder) -> None:
     outputs apart from everything live while it runs, as it would for the copy."""
     if not L.temps:  # a copy to forward reads a temporary: most nodes have none
         return
+    temps = L.temps
+    copies = [k for k, cp in enumerate(L.ops)
+              if cp.op_type == "Identity" and not cp.alias and not cp.attrs and not cp.shapes and len(cp.inputs) == 1
+              and isinstance(cp.inputs[0], str) and cp.inputs[0] in temps and cp.outputs[0] not in temps]  # fmt: skip
+    if not copies:
+        return
     ops: list[LoweredOp | None] = list(L.ops)
+    # one sweep counts, for every copy, the ops that write its temporary, read it and write its value.
+    # A forward never changes another copy's counts: both would read one temporary (then it has two
+    # readers) or write one value (two writers), and a temporary is never a copy's value
+    srcs = {ops[k].inputs[0] for k in copies}  # type: ignore[union-attr]
+    dsts = {ops[k].outputs[0] for k in copies}  # type: ignore[union-attr]
+    producers: dict[str, list[int]] = {}
+    readers: dict[str, int] = {}
+    writers: dict[str, int] = {}
+    for i, op in enumerate(L.ops):
+        for o in set(op.outputs):
+            if o in srcs:
+                producers.setdefault(o, []).append(i)
+            if o in dsts:
+                writers[o] = writers.get(o, 0) + 1
+        for x in {x for x in op.inputs if isinstance(x, str) and x in srcs}:
+            readers[x] = readers.get(x, 0) + 1
     changed = False
-    for k, cp in enumerate(ops):
-        if cp is None or cp.op_type != "Identity" or cp.alias or cp.attrs or cp.shapes or len(cp.inputs) != 1:
-            continue
+    for k in copies:
+        cp = ops[k]
+        assert cp is not None
         t, out = cp.inputs[0], cp.outputs[0]
-        if not isinstance(t, str) or t not in L.temps or out in L.temps:
+        assert isinstance(t, str)
+        made = producers.get(t, [])
+        if len(made) != 1 or readers.get(t) != 1 or writers.get(out) != 1 or made[0] > k:
             continue
-        producers: list[int] = []
-        readers = writers = 0
-        for i, op in enumerate(ops):  # one pass for the three counts
-            if op is None:
-                continue
-            if t in op.outputs:
-                producers.append(i)
-            if t in op.inputs:
-                readers += 1
-            if out in op.outputs:
-                writers += 1
-        if len(producers) != 1 or readers != 1 or writers != 1 or producers[0] > k:
-            continue
-        prod = ops[producers[0]]
+        prod = ops[made[0]]
         assert prod is not None
         v = L.g.values[out]
-        if prod.alias or t in prod.shapes or L.temps[t] != (v.shape, v.dtype):
+        if prod.alias or t in prod.shapes or temps[t] != (v.shape, v.dtype):
             continue
-        ops[producers[0]] = LoweredOp(prod.op_type, prod.inputs, tuple([out if o == t else o for o in prod.outputs]),
-                                      prod.attrs, prod.alias, prod.shapes)  # fmt: skip
+        ops[made[0]] = LoweredOp(prod.op_type, prod.inputs, tuple([out if o == t else o for o in prod.outputs]),
+                                 prod.attrs, prod.alias, prod.shapes)  # fmt: skip
         ops[k] = None
-        del L.temps[t]
+        del temps[t]
         changed = True
     if changed:
         L.ops[:] = [op for op in ops if op is not None]

@@ -272,22 +272,21 @@ def fold_conv_batchnorm(graph: Graph, *, tidy: bool = False) -> Graph:
         return g
     consumers = g.consumers()
     order = node_order(g, tidy)[0]
-    dead = []
+    # what folds does not depend on the folds before it (each pair reads its own conv's readers and
+    # constants), so the pairs are found first and their scales computed in one go (below)
+    pairs: list[tuple[Node, Node]] = []
     for conv in order:
         if not _const_conv(g, conv):
             continue
-        bias = conv.input(2)
         bn = single_consumer(g, consumers, conv.outputs[0])
         if bn is None or bn.op_type != "BatchNormalization" or bn.inputs[0] != conv.outputs[0]:
             continue
         if not all(i in g.constants for i in bn.inputs[1:5]):
             continue
-        w = g.constants[conv.inputs[1]]
-        scale, beta, mean, var = (g.constants[i].astype(np.float64) for i in bn.inputs[1:5])
-        s = scale / np.sqrt(var + float(get_attr(bn, "epsilon")))
-        b0 = g.constants[bias].astype(np.float64) if bias else np.zeros(w.shape[0])
-        w_new = _scaled(w, s)
-        b_new = ((b0 - mean) * s + beta).astype(w.dtype)
+        pairs.append((conv, bn))
+    folded = _bn_folded(g, pairs) or [_bn_fold_one(g, conv, bn) for conv, bn in pairs]
+    dead = []
+    for (conv, bn), (w_new, b_new) in zip(pairs, folded, strict=True):
         w_name, b_name = g.fresh_name(f"{conv.name}/w_bn"), g.fresh_name(f"{conv.name}/b_bn")
         g.set_constant(w_name, w_new)
         g.set_constant(b_name, b_new)
@@ -298,10 +297,64 @@ def fold_conv_batchnorm(graph: Graph, *, tidy: bool = False) -> Graph:
         g.values.pop(old_out, None)
     if dead or not tidy:
         _drop(g, dead)
-    if not dead:  # nothing folded: the nodes and what each reads are as they were: readers and order too
-        return _fold_conv_affine(g, (consumers, order))
-    # a fold keeps the nodes in order: the Conv writes what its BatchNormalization, after it, wrote
-    return _fold_conv_affine(g, (g.consumers(), list(g.nodes)) if tidy else None)
+    # the readers and order from before the folds still serve _fold_conv_affine: it asks for the readers
+    # of a conv's output and of the chain after it, values whose readers no fold changed (a folded
+    # Conv writes what its BatchNormalization wrote, read as before; what only a dropped
+    # BatchNormalization read is no node's output now, or a constant), and it visits the convs in
+    # their order (a dropped BatchNormalization in that list is no conv: skipped)
+    return _fold_conv_affine(g, (consumers, order))
+
+
+def _bn_fold_one(g: Graph, conv: Node, bn: Node) -> tuple[np.ndarray, np.ndarray]:
+    """The weights and bias of ``conv`` with ``bn`` folded in."""
+    bias = conv.input(2)
+    w = g.constants[conv.inputs[1]]
+    scale, beta, mean, var = (g.constants[i].astype(np.float64) for i in bn.inputs[1:5])
+    s = scale / np.sqrt(var + float(get_attr(bn, "epsilon")))
+    b0 = g.constants[bias].astype(np.float64) if bias else np.zeros(w.shape[0])
+    return _scaled(w, s), ((b0 - mean) * s + beta).astype(w.dtype)
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _bn_folded(g: Graph, pairs: list[tuple[Node, Node]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`_bn_fold_one` of every pair, the scale and bias arithmetic done once over all the pairs'
+    channels (a handful of numpy calls per pair on vectors of a few dozen channels was most of this
+    pass): the same elementwise float64 operations, so the same values.  For float32 weights, bias
+    and parameters of one value per output channel (as exporters write them); [] otherwise (then
+    each pair is folded on its own)."""
+    if len(pairs) < 2:
+        return []
+    c = g.constants
+    params: list[list[np.ndarray]] = [[], [], [], [], []]  # scale, beta, mean, var, conv bias
+    eps: list[float] = []
+    counts: list[int] = []
+    for conv, bn in pairs:
+        w = c[conv.inputs[1]]
+        n = w.shape[0]
+        arrs = [c[i] for i in bn.inputs[1:5]]
+        bias = conv.input(2)
+        arrs.append(c[bias] if bias else np.zeros(n, _F32))
+        if w.dtype != _F32 or any(a.dtype != _F32 or a.shape != (n,) for a in arrs):
+            return []
+        for dst, a in zip(params, arrs, strict=True):
+            dst.append(a)
+        eps.append(float(get_attr(bn, "epsilon")))
+        counts.append(n)
+    scale, beta, mean, var, b0 = (np.concatenate(p).astype(np.float64) for p in params)
+    s = scale / np.sqrt(var + np.repeat(np.array(eps, np.float64), counts))
+    s32 = s.astype(np.float32)
+    b_new = ((b0 - mean) * s + beta).astype(np.float32)
+    out = []
+    lo = 0
+    for (conv, _), n in zip(pairs, counts, strict=True):
+        w = c[conv.inputs[1]]
+        w_new = np.multiply(w, s32[lo : lo + n].reshape((-1, *([1] * (w.ndim - 1)))), dtype=np.float32)
+        w_new.setflags(write=False)  # fresh: set_constant keeps it without a copy
+        out.append((w_new, b_new[lo : lo + n]))
+        lo += n
+    return out
 
 
 def _scaled(w: np.ndarray, s: np.ndarray) -> np.ndarray:
