@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <errno.h>
@@ -882,6 +883,545 @@ static PyObject *py_ring(PyObject *mod, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* ---- node_table: CompiledGraph._load's node table (aioge/runtime/graphs/executable.py) ----------------
+ *
+ * node_table(ops, nchw_ops, codes, normalize, formats, node_batch, const_batch_bytes) walks a Layout's
+ * placed ops once and returns the batches acl.graph_add_nodes_by_value takes, as a list of
+ * (segments, op_types, names, (n_in, n_out), (index, locs, ats), (dtypes, formats, ndims, dims, consts),
+ * attrs): the integer arrays as memoryviews ('i' int32, 'q' int64), the strings, consts and attrs as
+ * lists.  Per batch, one desc per distinct (dtype, shape) of the non-const operands (apart for the
+ * 4-D operands of an op in nchw_ops, described NCHW), one for an absent operand, and one per const
+ * operand (its value; None where it has no bytes).  A batch ends after node_batch nodes or where its
+ * const values pass const_batch_bytes.  codes maps a numpy dtype to its ACL code (a const value's
+ * dtype not in it: codes[normalize(dtype)]); formats is (ND, NCHW, UNDEFINED dtype, UNDEFINED format).
+ * Errors (a dtype without a code, an operand not a 3-tuple) propagate as Python raised them. */
+static PyObject *s_op_type, *s_name, *s_segment, *s_inputs, *s_outputs, *s_attrs, *s_dtype, *s_shape, *s_nbytes;
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} tbuf;
+
+static int tbuf_put(tbuf *b, const void *src, Py_ssize_t n) {
+    if (b->len + n > b->cap) {
+        Py_ssize_t nc = b->cap ? b->cap * 2 : 256;
+        while (nc < b->len + n) nc *= 2;
+        char *q = PyMem_Realloc(b->p, (size_t)nc);
+        if (q == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->p = q;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+static int tbuf_i32(tbuf *b, long long v) {
+    if (v < INT32_MIN || v > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "node_table: a value does not fit int32_t");
+        return -1;
+    }
+    int32_t x = (int32_t)v;
+    return tbuf_put(b, &x, sizeof x);
+}
+
+static int tbuf_i64(tbuf *b, long long v) {
+    int64_t x = (int64_t)v;
+    return tbuf_put(b, &x, sizeof x);
+}
+
+/* the buffer as a memoryview of `fmt` items (the buffer is emptied) */
+static PyObject *tbuf_view(tbuf *b, const char *fmt) {
+    PyObject *bytes = PyBytes_FromStringAndSize(b->p ? b->p : "", b->len);
+    b->len = 0;
+    if (bytes == NULL) return NULL;
+    PyObject *mv = PyMemoryView_FromObject(bytes);
+    Py_DECREF(bytes);
+    if (mv == NULL) return NULL;
+    PyObject *cast = PyObject_CallMethod(mv, "cast", "s", fmt);
+    Py_DECREF(mv);
+    return cast;
+}
+
+enum { T_SEG, T_NIN, T_NOUT, T_INDEX, T_LOC, T_AT, T_DT, T_FMT, T_ND, T_DIMS, T_N };
+
+typedef struct {
+    tbuf b[T_N];
+    PyObject *types, *names, *consts, *attrs; /* lists */
+    PyObject *made, *made_nchw;               /* (dtype, shape) -> desc index */
+    long long none_desc;                       /* the absent operand's desc, -1: none yet */
+    int32_t ndescs;
+    Py_ssize_t nodes;
+    long long const_bytes;
+} ntable;
+
+static int ntable_lists(ntable *t) {
+    t->types = PyList_New(0);
+    t->names = PyList_New(0);
+    t->consts = PyList_New(0);
+    t->attrs = PyList_New(0);
+    return t->types && t->names && t->consts && t->attrs ? 0 : -1;
+}
+
+static void ntable_drop_lists(ntable *t) {
+    Py_CLEAR(t->types);
+    Py_CLEAR(t->names);
+    Py_CLEAR(t->consts);
+    Py_CLEAR(t->attrs);
+}
+
+/* the table starts anew (after a batch) */
+static int ntable_reset(ntable *t) {
+    ntable_drop_lists(t);
+    if (ntable_lists(t) < 0) return -1;
+    for (int i = 0; i < T_N; i++) t->b[i].len = 0;
+    PyDict_Clear(t->made);
+    PyDict_Clear(t->made_nchw);
+    t->none_desc = -1;
+    t->ndescs = 0;
+    t->nodes = 0;
+    t->const_bytes = 0;
+    return 0;
+}
+
+/* aiogeGraphAddNodesByValue (cffi_build/aioge_graph.h), its opaque pointers as void * */
+typedef int32_t (*add_by_value_fn)(void *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
+                                   size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes,
+                                   const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,
+                                   const int32_t descIndex[], const int32_t loc[], const int64_t at[], int32_t numDescs,
+                                   const int32_t dtype[], const int32_t format[], const int32_t ndim[],
+                                   const int64_t dims[], int64_t numDims, const void *const constData[],
+                                   const size_t constBytes[], const void *const attr[], int32_t *numAdded);
+
+/* the strings of `list` one after the other, each NUL-terminated and cut at its first NUL (as a C string
+ * of it would be) */
+static int put_strings(tbuf *b, PyObject *list) {
+    b->len = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        Py_ssize_t n;
+        const char *u = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(list, i), &n);
+        if (u == NULL || tbuf_put(b, u, (Py_ssize_t)strlen(u) + 1) < 0) return -1;
+    }
+    return 0;
+}
+
+/* one Py_buffer per array argument of add_table */
+typedef struct {
+    Py_buffer v[10];
+    int n;
+} views;
+
+static void views_release(views *vs) {
+    for (int i = 0; i < vs->n; i++) PyBuffer_Release(&vs->v[i]);
+    vs->n = 0;
+}
+
+/* the bytes of an int32/int64 memoryview (node_table's): its item count, -1 on error */
+static Py_ssize_t view_items(views *vs, PyObject *o, Py_ssize_t itemsize, const void **p) {
+    Py_buffer *v = &vs->v[vs->n];
+    if (PyObject_GetBuffer(o, v, PyBUF_SIMPLE) < 0) return -1;
+    vs->n++;
+    if (v->len % itemsize) {
+        PyErr_SetString(PyExc_ValueError, "add_table: an array's bytes are not whole items");
+        return -1;
+    }
+    *p = v->buf;
+    return v->len / itemsize;
+}
+
+/* add_table(graph, function, segments, op_types, names, n_in, n_out, index, locs, ats, dtypes, formats, ndims,
+ * dims, consts, attrs, address) -> None | (rc, numAdded): node_table's batch added to the graph by one call of
+ * aiogeGraphAddNodesByValue at `function` (the GIL released for it): the arrays' bytes as they are, the op
+ * types and names NUL-separated (each cut at its first NUL, as a C string of it would be), each const
+ * value's bytes where it is (`address(value)` where it has no buffer-protocol format: bfloat16), the attr
+ * handles' addresses. */
+static PyObject *py_add_table(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "add_table(graph, function, segments, op_types, names, n_in, n_out, index, "
+                                         "locs, ats, dtypes, formats, ndims, dims, consts, attrs, address)");
+        return NULL;
+    }
+    if (g_cdata == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "add_table: init() not called");
+        return NULL;
+    }
+    void *graph = PyLong_AsVoidPtr(args[0]);
+    add_by_value_fn fn = (add_by_value_fn)PyLong_AsVoidPtr(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    if (fn == NULL) {
+        PyErr_SetString(PyExc_ValueError, "add_table: a NULL function");
+        return NULL;
+    }
+    PyObject *types_l = args[3], *names_l = args[4], *consts = args[14], *attrs = args[15], *address = args[16];
+    if (!PyList_Check(types_l) || !PyList_Check(names_l) || !PyList_Check(consts) || !PyList_Check(attrs)) {
+        PyErr_SetString(PyExc_TypeError, "add_table: op_types, names, consts and attrs are lists");
+        return NULL;
+    }
+    views vs = {.n = 0};
+    tbuf types = {0}, names = {0}, ptrs = {0}, sizes = {0}, attr = {0};
+    PyObject *ret = NULL;
+    const void *seg = NULL, *nin = NULL, *nout = NULL, *index = NULL, *locs = NULL, *ats = NULL, *dts = NULL,
+               *fmts = NULL, *nds = NULL, *dims = NULL;
+    Py_ssize_t nodes = view_items(&vs, args[2], 4, &seg);
+    if (nodes < 0) goto done;
+    Py_ssize_t c_nin = view_items(&vs, args[5], 4, &nin), c_nout = view_items(&vs, args[6], 4, &nout);
+    if (c_nin < 0 || c_nout < 0) goto done;
+    Py_ssize_t n_ops = view_items(&vs, args[7], 4, &index), c_locs = view_items(&vs, args[8], 4, &locs);
+    if (n_ops < 0 || c_locs < 0) goto done;
+    Py_ssize_t c_ats = view_items(&vs, args[9], 8, &ats);
+    if (c_ats < 0) goto done;
+    Py_ssize_t n_descs = view_items(&vs, args[10], 4, &dts), c_fmts = view_items(&vs, args[11], 4, &fmts);
+    if (n_descs < 0 || c_fmts < 0) goto done;
+    Py_ssize_t c_nds = view_items(&vs, args[12], 4, &nds), n_dims = view_items(&vs, args[13], 8, &dims);
+    if (c_nds < 0 || n_dims < 0) goto done;
+    if (c_nin != nodes || c_nout != nodes || PyList_GET_SIZE(types_l) != nodes || PyList_GET_SIZE(names_l) != nodes ||
+        PyList_GET_SIZE(attrs) != nodes || c_locs != n_ops || c_ats != n_ops || c_fmts != n_descs ||
+        c_nds != n_descs || PyList_GET_SIZE(consts) != n_descs || nodes > INT32_MAX || n_descs > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "add_table: the arrays' lengths do not match");
+        goto done;
+    }
+    if (put_strings(&types, types_l) < 0 || put_strings(&names, names_l) < 0) goto done;
+    for (Py_ssize_t d = 0; d < n_descs; d++) {
+        PyObject *c = PyList_GET_ITEM(consts, d);
+        void *p = NULL;
+        size_t nbytes = 0;
+        if (c != Py_None) {
+            Py_buffer view;
+            if (PyObject_GetBuffer(c, &view, PyBUF_SIMPLE) == 0) {
+                p = view.buf;
+                PyBuffer_Release(&view); /* the value stays alive in consts */
+            } else {
+                if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError) &&
+                    !PyErr_ExceptionMatches(PyExc_BufferError))
+                    goto done;
+                PyErr_Clear();
+                PyObject *a = PyObject_CallOneArg(address, c);
+                if (a == NULL) goto done;
+                p = PyLong_AsVoidPtr(a);
+                Py_DECREF(a);
+                if (p == NULL && PyErr_Occurred()) goto done;
+            }
+            PyObject *nb = PyObject_GetAttr(c, s_nbytes);
+            if (nb == NULL) goto done;
+            nbytes = PyLong_AsSize_t(nb);
+            Py_DECREF(nb);
+            if (nbytes == (size_t)-1 && PyErr_Occurred()) goto done;
+        }
+        if (tbuf_put(&ptrs, &p, sizeof p) < 0 || tbuf_put(&sizes, &nbytes, sizeof nbytes) < 0) goto done;
+    }
+    for (Py_ssize_t i = 0; i < nodes; i++) {
+        void *h;
+        if (cdata_address(PyList_GET_ITEM(attrs, i), &h) < 0) {
+            PyErr_SetString(PyExc_TypeError, "add_table: an attr handle is not a cffi pointer");
+            goto done;
+        }
+        if (tbuf_put(&attr, &h, sizeof h) < 0) goto done;
+    }
+    int32_t rc, added = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = fn(graph, (int32_t)nodes, seg, types.p, (size_t)types.len, names.p, (size_t)names.len, nin, nout, n_ops,
+            index, locs, ats, (int32_t)n_descs, dts, fmts, nds, n_dims ? dims : NULL, n_dims,
+            (const void *const *)ptrs.p, (const size_t *)sizes.p, (const void *const *)attr.p, &added);
+    Py_END_ALLOW_THREADS
+    ret = rc ? Py_BuildValue("(ii)", (int)rc, (int)added) : Py_NewRef(Py_None);
+done:
+    views_release(&vs);
+    PyMem_Free(types.p);
+    PyMem_Free(names.p);
+    PyMem_Free(ptrs.p);
+    PyMem_Free(sizes.p);
+    PyMem_Free(attr.p);
+    return ret;
+}
+
+/* the batch so far, appended to `out`; the table starts anew */
+static int ntable_emit(ntable *t, PyObject *out) {
+    static const char *fmt[T_N] = {"i", "i", "i", "i", "i", "q", "i", "i", "i", "q"};
+    PyObject *v[T_N] = {NULL};
+    PyObject *batch = NULL;
+    int rc = -1;
+    for (int i = 0; i < T_N; i++)
+        if ((v[i] = tbuf_view(&t->b[i], fmt[i])) == NULL) goto done;
+    batch = Py_BuildValue("(OOO(OO)(OOO)(OOOOO)O)", v[T_SEG], t->types, t->names, v[T_NIN], v[T_NOUT], v[T_INDEX],
+                          v[T_LOC], v[T_AT], v[T_DT], v[T_FMT], v[T_ND], v[T_DIMS], t->consts, t->attrs);
+    if (batch == NULL || PyList_Append(out, batch) < 0 || ntable_reset(t) < 0) goto done;
+    rc = 0;
+done:
+    for (int i = 0; i < T_N; i++) Py_XDECREF(v[i]);
+    Py_XDECREF(batch);
+    return rc;
+}
+
+static int as_ll(PyObject *o, long long *out) {
+    *out = PyLong_AsLongLong(o);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* the desc of a (dtype, shape) operand, made on first use in `m` */
+static int plain_desc(ntable *t, PyObject *m, PyObject *kind, PyObject *codes, int32_t fmt, long long *idx) {
+    PyObject *i = PyDict_GetItemWithError(m, kind);
+    if (i != NULL) return as_ll(i, idx);
+    if (PyErr_Occurred()) return -1;
+    PyObject *dt = PyTuple_GET_ITEM(kind, 0), *shape = PyTuple_GET_ITEM(kind, 1);
+    PyObject *code = PyObject_GetItem(codes, dt);
+    if (code == NULL) return -1;
+    long long c;
+    int bad = as_ll(code, &c);
+    Py_DECREF(code);
+    if (bad) return -1;
+    PyObject *dims = PySequence_Fast(shape, "node_table: a shape is not a sequence");
+    if (dims == NULL) return -1;
+    Py_ssize_t nd = PySequence_Fast_GET_SIZE(dims);
+    for (Py_ssize_t d = 0; d < nd; d++) {
+        long long x;
+        if (as_ll(PySequence_Fast_GET_ITEM(dims, d), &x) < 0 || tbuf_i64(&t->b[T_DIMS], x) < 0) {
+            Py_DECREF(dims);
+            return -1;
+        }
+    }
+    Py_DECREF(dims);
+    *idx = t->ndescs;
+    PyObject *pi = PyLong_FromLong(t->ndescs);
+    if (pi == NULL) return -1;
+    bad = PyDict_SetItem(m, kind, pi);
+    Py_DECREF(pi);
+    if (bad || tbuf_i32(&t->b[T_DT], c) < 0 || tbuf_i32(&t->b[T_FMT], fmt) < 0 || tbuf_i32(&t->b[T_ND], nd) < 0 ||
+        PyList_Append(t->consts, Py_None) < 0)
+        return -1;
+    t->ndescs++;
+    return 0;
+}
+
+/* the desc of a const operand (its value): one of its own */
+static int const_desc(ntable *t, PyObject *value, PyObject *codes, PyObject *normalize, int32_t fmt, long long *idx) {
+    int rc = -1;
+    PyObject *dt = NULL, *code = NULL, *shape = NULL, *dims = NULL, *nb = NULL;
+    long long c, nbytes;
+    if ((dt = PyObject_GetAttr(value, s_dtype)) == NULL) goto done;
+    /* codes.get(dtype): a dtype of the table is its own normal form */
+    code = Py_XNewRef(PyDict_Check(codes) ? PyDict_GetItemWithError(codes, dt) : PyObject_GetItem(codes, dt));
+    if (code == NULL) {
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_KeyError)) goto done;
+        PyErr_Clear();
+        PyObject *norm = PyObject_CallOneArg(normalize, dt);
+        if (norm == NULL) goto done;
+        code = PyObject_GetItem(codes, norm);
+        Py_DECREF(norm);
+        if (code == NULL) goto done;
+    }
+    if (as_ll(code, &c) < 0) goto done;
+    if ((shape = PyObject_GetAttr(value, s_shape)) == NULL) goto done;
+    if ((dims = PySequence_Fast(shape, "node_table: a shape is not a sequence")) == NULL) goto done;
+    Py_ssize_t nd = PySequence_Fast_GET_SIZE(dims);
+    for (Py_ssize_t d = 0; d < nd; d++) {
+        long long x;
+        if (as_ll(PySequence_Fast_GET_ITEM(dims, d), &x) < 0 || tbuf_i64(&t->b[T_DIMS], x) < 0) goto done;
+    }
+    if ((nb = PyObject_GetAttr(value, s_nbytes)) == NULL || as_ll(nb, &nbytes) < 0) goto done;
+    if (tbuf_i32(&t->b[T_DT], c) < 0 || tbuf_i32(&t->b[T_FMT], fmt) < 0 || tbuf_i32(&t->b[T_ND], nd) < 0 ||
+        PyList_Append(t->consts, nbytes ? value : Py_None) < 0)
+        goto done;
+    t->const_bytes += nbytes;
+    *idx = t->ndescs++;
+    rc = 0;
+done:
+    Py_XDECREF(dt);
+    Py_XDECREF(code);
+    Py_XDECREF(shape);
+    Py_XDECREF(dims);
+    Py_XDECREF(nb);
+    return rc;
+}
+
+/* one operand (kind, loc, at) of an op: its desc index, loc and at appended */
+static int put_operand(ntable *t, PyObject *operand, bool output, bool nchw, PyObject *codes, PyObject *normalize,
+                       const int32_t f[4]) {
+    if (!PyTuple_Check(operand) || PyTuple_GET_SIZE(operand) != 3) {
+        PyErr_SetString(PyExc_TypeError, "node_table: an operand is not a (kind, loc, at) tuple");
+        return -1;
+    }
+    PyObject *kind = PyTuple_GET_ITEM(operand, 0);
+    long long idx, loc, at;
+    if (PyTuple_CheckExact(kind)) {
+        if (PyTuple_GET_SIZE(kind) != 2) {
+            PyErr_SetString(PyExc_ValueError, "node_table: an operand's kind is not a (dtype, shape) tuple");
+            return -1;
+        }
+        PyObject *shape = PyTuple_GET_ITEM(kind, 1);
+        Py_ssize_t nd = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : PyObject_Length(shape);
+        if (nd < 0) return -1;
+        bool as_nchw = nchw && nd == 4;
+        if (plain_desc(t, as_nchw ? t->made_nchw : t->made, kind, codes, as_nchw ? f[1] : f[0], &idx) < 0) return -1;
+    } else if (output) {
+        PyErr_SetString(PyExc_TypeError, "node_table: an output's kind is not a (dtype, shape) tuple");
+        return -1;
+    } else if (kind == Py_None) {
+        if (t->none_desc < 0) {
+            if (tbuf_i32(&t->b[T_DT], f[2]) < 0 || tbuf_i32(&t->b[T_FMT], f[3]) < 0 || tbuf_i32(&t->b[T_ND], 0) < 0 ||
+                PyList_Append(t->consts, Py_None) < 0)
+                return -1;
+            t->none_desc = t->ndescs++;
+        }
+        idx = t->none_desc;
+    } else if (const_desc(t, kind, codes, normalize, f[0], &idx) < 0) {
+        return -1;
+    }
+    if (as_ll(PyTuple_GET_ITEM(operand, 1), &loc) < 0 || as_ll(PyTuple_GET_ITEM(operand, 2), &at) < 0) return -1;
+    if (tbuf_i32(&t->b[T_INDEX], idx) < 0 || tbuf_i32(&t->b[T_LOC], loc) < 0 || tbuf_i64(&t->b[T_AT], at) < 0)
+        return -1;
+    return 0;
+}
+
+static PyObject *py_node_table(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "node_table(ops, nchw_ops, codes, normalize, formats, node_batch, const_batch_bytes)");
+        return NULL;
+    }
+    PyObject *nchw_ops = args[1], *codes = args[2], *normalize = args[3];
+    int32_t f[4];
+    long long node_batch, const_batch;
+    if (!PyTuple_Check(args[4]) || PyTuple_GET_SIZE(args[4]) != 4) {
+        PyErr_SetString(PyExc_TypeError, "node_table: formats is (ND, NCHW, UNDEFINED dtype, UNDEFINED format)");
+        return NULL;
+    }
+    for (int i = 0; i < 4; i++) {
+        long long x;
+        if (as_ll(PyTuple_GET_ITEM(args[4], i), &x) < 0) return NULL;
+        f[i] = (int32_t)x;
+    }
+    if (as_ll(args[5], &node_batch) < 0 || as_ll(args[6], &const_batch) < 0) return NULL;
+    PyObject *ops = PySequence_Fast(args[0], "node_table: ops is not a sequence");
+    if (ops == NULL) return NULL;
+    ntable t;
+    memset(&t, 0, sizeof t);
+    t.none_desc = -1;
+    PyObject *out = PyList_New(0);
+    t.made = PyDict_New();
+    t.made_nchw = PyDict_New();
+    if (out == NULL || t.made == NULL || t.made_nchw == NULL || ntable_lists(&t) < 0) goto fail;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(ops);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PySequence_Fast_GET_ITEM(ops, i);
+        PyObject *type = NULL, *name = NULL, *seg = NULL, *ins = NULL, *outs = NULL, *attrs = NULL;
+        int ok = 0;
+        long long segment;
+        if ((type = PyObject_GetAttr(op, s_op_type)) == NULL || (name = PyObject_GetAttr(op, s_name)) == NULL ||
+            (seg = PyObject_GetAttr(op, s_segment)) == NULL || (attrs = PyObject_GetAttr(op, s_attrs)) == NULL)
+            goto op_done;
+        if ((ins = PyObject_GetAttr(op, s_inputs)) == NULL || (outs = PyObject_GetAttr(op, s_outputs)) == NULL)
+            goto op_done;
+        PyObject *fi = PySequence_Fast(ins, "node_table: an op's inputs are not a sequence");
+        if (fi == NULL) goto op_done;
+        Py_SETREF(ins, fi);
+        PyObject *fo = PySequence_Fast(outs, "node_table: an op's outputs are not a sequence");
+        if (fo == NULL) goto op_done;
+        Py_SETREF(outs, fo);
+        int nchw = PySequence_Contains(nchw_ops, type);
+        if (nchw < 0) goto op_done;
+        Py_ssize_t ni = PySequence_Fast_GET_SIZE(ins), no = PySequence_Fast_GET_SIZE(outs);
+        for (Py_ssize_t j = 0; j < ni; j++)
+            if (put_operand(&t, PySequence_Fast_GET_ITEM(ins, j), false, nchw, codes, normalize, f) < 0) goto op_done;
+        for (Py_ssize_t j = 0; j < no; j++)
+            if (put_operand(&t, PySequence_Fast_GET_ITEM(outs, j), true, nchw, codes, normalize, f) < 0) goto op_done;
+        if (as_ll(seg, &segment) < 0 || tbuf_i32(&t.b[T_SEG], segment) < 0 || PyList_Append(t.types, type) < 0 ||
+            PyList_Append(t.names, name) < 0 || tbuf_i32(&t.b[T_NIN], ni) < 0 || tbuf_i32(&t.b[T_NOUT], no) < 0 ||
+            PyList_Append(t.attrs, attrs) < 0)
+            goto op_done;
+        t.nodes++;
+        ok = 1;
+    op_done:
+        Py_XDECREF(type);
+        Py_XDECREF(name);
+        Py_XDECREF(seg);
+        Py_XDECREF(ins);
+        Py_XDECREF(outs);
+        Py_XDECREF(attrs);
+        if (!ok) goto fail;
+        if ((t.const_bytes > const_batch || t.nodes >= node_batch) && ntable_emit(&t, out) < 0) goto fail;
+    }
+    if (t.nodes && ntable_emit(&t, out) < 0) goto fail;
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_DECREF(ops);
+    Py_XDECREF(t.made);
+    Py_XDECREF(t.made_nchw);
+    ntable_drop_lists(&t);
+    for (int i = 0; i < T_N; i++) PyMem_Free(t.b[i].p);
+    return out;
+}
+
+/* ---- attr_key: descs._attr_key, the cache key of an attr set ------------------------------------------
+ *
+ * attr_key(attrs, kind_of) -> tuple: the (name, kind, normalised value) of every attr, sorted by name; an exact
+ * int, float, str or bool is ("Int" | "Float" | "String" | "Bool", itself), an exact list or tuple of exact
+ * ints ("ListInt", a tuple of them), anything else (name, *kind_of(value)) (descs._attr_kind). */
+static PyObject *k_int, *k_float, *k_string, *k_bool, *k_list_int;
+
+static PyObject *py_attr_key(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyDict_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "attr_key(attrs: dict, kind_of)");
+        return NULL;
+    }
+    PyObject *attrs = args[0], *kind_of = args[1];
+    PyObject *key = PyList_New(PyDict_GET_SIZE(attrs));
+    if (key == NULL) return NULL;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *name, *v;
+    while (PyDict_Next(attrs, &pos, &name, &v)) {
+        PyObject *item = NULL, *kind = NULL;
+        if (PyLong_CheckExact(v)) kind = k_int;
+        else if (PyFloat_CheckExact(v)) kind = k_float;
+        else if (PyUnicode_CheckExact(v)) kind = k_string;
+        else if (PyBool_Check(v)) kind = k_bool;
+        if (kind != NULL) {
+            item = PyTuple_Pack(3, name, kind, v);
+        } else {
+            int ints = PyList_CheckExact(v) || PyTuple_CheckExact(v);
+            Py_ssize_t n = ints ? PySequence_Fast_GET_SIZE(v) : 0;
+            for (Py_ssize_t j = 0; j < n && ints; j++) ints = PyLong_CheckExact(PySequence_Fast_GET_ITEM(v, j));
+            if (ints) {
+                PyObject *t = PyList_CheckExact(v) ? PyList_AsTuple(v) : Py_NewRef(v);
+                if (t != NULL) {
+                    item = PyTuple_Pack(3, name, k_list_int, t);
+                    Py_DECREF(t);
+                }
+            } else {
+                PyObject *kv = PyObject_CallOneArg(kind_of, v);
+                if (kv != NULL) {
+                    if (PyTuple_CheckExact(kv) && PyTuple_GET_SIZE(kv) == 2)
+                        item = PyTuple_Pack(3, name, PyTuple_GET_ITEM(kv, 0), PyTuple_GET_ITEM(kv, 1));
+                    else
+                        PyErr_SetString(PyExc_TypeError, "attr_key: kind_of did not return a (kind, value) tuple");
+                    Py_DECREF(kv);
+                }
+            }
+        }
+        if (item == NULL) {
+            Py_DECREF(key);
+            return NULL;
+        }
+        PyList_SET_ITEM(key, i++, item);
+    }
+    if (i != PyList_GET_SIZE(key)) { /* the dict changed size while we walked it */
+        PyErr_SetString(PyExc_RuntimeError, "attr_key: the attrs changed during the call");
+        Py_DECREF(key);
+        return NULL;
+    }
+    if (PyList_Sort(key) < 0) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyObject *t = PyList_AsTuple(key);
+    Py_DECREF(key);
+    return t;
+}
+
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))py_init, METH_FASTCALL, "Bind the runtime's types and entry point."},
     {"op", (PyCFunction)(void (*)(void))py_op, METH_FASTCALL,
@@ -894,6 +1434,12 @@ static PyMethodDef methods[] = {
      "note(comp, reads, writes, stream): the launch's reader and writer notes."},
     {"address", (PyCFunction)py_address, METH_O, "The address of a cffi pointer."},
     {"ring", (PyCFunction)py_ring, METH_O, "ring(fd): add 1 to an eventfd without releasing the GIL."},
+    {"node_table", (PyCFunction)(void (*)(void))py_node_table, METH_FASTCALL,
+     "A layout's placed ops as the batches of acl.graph_add_nodes_by_value."},
+    {"attr_key", (PyCFunction)(void (*)(void))py_attr_key, METH_FASTCALL,
+     "The cache key of an attr set: its (name, kind, normalised value) sorted by name."},
+    {"add_table", (PyCFunction)(void (*)(void))py_add_table, METH_FASTCALL,
+     "node_table's batch added to a graph by one call of aiogeGraphAddNodesByValue."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -913,6 +1459,17 @@ PyMODINIT_FUNC PyInit__launch(void) {
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].var = PyUnicode_InternFromString(names[i].s)) == NULL)
+            return NULL;
+    struct {
+        PyObject **var;
+        const char *s;
+    } table_names[] = {
+        {&s_op_type, "op_type"}, {&s_name, "name"},   {&s_segment, "segment"}, {&s_inputs, "inputs"}, {&s_outputs, "outputs"},
+        {&s_attrs, "attrs"},     {&k_int, "Int"},       {&k_float, "Float"},     {&k_string, "String"},
+        {&k_bool, "Bool"},       {&k_list_int, "ListInt"}, {&s_dtype, "dtype"}, {&s_shape, "shape"},     {&s_nbytes, "nbytes"},
+    };
+    for (size_t i = 0; i < sizeof table_names / sizeof table_names[0]; i++)
+        if ((*table_names[i].var = PyUnicode_InternFromString(table_names[i].s)) == NULL)
             return NULL;
     for (int i = 0; i < N_LANE; i++)
         if ((lane_names[i] = PyUnicode_InternFromString(lane_slots[i])) == NULL)

@@ -525,6 +525,10 @@ def graph_add_nodes_by_value(g: Handle, segments: Sequence[int], op_types: Seque
     if not names:
         return
     if not _has("aiogeGraphAddNodesByValue"):
+        if type(segments) is memoryview:  # node_table's arrays: as the lists they stand for
+            segments, index, locs, ats, dts, fmts, nds, dims = (
+                list(x) for x in (segments, index, locs, ats, dts, fmts, nds, dims))  # fmt: skip
+            counts = (list(counts[0]), list(counts[1]))
         made: list[Handle] = []
         try:
             k = 0
@@ -539,18 +543,41 @@ def graph_add_nodes_by_value(g: Handle, segments: Sequence[int], op_types: Seque
             for d in made:
                 destroy_tensor_desc(d)
         return
-    tb, nb = _nul_separated(op_types), _nul_separated(names)
-    ptrs = [NULL if c is None else host_ptr(c) for c in consts]
-    added = ffi.new("int32_t *")
-    rc = lib.aiogeGraphAddNodesByValue(g, len(names), segments, tb, len(tb), nb, len(nb), counts[0], counts[1],
-                                       len(index), index, locs, ats, len(dts), dts, fmts, nds, dims or NULL,
-                                       len(dims), ptrs, [0 if c is None else c.nbytes for c in consts], attrs,
-                                       added)  # fmt: skip
-    if rc:
-        i = int(added[0])  # -1: a desc or an operand's desc index failed, before any node
+    if type(segments) is memoryview:  # node_table's batch: its arrays' bytes as they are, in one C call
+        failed = _launch.add_table(int(ffi.cast("uintptr_t", g)), _add_by_value_address(), segments, op_types, names,
+                                   *counts, index, locs, ats, dts, fmts, nds, dims, consts, attrs,
+                                   _const_address)  # fmt: skip
+        rc, i = failed if failed is not None else (0, 0)
+    else:
+        tb, nb = _nul_separated(op_types), _nul_separated(names)
+        ptrs = [NULL if c is None else host_ptr(c) for c in consts]
+        added = ffi.new("int32_t *")
+        rc = lib.aiogeGraphAddNodesByValue(g, len(names), segments, tb, len(tb), nb, len(nb), counts[0], counts[1],
+                                           len(index), index, locs, ats, len(dts), dts, fmts, nds, dims or NULL,
+                                           len(dims), ptrs, [0 if c is None else c.nbytes for c in consts], attrs,
+                                           added)  # fmt: skip
+        i = int(added[0])
+    if rc:  # i: the node that failed; -1: a desc or an operand's desc index failed, before any node
         what = (f"compile node {names[i]!r} ({op_types[i]})" if 0 <= i < len(names)
                 else "a tensor desc of the graph's nodes" if i < 0 else "aiogeGraphAddNodesByValue")  # fmt: skip
         raise error_class(rc)(rc, recent_error(), what)
+
+
+_by_value_address: list[int] = []
+
+
+def _add_by_value_address() -> int:
+    """The address of ``aiogeGraphAddNodesByValue`` (``_launch.add_table`` calls it)."""
+    if not _by_value_address:
+        fn = lib.aiogeGraphAddNodesByValue  # a function pointer in ABI mode, a built-in in API mode
+        ptr = fn if isinstance(fn, ffi.CData) else ffi.addressof(lib, "aiogeGraphAddNodesByValue")
+        _by_value_address.append(int(ffi.cast("uintptr_t", ptr)))
+    return _by_value_address[0]
+
+
+def _const_address(value: Any) -> int:
+    """:func:`host_ptr` of a const value without a buffer-protocol format, as an address."""
+    return int(ffi.cast("uintptr_t", host_ptr(value)))
 
 
 def pointer_list(ptrs: Sequence[Handle]) -> Any:
@@ -652,6 +679,11 @@ launch_plain = _launch.launch
 #: launch into one given output, unobserved, in one C call (:func:`launch_plain` on the stream's
 #: Enqueue); None, nothing launched, for anything else
 launch_op = _launch.op
+#: ``node_table(ops, nchw_ops, codes, normalize, formats, node_batch, const_batch_bytes)``: a layout's placed ops
+#: as the batches :func:`graph_add_nodes_by_value` takes (its arrays as int32/int64 memoryviews), in one C call
+node_table = _launch.node_table
+#: ``attr_key(attrs, kind_of)``: the cache key of an attr set (``descs._attr_key``), in one C call
+attr_key = _launch.attr_key
 #: ``note_launch(comp, reads, writes, stream)``: the one definition of a launch's reader and writer notes
 note_launch = _launch.note
 #: ``submit_seq(lane, keep, what, name, tseq) -> Completion``: ``Lane.submit_seq``'s one definition

@@ -96,26 +96,14 @@ def _attr_kind(value: Any) -> tuple[str, Any]:
     raise TypeError(f"cannot infer an ACL attr type for {value!r}; wrap it in aioge.Attr(kind, value)")
 
 
-_SCALAR_KINDS = {int: "Int", float: "Float", str: "String", bool: "Bool"}
-_INT_ONLY = frozenset((int,))
-
-
 def _attr_key(attrs: Mapping[str, Any]) -> tuple[tuple[Any, ...], ...]:
     """The cache key of an attr set: its ``(name, kind, normalised value)`` sorted by name; the same as
-    ``_attr_kind`` per value, with the exact built-in scalars and lists of ints typed inline (the
-    common attrs: no call per value)."""
-    key = []
-    for name, v in attrs.items():
-        t = type(v)
-        kind = _SCALAR_KINDS.get(t)
-        if kind is not None:
-            key.append((name, kind, v))
-        elif (t is list or t is tuple) and _INT_ONLY.issuperset(map(type, v)):
-            key.append((name, "ListInt", tuple(v)))
-        else:
-            key.append((name, *_attr_kind(v)))
-    key.sort()
-    return tuple(key)
+    ``_attr_kind`` per value, with the exact built-in scalars and lists of ints typed inline, the rest by
+    ``_attr_kind`` (one C call, ``acl.attr_key``: the common attrs need no Python call per value)."""
+    return _key_of(attrs if type(attrs) is dict else dict(attrs), _attr_kind)
+
+
+_key_of = acl.attr_key
 
 
 class LaunchCache:
@@ -180,17 +168,20 @@ class LaunchCache:
         else:
             key = _attr_key(attrs)
         h = self._attrs.get(key)
-        if h is None:
-            if len(self._attrs) >= self.MAX_ATTRS:
-                self._clear_attrs()
-            h = acl.create_attr()
-            try:
-                for name, kind, v in key:
-                    acl.set_attr(h, name, kind, v)
-            except BaseException:
-                acl.destroy_attr(h)
-                raise
-            self._attrs[key] = h
+        return h if h is not None else self._made(key)
+
+    def _made(self, key: Any) -> Any:
+        """The handle of an attr set not in the cache, made from its key (:func:`_attr_key`) and cached."""
+        if len(self._attrs) >= self.MAX_ATTRS:
+            self._clear_attrs()
+        h = acl.create_attr()
+        try:
+            for name, kind, v in key:
+                acl.set_attr(h, name, kind, v)
+        except BaseException:
+            acl.destroy_attr(h)
+            raise
+        self._attrs[key] = h
         return h
 
     def attrs(self, many: Sequence[Mapping[str, Any] | None]) -> list[Any]:
@@ -200,11 +191,12 @@ class LaunchCache:
             raise ValueError(f"at most {self.MAX_ATTRS} attr sets at once, not {len(many)}")
         if len(self._attrs) + len(many) > self.MAX_ATTRS:
             self._clear_attrs()
-        table, attr = self._attrs, self.attr
+        table, key_of, kind = self._attrs, _key_of, _attr_kind
         handles = []
-        for a in many:  # a cache hit without the call (attr makes the missing ones)
-            h = table.get(_attr_key(a) if a else ())
-            handles.append(h if h is not None else attr(a))
+        for a in many:  # a cache hit without a call (_made makes the missing ones, from the key)
+            key = (key_of(a, kind) if type(a) is dict else _attr_key(a)) if a else ()
+            h = table.get(key)
+            handles.append(h if h is not None else self._made(key))
         return handles
 
     def prepare(self, key: tuple[Any, ...], op_type: str, inputs: Sequence[_Typed | None],

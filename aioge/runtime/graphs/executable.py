@@ -68,6 +68,8 @@ MAX_AUX_SETS = 8
 _NODE_BATCH = 1024
 #: ... and ends a batch where the const descs it holds (each a copy of its value) pass this many bytes
 _CONST_BATCH_BYTES = 1 << 20
+#: the formats and dtype of a batch's descs: ND, NCHW (the 4-D operands of NCHW_OPS), and an absent operand's
+_FORMATS = (int(acl.Format.ND), int(acl.Format.NCHW), int(acl.DataType.UNDEFINED), int(acl.Format.UNDEFINED))
 
 
 class _Flight:
@@ -429,94 +431,13 @@ class CompiledGraph(Resource):
         cache = dev.context.cache
         # the nodes go to the runtime in batches (one call each), their operands' descs by value (the
         # runtime makes them for the call): a batch ends where the const values its descs copy pass
-        # _CONST_BATCH_BYTES, or at _NODE_BATCH nodes
-        segs: list[int] = []
-        types: list[str] = []
-        names: list[str] = []
-        n_in: list[int] = []
-        n_out: list[int] = []
-        index: list[int] = []
-        locs: list[int] = []
-        ats: list[int] = []
-        attrs: list[Any] = []
-        # the batch's descs: one per distinct (dtype, shape, 4-D NCHW) of the non-const operands (the
-        # runtime copies a desc's contents into each node, so operands alike share one; inception:
-        # 85 -> 26), and one per const operand
-        made: dict[Any, int] = {}
-        dts: list[int] = []
-        fmts: list[int] = []
-        nds: list[int] = []
-        dims: list[int] = []
-        consts: list[np.ndarray | None] = []
-        const_bytes = 0
-        codes = dtypes.ACL_CODE
-        nd_fmt, nchw_fmt = int(acl.Format.ND), int(acl.Format.NCHW)
-        kind: Any  # an operand's (dtype, shape), None (absent) or a const value
-        made_nchw: dict[Any, int] = {}  # the same, for the 4-D operands of an op taking them as NCHW
-
-        def new_desc(m: dict[Any, int], kind: tuple[np.dtype, tuple[int, ...]]) -> int:
-            """The table's next desc, for a (dtype, shape) not in ``m`` (``made`` or ``made_nchw``) yet."""
-            i = m[kind] = len(dts)
-            dt, shape = kind
-            dts.append(codes[dt])
-            fmts.append(nchw_fmt if m is made_nchw else nd_fmt)
-            nds.append(len(shape))
-            dims.extend(shape)
-            consts.append(None)
-            return i
-
-        for op in b.ops:
-            nchw = op.op_type in NCHW_OPS
-            for kind, loc, at in op.inputs:
-                if type(kind) is tuple:
-                    m = made_nchw if nchw and len(kind[1]) == 4 else made
-                    i = m.get(kind)
-                    if i is None:
-                        i = new_desc(m, kind)
-                elif kind is None:
-                    i = made.get(None)
-                    if i is None:
-                        i = made[None] = len(dts)
-                        dts.append(int(acl.DataType.UNDEFINED))
-                        fmts.append(int(acl.Format.UNDEFINED))
-                        nds.append(0)
-                        consts.append(None)
-                else:  # a const value (its desc holds a copy)
-                    i = len(dts)
-                    code = codes.get(kind.dtype)  # a dtype of the table is its own normal form
-                    dts.append(code if code is not None else codes[dtypes.normalize(kind.dtype)])
-                    fmts.append(nd_fmt)
-                    nds.append(kind.ndim)
-                    dims.extend(kind.shape)
-                    consts.append(kind if kind.nbytes else None)
-                    const_bytes += kind.nbytes
-                index.append(i)
-                locs.append(loc)
-                ats.append(at)
-            for kind, loc, at in op.outputs:  # (dtype, shape) each
-                m = made_nchw if nchw and len(kind[1]) == 4 else made
-                i = m.get(kind)
-                if i is None:
-                    i = new_desc(m, kind)
-                index.append(i)
-                locs.append(loc)
-                ats.append(at)
-            segs.append(op.segment)
-            types.append(op.op_type)
-            names.append(op.name)
-            n_in.append(len(op.inputs))
-            n_out.append(len(op.outputs))
-            attrs.append(op.attrs)
-            if const_bytes > _CONST_BATCH_BYTES or len(names) >= _NODE_BATCH:
-                acl.graph_add_nodes_by_value(self._handle, segs, types, names, (n_in, n_out), (index, locs, ats),
-                                             (dts, fmts, nds, dims, consts), cache.attrs(attrs))  # fmt: skip
-                for batch in (segs, types, names, n_in, n_out, index, locs, ats, attrs, dts, fmts, nds, dims, consts):
-                    batch.clear()
-                made.clear()
-                made_nchw.clear()
-                const_bytes = 0
-        acl.graph_add_nodes_by_value(self._handle, segs, types, names, (n_in, n_out), (index, locs, ats),
-                                     (dts, fmts, nds, dims, consts), cache.attrs(attrs))  # fmt: skip
+        # _CONST_BATCH_BYTES, or at _NODE_BATCH nodes.  A batch's descs: one per distinct (dtype, shape,
+        # 4-D NCHW) of the non-const operands (the runtime copies a desc's contents into each node, so
+        # operands alike share one; inception: 85 -> 26), one for an absent operand, one per const operand
+        for segs, types, names, counts, operands, table, attrs in acl.node_table(
+                b.ops, NCHW_OPS, dtypes.ACL_CODE, dtypes.normalize, _FORMATS, _NODE_BATCH, _CONST_BATCH_BYTES):
+            acl.graph_add_nodes_by_value(self._handle, segs, types, names, counts, operands, table,
+                                         cache.attrs(attrs))  # fmt: skip
         self._upload_weights(host, self._pack_weights(host))
         if len(b.segments) == 1 and self.plan.num_streams <= 1:
             slots: list[int] = []
