@@ -561,6 +561,8 @@ class _Importer:
         self._nodes: list[tuple[Any, list[str], list[str]]] = []
         #: every name the model gives a value (fresh names avoid them), collected by the first fresh()
         self._onnx_names: set[str] | None = None
+        #: the initializers' names (run reads them before any node)
+        self._init_names: set[str] = set()
         self.node_names: set[str] = set()
         self.emitted: set[str] = set()
         self._n = 0
@@ -587,7 +589,7 @@ class _Importer:
             names.update(ins)
             names.update(outs)
         names.discard("")
-        names.update(i.name for i in gp.initializer)
+        names.update(self._init_names)  # (run read every initializer's name first)
         names.update(i.name for i in gp.input)
         self._onnx_names = names
         return names
@@ -618,7 +620,6 @@ class _Importer:
     # ------------------------------------------------------------- tensors
     def tensor(self, t: Any, what: str, raw: memoryview | None = None) -> np.ndarray:
         """``t`` as an array; ``raw``: its raw_data, cut out of the message (:func:`_read`)."""
-        onnx = self.onnx
         if t.HasField("segment"):
             raise MalformedModelError(f"{what}: segmented tensors are not supported")
         code = t.data_type
@@ -651,7 +652,7 @@ class _Importer:
             except ValueError as e:
                 raise MalformedModelError(f"{what}: cannot decode tensor data: {e}") from e
         try:
-            arr = onnx.numpy_helper.to_array(t)
+            arr = self.onnx.numpy_helper.to_array(t)
         except Exception as e:  # onnx raises ValueError/TypeError/AssertionError for bad payloads
             raise MalformedModelError(f"{what}: cannot decode tensor data: {e}") from e
         if tuple(arr.shape) != tuple(dims):
@@ -711,7 +712,7 @@ class _Importer:
         self._nodes = nodes = [(n, n.input[:], n.output[:]) for n in gp.node]
         if len(gp.sparse_initializer):
             raise MalformedModelError("sparse initializers are not supported")
-        init_names = set()
+        self._init_names = init_names = set()
         for t in gp.initializer:
             tname = t.name
             if not tname:

@@ -154,6 +154,8 @@ def same(
     """
 
     tied_at = None if tied is None else tuple(tied)
+    #: inputs past this one: every tied position is present (pos is tied_at itself, no list built)
+    tied_last = -1 if not tied_at else max(tied_at)
     extra_at = tuple((extra or {}).items())
 
     def checked(node: NodeLike, dts: list[DT], pos: Sequence[int]) -> DT:
@@ -167,7 +169,7 @@ def same(
 
     def rule(node: NodeLike, dts: list[DT]) -> list[DT]:
         n = len(dts)
-        pos = range(n) if tied_at is None else [i for i in tied_at if i < n]
+        pos = range(n) if tied_at is None else tied_at if n > tied_last else [i for i in tied_at if i < n]
         t: DT = None
         for i in pos:  # one pass for the usual case: every tied dtype allowed and the same
             dt = dts[i]
@@ -505,7 +507,7 @@ def get_attr(node: NodeLike, name: str) -> Any:
 
 def check_node_signature(node: NodeLike) -> None:
     """Op type known, input/output counts in range, no unknown attrs, required inputs present."""
-    s = get_schema(node.op_type, node)
+    s = SCHEMAS.get(node.op_type) or get_schema(node.op_type, node)  # (get_schema raises for an unknown op)
     if node.domain not in ("", "ai.onnx"):
         raise UnknownOpError(f"unknown domain {node.domain!r}", node=node.name, op_type=node.op_type)
     n_in = len(node.inputs)
@@ -534,7 +536,7 @@ def check_node_dtypes(node: NodeLike, in_dtypes: list[DT]) -> list[DT]:
     Raises:
         GraphTypeError: naming the node and the offending input.
     """
-    s = get_schema(node.op_type, node)
+    s = SCHEMAS.get(node.op_type) or get_schema(node.op_type, node)  # (get_schema raises for an unknown op)
     assert s.rule is not None
     outs = s.rule(node, list(in_dtypes))
     n = len(node.outputs)

@@ -27,6 +27,8 @@ _SHAPE_FNS: dict[str, ShapeFn] = {}
 class _Ctx:
     """What a shape function sees of one node."""
 
+    __slots__ = ("_values", "node", "shapes")
+
     def __init__(self, node: Node, shapes: list[Shape | None], values: list[np.ndarray | None]) -> None:
         self.node = node
         self.shapes = shapes
@@ -59,7 +61,8 @@ class _Ctx:
         return self.ints(i, what) if self.has(i) else None
 
     def attr(self, name: str) -> Any:
-        return get_attr(self.node, name)
+        attrs = self.node.attrs
+        return attrs[name] if name in attrs else get_attr(self.node, name)  # (the schema's default)
 
     def error(self, msg: str) -> ShapeInferenceError:
         return ShapeInferenceError(msg, node=self.node.name, op_type=self.node.op_type)

@@ -266,8 +266,9 @@ def _norm(c: _Ctx) -> list[Shape]:
         raise c.error("needs rank >= 2")
     if c.node.op_type == "BatchNormalization" and int(c.attr("training_mode")):
         raise c.error("training_mode=1 is not supported (inference only)")
+    per_channel = (x[1],)
     for i in range(1, len(c.node.inputs)):
-        if c.shape(i) != (x[1],):
+        if c.shape(i) != per_channel:
             raise c.error(f"input {i} has shape {c.shape(i)}, expected ({x[1]},)")
     return [x]
 
@@ -693,10 +694,10 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
             if all_known or node.op_type == "Shape"
             else None  # an input without a compile-time value: _propagate_values computes nothing
         )
-        memo[node.name] = _Inferred(
+        memo[node.name] = _new_inferred(_Inferred, (  # (the NamedTuple's __new__ without its Python frame)
             node.op_type, node.domain, tuple(outputs), tuple(node.attrs), list(node.attrs.values()),
             in_dtypes, in_shapes, in_values, outs, out_values or {},
-        )  # fmt: skip
+        ))  # fmt: skip
     g.nodes = order
     for o in g.outputs:
         if not g.values[o].known:
@@ -761,6 +762,9 @@ class _Inferred(NamedTuple):
             if x is not y and not _same_value(x, y):
                 return False
         return True
+
+
+_new_inferred = tuple.__new__
 
 
 def _same_value(a: np.ndarray | None, b: np.ndarray | None) -> bool:
