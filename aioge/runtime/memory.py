@@ -146,6 +146,44 @@ class _SizeClassPool(Generic[B]):
             return item, cap
         return self._allocate(cap), cap
 
+    def _take_many(self, sizes: list[int]) -> list[tuple[B, int]]:
+        """``_take`` of each of ``sizes``, as one step: the lock held once for the cached ones, the
+        rest made after it.  Should one fail, those taken so far are given back."""
+        caps = [size_class(n) for n in sizes]
+        if caps and max(caps) >= 1 << 64:
+            n = sizes[caps.index(max(caps))]
+            raise InvalidParamError(100000, f"{n} bytes overflow size_t", "aclrtMalloc")
+        got: list[Any] = [None] * len(caps)
+        lock = self._lock
+        lock.acquire()
+        try:
+            over = self._settle() if self._returned else None
+            free = self._free
+            hits = 0
+            for i, cap in enumerate(caps):
+                items = free.get(cap)
+                if items:
+                    got[i] = items.pop()[1]
+                    self.cached -= cap
+                    hits += 1
+            self.hits += hits
+            self.misses += len(caps) - hits
+        finally:
+            lock.release()
+        if over:
+            for it in over:
+                self._destroy(it)
+        try:
+            for i, cap in enumerate(caps):
+                if got[i] is None:
+                    got[i] = self._allocate(cap)
+        except BaseException:
+            for it, cap in zip(got, caps):
+                if it is not None:
+                    self._give(it, cap)
+            raise
+        return list(zip(got, caps))
+
     def _give(self, item: B, cap: int) -> None:
         """Return an item (lock-free: see the module docstring)."""
         self._returned.append((item, cap))
@@ -181,6 +219,10 @@ class BlockPool(_SizeClassPool[tuple[Any, Any]]):
         """A block of at least ``nbytes``: ``(ptr, aclDataBuffer, capacity)``."""
         (ptr, buf), cap = self._take(nbytes)
         return ptr, buf, cap
+
+    def take_many(self, sizes: list[int]) -> list[tuple[Any, Any, int]]:
+        """:meth:`take` of each of ``sizes``: ``[(ptr, aclDataBuffer, capacity)]``."""
+        return [(ptr, buf, cap) for (ptr, buf), cap in self._take_many(sizes)]
 
     def give(self, ptr: Any, buf: Any, cap: int) -> None:
         """Return a block the device is done with (lock-free: see the module docstring)."""

@@ -102,6 +102,29 @@ class DeviceMemory:
         self.readers: dict[Lane, Completion] = {}
         ctx.memory[id(self)] = weakref.ref(self)
 
+    @classmethod
+    def _many(cls, device: Device, sizes: list[int], stream: Stream) -> list[DeviceMemory]:
+        """A block of each of ``sizes`` (``DeviceMemory(device, n, stream)`` of each), taken from the
+        pool in one step."""
+        ctx = device.context
+        ctx.check_open()
+        reg = ctx.memory
+        ref = weakref.ref
+        new = cls.__new__
+        out = []
+        for (ptr, buf, cap), n in zip(ctx.pool.take_many(sizes), sizes, strict=True):
+            m = new(cls)
+            m.context = ctx
+            m.ptr, m.buffer, m.cap = ptr, buf, cap
+            m.nbytes = n
+            m.device = device
+            m.stream = stream
+            m.writer = None
+            m.readers = {}
+            reg[id(m)] = ref(m)
+            out.append(m)
+        return out
+
     def home(self) -> Stream:
         """The stream of the last write, or the device's default stream once that one closed."""
         s = self.stream
@@ -769,6 +792,23 @@ class Stream(Resource):
                 acl.memcpy_async(mem.ptr, _native.host_ptr(arr), arr.nbytes, acl.MemcpyKind.HOST_TO_DEVICE, tx.handle)
             tx.commit((mem, arr), "upload", writes=(mem,), name=name)
         return t
+
+    def _upload_all(self, arrays: Sequence[np.ndarray]) -> list[Tensor]:
+        """``_upload(a, None, None, now=True)`` of each of ``arrays`` (C-contiguous numpy arrays), as
+        one step: the stream's lock held once, the blocks taken from the pool together, each array
+        copied at once into its own block (a compiled model's weights)."""
+        dts = [dtypes.normalize(a.dtype) for a in arrays]  # TypeError as _upload's
+        with self._enqueue as tx:
+            if tx.capture is None and not self.timing and _trace.hub is None:
+                mems = DeviceMemory._many(self.device, [a.nbytes for a in arrays], self)
+                copy, host_ptr, h2d = acl.memcpy, _native.host_ptr, acl.MemcpyKind.HOST_TO_DEVICE
+                out = []
+                for a, mem, dt in zip(arrays, mems, dts, strict=True):
+                    if a.nbytes:
+                        copy(mem.ptr, host_ptr(a), a.nbytes, h2d)
+                    out.append(Tensor(mem, a.shape, dt))
+                return out
+        return [self._upload(a, None, None, now=True) for a in arrays]  # each a launch of its own
 
     def empty(self, shape: Any, dtype: dtypes.DTypeLike = "float32") -> Tensor:
         """A new uninitialised tensor on this stream."""

@@ -467,15 +467,22 @@ class CompiledGraph(Resource):
     def _upload_weights(self, host: list[np.ndarray], pack_only: list[bool]) -> None:
         """Upload the weights but those the graph reads only through packed copies (``pack_only``)."""
         s0 = self.device.default_stream
+        shared = self._shared
+        consts = self.graph.constants
+        at: list[Tensor | None] = []
+        mine: list[int] = []  # where this plan's own copies go in ``at``
         for name, h, skip in zip(self._build.weights, host, pack_only, strict=True):
-            if skip:
-                self._weight_at.append(None)
-                continue
-            a = self.graph.constants[name]
-            w = self._shared.get(s0, a, h) if self._shared is not None else None
-            w = w if w is not None else _owned(s0._upload(h, None, None, now=True))
-            self._weights.append(w)
-            self._weight_at.append(w)
+            w = None
+            if not skip and shared is not None:
+                w = shared.get(s0, consts[name], h)
+            if w is None and not skip:
+                mine.append(len(at))
+            at.append(w)
+        if mine:
+            for i, w in zip(mine, s0._upload_all([host[i] for i in mine]), strict=True):
+                at[i] = _owned(w)
+        self._weight_at = at
+        self._weights = [w for w in at if w is not None]
 
     def _weight_ptrs(self) -> list[Any]:
         """Per weight, its device pointer (NULL: not uploaded, read only through packed copies)."""
