@@ -90,13 +90,14 @@ def fold_constants_pass(graph: Graph, *, max_elements: int = 1 << 20, tidy: bool
                 if a.flags.writeable and a.base is None:  # fresh: no copy (set_constant copies writeable arrays)
                     a.setflags(write=False)
                 g.set_constant(name, a)
+        for name in n.outputs[len(outs) :]:
+            if name:  # an output the evaluation did not give: no constant to keep it
+                raise KeyError(name)
         folded.append(n)
     if not folded and tidy:
         return g, True  # nothing to remove, nothing newly unreferenced
-    g.remove_nodes(folded)
-    for n in folded:
-        for o in n.outputs:
-            if o and o not in g.values:  # remove_nodes dropped the Value; the constant keeps it
-                g.set_constant(o, g.constants[o])
+    # every output of a folded node is a constant now (its Value too): dropping the nodes drops no Value
+    dropped = {id(n) for n in folded}
+    g.nodes = [n for n in g.nodes if id(n) not in dropped]
     g.prune_values()
     return g, in_order
