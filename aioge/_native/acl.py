@@ -167,6 +167,28 @@ def malloc_rc(nbytes: int) -> tuple[int, Handle]:
     return int(rc), p[0]
 
 
+def malloc_blocks(caps: Sequence[int]) -> tuple[int, list[tuple[Handle, Handle]]]:
+    """``aclrtMalloc`` and ``aclCreateDataBuffer`` of each of ``caps``: ``(rc, blocks)``, the
+    ``(ptr, aclDataBuffer)`` of each; where one fails, ``rc`` (the malloc's; a data buffer's failure
+    is :class:`~aioge.OutOfDeviceMemoryError`, its block freed) and the blocks made before it."""
+    p = ffi.new("void *[]", len(caps))
+    malloc, buffer, policy = lib.aclrtMalloc, lib.aclCreateDataBuffer, int(MallocPolicy.HUGE_FIRST)
+    out: list[tuple[Handle, Handle]] = []
+    for i, cap in enumerate(caps):
+        rc = malloc(p + i, cap, policy)
+        if rc:
+            return int(rc), out
+        b = buffer(p[i], cap)
+        if b == NULL:
+            lib.aclrtFree(p[i])
+            for ptr, buf in out:
+                lib.aclDestroyDataBuffer(buf)
+                lib.aclrtFree(ptr)
+            raise OutOfDeviceMemoryError(207001, "aclCreateDataBuffer failed", "aclCreateDataBuffer")
+        out.append((p[i], b))
+    return 0, out
+
+
 def free(ptr: Handle) -> None:
     """``aclrtFree``, unchecked (a finalizer frees)."""
     lib.aclrtFree(ptr)

@@ -74,6 +74,18 @@ class _SizeClassPool(Generic[B]):
     def _destroy(self, item: B) -> None:
         raise NotImplementedError
 
+    def _allocate_many(self, caps: list[int]) -> list[B]:
+        """``_allocate`` of each of ``caps``; should one fail, those made are destroyed."""
+        out: list[B] = []
+        try:
+            for cap in caps:
+                out.append(self._allocate(cap))
+        except BaseException:
+            for it in out:
+                self._destroy(it)
+            raise
+        return out
+
     def _key(self, item: B) -> Any:
         """What marks an item transient (its pointer)."""
         return item
@@ -174,9 +186,10 @@ class _SizeClassPool(Generic[B]):
             for it in over:
                 self._destroy(it)
         try:
-            for i, cap in enumerate(caps):
-                if got[i] is None:
-                    got[i] = self._allocate(cap)
+            miss = [i for i, it in enumerate(got) if it is None]
+            if miss:
+                for i, it in zip(miss, self._allocate_many([caps[i] for i in miss]), strict=True):
+                    got[i] = it
         except BaseException:
             for it, cap in zip(got, caps):
                 if it is not None:
@@ -253,6 +266,19 @@ class BlockPool(_SizeClassPool[tuple[Any, Any]]):
             acl.free(ptr)
             raise
         return ptr, buf
+
+    def _allocate_many(self, caps: list[int]) -> list[tuple[Any, Any]]:
+        _native.bind_context(self._ctx)
+        rc, out = acl.malloc_blocks(caps)  # one call for all while the runtime has the memory
+        if rc:  # the rest one by one: _allocate retries after giving the cache back, and raises
+            _native.recent_error()  # this failure's message: _allocate's own call reports it again
+            try:
+                out.extend(self._allocate(cap) for cap in caps[len(out):])
+            except BaseException:
+                for it in out:
+                    self._destroy(it)
+                raise
+        return out
 
     def _destroy(self, item: tuple[Any, Any]) -> None:
         ptr, buf = item

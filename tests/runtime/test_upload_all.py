@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aioge.errors import InvalidParamError
+from aioge.errors import AclError, InvalidParamError
 
 pytestmark = pytest.mark.anyio
 
@@ -46,3 +46,19 @@ async def test_take_many_counts_hits_and_misses(dev):
         assert pool.cached == 512 + 2 * 1024  # nothing taken
     finally:
         pool.release()
+
+
+async def test_take_many_failing_allocation_keeps_nothing(dev):
+    from aioge._native import counters
+
+    pool = dev.context.pool
+    pool.release()
+    before = counters()["device_bytes"]
+    with pytest.raises(AclError):  # the runtime refuses the second block: the first goes back too
+        pool.take_many([512, 1 << 62])
+    assert counters()["device_bytes"] == before and pool.cached == 0
+    got = pool.take_many([512, 2048])  # and the pool works on
+    assert [cap for _, _, cap in got] == [512, 2048]
+    for b in got:
+        pool.give(*b)
+    pool.release()
