@@ -243,6 +243,8 @@ class _Bell:
 _ring = acl.ring
 #: each loop's bell; None for a loop that cannot have one (no eventfd, no add_reader)
 _bells: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Bell | None] = weakref.WeakKeyDictionary()
+if hasattr(os, "register_at_fork"):  # a forked child rings bells of its own, never its parent's fds
+    os.register_at_fork(after_in_child=_bells.clear)
 
 
 def _bell_of(loop: asyncio.AbstractEventLoop) -> _Poster:

@@ -167,3 +167,28 @@ def test_a_loop_without_add_reader_is_woken_by_call_soon_threadsafe() -> None:
         assert scheduler._bell_of(loop) == loop.call_soon_threadsafe
     finally:
         loop.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_makes_its_own_bell() -> None:
+    loop = asyncio.new_event_loop()
+
+    async def ring_once() -> object:
+        return scheduler._bell_of(asyncio.get_running_loop())
+
+    try:
+        parent = loop.run_until_complete(ring_once())
+        assert scheduler._bells[loop] is not None
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: the parent's bells are forgotten
+            os.write(w, b"1" if loop not in scheduler._bells else b"0")
+            os._exit(0)
+        os.close(w)
+        got = os.read(r, 1)
+        os.close(r)
+        os.waitpid(pid, 0)
+        assert got == b"1"
+        assert loop.run_until_complete(ring_once()) == parent  # the parent keeps its own
+    finally:
+        loop.close()
