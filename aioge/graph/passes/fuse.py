@@ -99,13 +99,19 @@ def fuse(
     (``optimize``'s working graph, see ``simplify_pass``): then the order is not checked again, and a
     fusion that finds nothing does not prune.  Every fusion keeps its result's nodes in the order of
     its input's (a fused node takes the place of a node it replaces), so a tidy input stays tidy."""
-    g = graph
+    # each fusion leaves what it made unreferenced in place, and one prune at the end drops it all
+    g, changed = graph, False
     if conv_bn:
-        g = fold_conv_batchnorm(g, tidy=tidy)
+        g, c = _fold_conv_batchnorm(g, tidy)
+        changed = changed or c
     if bias_activation:
-        g = fuse_bias_activation(fuse_gelu(g), tidy=tidy)
+        g, c = _fuse_bias_activation(fuse_gelu(g), tidy)
+        changed = changed or c
     if elementwise:
-        g = fuse_elementwise(g, tidy=tidy)
+        g, c = _fuse_elementwise(g, tidy)
+        changed = changed or c
+    if changed or (not tidy and (conv_bn or bias_activation or elementwise)):
+        g.prune_values()
     return g
 
 
@@ -264,12 +270,18 @@ def fuse_gelu(graph: Graph) -> Graph:
 def fold_conv_batchnorm(graph: Graph, *, tidy: bool = False) -> Graph:
     """Fold inference BatchNormalization into the preceding Conv's weights and bias (``tidy``: see
     :func:`fuse`)."""
+    g, changed = _fold_conv_batchnorm(graph, tidy)
+    if changed or not tidy:
+        g.prune_values()
+    return g
+
+
+def _fold_conv_batchnorm(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
+    """:func:`fold_conv_batchnorm` without its final prune, and whether it changed anything."""
     require_shapes(graph, "fold_conv_batchnorm")
     g = working_copy(graph)
     if not any(n.op_type == "Conv" for n in g.nodes):  # nothing to fold (here or in _fold_conv_affine)
-        if not tidy:
-            g.prune_values()  # as _drop below does
-        return g
+        return g, False
     consumers = g.consumers()
     order = node_order(g, tidy)[0]
     # what folds does not depend on the folds before it (each pair reads its own conv's readers and
@@ -295,14 +307,14 @@ def fold_conv_batchnorm(graph: Graph, *, tidy: bool = False) -> Graph:
         conv.outputs = [bn.outputs[0]]
         dead.append(bn)
         g.values.pop(old_out, None)
-    if dead or not tidy:
-        _drop(g, dead)
+    if dead:
+        _remove(g, dead)
     # the readers and order from before the folds still serve _fold_conv_affine: it asks for the readers
     # of a conv's output and of the chain after it, values whose readers no fold changed (a folded
     # Conv writes what its BatchNormalization wrote, read as before; what only a dropped
     # BatchNormalization read is no node's output now, or a constant), and it visits the convs in
     # their order (a dropped BatchNormalization in that list is no conv: skipped)
-    return _fold_conv_affine(g, (consumers, order))
+    return g, _fold_conv_affine(g, (consumers, order)) or bool(dead)
 
 
 def _bn_fold_one(g: Graph, conv: Node, bn: Node) -> tuple[np.ndarray, np.ndarray]:
@@ -346,6 +358,7 @@ def _bn_folded(g: Graph, pairs: list[tuple[Node, Node]]) -> list[tuple[np.ndarra
     s = scale / np.sqrt(var + np.repeat(np.array(eps, np.float64), counts))
     s32 = s.astype(np.float32)
     b_new = ((b0 - mean) * s + beta).astype(np.float32)
+    b_new.setflags(write=False)  # fresh: set_constant keeps each pair's slice (a view) without a copy
     out = []
     lo = 0
     for (conv, _), n in zip(pairs, counts, strict=True):
@@ -381,9 +394,14 @@ def _const_conv(g: Graph, n: Node) -> bool:
 
 
 def _drop(g: Graph, dead: list[Node]) -> None:
+    _remove(g, dead)
+    g.prune_values()
+
+
+def _remove(g: Graph, dead: list[Node]) -> None:
+    """Take ``dead`` out of ``g.nodes`` (what only they read is left for a prune)."""
     dead_ids = {id(d) for d in dead}
     g.nodes = [n for n in g.nodes if id(n) not in dead_ids]
-    g.prune_values()
 
 
 _AFFINE = {"Mul", "Div", "Add", "Sub"}
@@ -417,11 +435,12 @@ def _channel_vector(g: Graph, n: Node, x: str) -> np.ndarray | None:
     return v
 
 
-def _fold_conv_affine(g: Graph, index: tuple[dict[str, list[Node]], list[Node]] | None = None) -> Graph:
-    """Absorb per-channel Mul/Div/Add/Sub chains after a Conv with constant weights (see above).
+def _fold_conv_affine(g: Graph, index: tuple[dict[str, list[Node]], list[Node]]) -> bool:
+    """Absorb per-channel Mul/Div/Add/Sub chains after a Conv with constant weights (see above), in
+    place; whether it did (what the absorbed nodes alone read is left for a prune).
 
-    ``index``: ``g.consumers()`` and ``g.topological_order()``, when the caller has them."""
-    consumers, order = index if index is not None else (g.consumers(), g.topological_order())
+    ``index``: ``g.consumers()`` and ``g.topological_order()``."""
+    consumers, order = index
     dead: list[Node] = []
     changed = False
     for conv in order:
@@ -461,8 +480,8 @@ def _fold_conv_affine(g: Graph, index: tuple[dict[str, list[Node]], list[Node]] 
         dead.extend(absorbed)
         changed = True
     if changed:
-        _drop(g, dead)
-    return g
+        _remove(g, dead)
+    return changed
 
 
 # --------------------------------------------------------------- bias + activation
@@ -578,12 +597,18 @@ def fuse_bias_activation(graph: Graph, *, tidy: bool = False) -> Graph:
     """Conv/MatMul/Gemm [+ constant bias Add] [+ activation] -> _FusedConv/_FusedMatMul (an
     activation after a Reshape of a product first moved before it: _activation_before_reshape).
     ``tidy``: see :func:`fuse`."""
+    g, changed = _fuse_bias_activation(graph, tidy)
+    if changed or not tidy:
+        g.prune_values()
+    return g
+
+
+def _fuse_bias_activation(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
+    """:func:`fuse_bias_activation` without its final prune, and whether it changed anything."""
     require_shapes(graph, "fuse_bias_activation")
     g = working_copy(graph)
     if not any(n.op_type in ("Conv", "MatMul", "Gemm") for n in g.nodes):  # no product: nothing to fuse
-        if not tidy:
-            g.prune_values()  # as the end of this pass does
-        return g
+        return g, False
     consumers = _activation_before_reshape(g)
     changed = consumers is None  # an activation moved
     if consumers is None:
@@ -679,29 +704,26 @@ def fuse_bias_activation(graph: Graph, *, tidy: bool = False) -> Graph:
             for o in m.outputs:
                 if o and o != tail:
                     g.values.pop(o, None)
-    if changed or not tidy:
+    if dead_ids:
         g.nodes = [m for m in g.nodes if id(m) not in dead_ids]
-        g.prune_values()
-    return g
+    return g, changed
 
 
 def _explicit_conv_attrs(g: Graph, n: Node) -> dict[str, Any]:
     """Conv attrs with auto_pad resolved and defaults spelled out (simpler for a C kernel)."""
-    x = g.values[n.inputs[0]].shape or ()
-    w = g.values[n.inputs[1]].shape or ()
+    values, a = g.values, n.attrs  # Conv's attrs (the schema's defaults: None, "NOTSET" and 1 below)
+    x = values[n.inputs[0]].shape or ()
     n_sp = len(x) - 2
-    kernel = [int(k) for k in (get_attr(n, "kernel_shape") or w[2:])]
-    strides = [int(s) for s in (get_attr(n, "strides") or [1] * n_sp)]
-    dilations = [int(d) for d in (get_attr(n, "dilations") or [1] * n_sp)]
-    pb, pe, _ = S.conv_geometry(
-        x[2:], kernel, strides, dilations, get_attr(n, "pads"), str(get_attr(n, "auto_pad"))
-    )
+    kernel = [int(k) for k in (a.get("kernel_shape") or (values[n.inputs[1]].shape or ())[2:])]
+    strides = [int(s) for s in (a.get("strides") or [1] * n_sp)]
+    dilations = [int(d) for d in (a.get("dilations") or [1] * n_sp)]
+    pb, pe, _ = S.conv_geometry(x[2:], kernel, strides, dilations, a.get("pads"), str(a.get("auto_pad", "NOTSET")))
     return {
         "kernel_shape": kernel,
         "strides": strides,
         "dilations": dilations,
         "pads": [*pb, *pe],
-        "group": int(get_attr(n, "group") or 1),
+        "group": int(a.get("group", 1) or 1),
     }
 
 
@@ -820,13 +842,19 @@ class _EwTree:
 def fuse_elementwise(graph: Graph, *, tidy: bool = False) -> Graph:
     """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes (``tidy``: see
     :func:`fuse`)."""
+    g, changed = _fuse_elementwise(graph, tidy)
+    if changed or not tidy:
+        g.prune_values()
+    return g
+
+
+def _fuse_elementwise(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
+    """:func:`fuse_elementwise` without its final prune, and whether it changed anything."""
     require_shapes(graph, "fuse_elementwise")
     g = working_copy(graph)
     steps = {id(n): s for n in g.nodes if (s := _ew_step(g, n)) is not None}
     if not steps:  # no elementwise op to fuse
-        if not tidy:
-            g.prune_values()  # as the end of this pass does
-        return g
+        return g, False
     consumers = g.consumers()
     producers = g.producers()
     taken: set[int] = set()
@@ -842,7 +870,6 @@ def fuse_elementwise(graph: Graph, *, tidy: bool = False) -> Graph:
         replace[id(root)] = fused = tree.node(root)
         carry_node(g, fused)  # the tree's broadcast of its leaves, as the root's output was
         dead |= tree.members - {id(root)}
-    if replace or not tidy:
+    if replace:
         g.nodes = [replace.get(id(n), n) for n in g.nodes if id(n) not in dead]
-        g.prune_values()
-    return g
+    return g, bool(replace)

@@ -151,8 +151,7 @@ def _conv_attrs(g: Graph, n: Node) -> dict[str, Any] | None:
     group = int(get_attr(n, "group") or 1)
     if not nchwc_groups_ok(_shape(g, x)[1], _shape(g, out)[1], group):
         return None
-    onnx = dict(n.attrs) if n.op_type == "_FusedConv" else _explicit_conv_attrs(g, n)
-    return conv2d_attrs(onnx)
+    return conv2d_attrs(n.attrs if n.op_type == "_FusedConv" else _explicit_conv_attrs(g, n))  # (reads it only)
 
 
 def _pool_attrs(g: Graph, n: Node) -> dict[str, Any] | None:
@@ -299,23 +298,25 @@ def _drop_short_chains(g: Graph, order: list[Node], p: _Plan) -> None:
             a = parent[a]
         return a
 
-    producers = {n.outputs[0]: n for n in order if id(n) in p.kind}
-    for n in order:
-        if id(n) in p.kind:
-            for i in n.inputs:
-                if i in p.blocked:
-                    parent[find(id(producers[i]))] = find(id(n))
+    kind, blocked = p.kind, p.blocked
+    members = [n for n in order if id(n) in kind]
+    producers = {n.outputs[0]: n for n in members}
+    for n in members:
+        for i in n.inputs:
+            if i in blocked:
+                parent[find(id(producers[i]))] = find(id(n))
+    roots = [find(id(n)) for n in members]
     convs: dict[int, int] = {}
-    for n in order:
-        if p.kind.get(id(n)) == "conv" and id(n) not in p.affine and id(n) not in p.scale:
-            convs[find(id(n))] = convs.get(find(id(n)), 0) + 1
-    for n in order:
-        if id(n) in p.kind and convs.get(find(id(n)), 0) < 2:
-            del p.kind[id(n)]
+    for n, r in zip(members, roots, strict=True):
+        if kind[id(n)] == "conv" and id(n) not in p.affine and id(n) not in p.scale:
+            convs[r] = convs.get(r, 0) + 1
+    for n, r in zip(members, roots, strict=True):
+        if convs.get(r, 0) < 2:
+            del kind[id(n)]
             p.attrs.pop(id(n), None)
             p.affine.pop(id(n), None)
             p.scale.pop(id(n), None)
-            p.blocked.discard(n.outputs[0])
+            blocked.discard(n.outputs[0])
     p.reordered = {p.x_of(n) for n in order if p.kind.get(id(n)) in ("conv", "pool")} - p.blocked
 
 
@@ -339,9 +340,8 @@ def _residual_add(n: Node) -> tuple[list[str], dict[str, Any] | None] | None:
     return list(n.inputs), attrs
 
 
-def _fuse_residuals(g: Graph, order: list[Node], p: _Plan) -> None:
+def _fuse_residuals(g: Graph, order: list[Node], p: _Plan, consumers: dict[str, list[Node]]) -> None:
     producers = {o: n for n in order for o in n.outputs if o}
-    consumers = g.consumers()
     for add in order:
         found = _residual_add(add) if p.kind.get(id(add)) == "ew" else None
         if found is None:
@@ -377,13 +377,13 @@ def _fuse_residuals(g: Graph, order: list[Node], p: _Plan) -> None:
 
 
 class _Rewriter:
-    def __init__(self, g: Graph, p: _Plan) -> None:
+    def __init__(self, g: Graph, p: _Plan, consumers: dict[str, list[Node]]) -> None:
         self.g, self.p = g, p
         self.nodes: list[Node] = []
         self.bname: dict[str, str] = {}  # blocked value (original name) -> its 5-D value
         self.to_cache: dict[str, str] = {}  # NCHW value -> its _ReorderToNchwc output
         self.consts: dict[str, str] = {}  # per-channel constant -> its re-laid-out copy
-        self.consumers = g.consumers()
+        self.consumers = consumers  # g's readers (g.nodes is replaced only after the rewrite)
 
     def new_value(self, prefix: str, shape: tuple[int, ...]) -> str:
         name = self.g.fresh_name(prefix)
@@ -501,8 +501,9 @@ def nchwc_layout(graph: Graph, *, tidy: bool = False) -> Graph:
     p = _decide(g, order)
     if not p.kind:
         return g
-    _fuse_residuals(g, order, p)
-    r = _Rewriter(g, p)
+    consumers = g.consumers()  # (neither the plan nor the residual fusion edits g)
+    _fuse_residuals(g, order, p, consumers)
+    r = _Rewriter(g, p, consumers)
     r.run(order)
     kept = {id(n) for n in order}
     for n in r.nodes:
