@@ -287,7 +287,7 @@ def _fold_conv_batchnorm(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
     # what folds does not depend on the folds before it (each pair reads its own conv's readers and
     # constants), so the pairs are found first and their scales computed in one go (below)
     pairs: list[tuple[Node, Node]] = []
-    for conv in order:
+    for conv in [n for n in order if n.op_type == "Conv"]:  # (the op type first: no call per other node)
         if not _const_conv(g, conv):
             continue
         bn = single_consumer(g, consumers, conv.outputs[0])
@@ -443,7 +443,7 @@ def _fold_conv_affine(g: Graph, index: tuple[dict[str, list[Node]], list[Node]])
     consumers, order = index
     dead: list[Node] = []
     changed = False
-    for conv in order:
+    for conv in [n for n in order if n.op_type == "Conv"]:  # (the op type first: no call per other node)
         if not _const_conv(g, conv):
             continue
         bias = conv.input(2)
@@ -633,10 +633,10 @@ def _fuse_bias_activation(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
             continue
         channels = shape[1] if is_conv else shape[-1]
         bias: np.ndarray | None = None
-        if is_conv and n.input(2):
-            if n.input(2) not in g.constants:
+        if is_conv and (b_in := n.input(2)):
+            bias = g.constants.get(b_in)
+            if bias is None:
                 continue
-            bias = g.constants[n.input(2)]
         if n.op_type == "Gemm" and n.input(2):
             beta = float(get_attr(n, "beta"))
             c_vec = _gemm_c(g, n, channels)
