@@ -89,9 +89,14 @@ class DeviceMemory:
     __slots__ = ("__weakref__", "buffer", "cap", "context", "device", "nbytes", "ptr", "readers", "stream", "writer")
 
     def __init__(self, device: Device, nbytes: int, stream: Stream) -> None:
-        ctx = self.context = device.context
+        ctx = device.context
         ctx.check_open()
-        self.ptr, self.buffer, self.cap = ctx.pool.take(nbytes)
+        self._hold(ctx, ctx.pool.take(nbytes), nbytes, device, stream)
+
+    def _hold(self, ctx: Any, block: tuple[Any, Any, int], nbytes: int, device: Device, stream: Stream) -> None:
+        """A new block's state: ``block`` is the pool's ``(ptr, aclDataBuffer, capacity)``."""
+        self.context = ctx
+        self.ptr, self.buffer, self.cap = block
         self.nbytes = nbytes
         self.device = device
         #: stream of the last write (or of the allocation)
@@ -108,20 +113,11 @@ class DeviceMemory:
         pool in one step."""
         ctx = device.context
         ctx.check_open()
-        reg = ctx.memory
-        ref = weakref.ref
         new = cls.__new__
         out = []
-        for (ptr, buf, cap), n in zip(ctx.pool.take_many(sizes), sizes, strict=True):
+        for block, n in zip(ctx.pool.take_many(sizes), sizes, strict=True):
             m = new(cls)
-            m.context = ctx
-            m.ptr, m.buffer, m.cap = ptr, buf, cap
-            m.nbytes = n
-            m.device = device
-            m.stream = stream
-            m.writer = None
-            m.readers = {}
-            reg[id(m)] = ref(m)
+            m._hold(ctx, block, n, device, stream)
             out.append(m)
         return out
 
