@@ -695,11 +695,12 @@ def _fused_ew(node: Node, xs: list[Any]) -> list[Arr]:
 
 
 # ------------------------------------------------------------------ driver
-#: kernels that only pick, join or reshape elements (no arithmetic, no cast: no floating-point error to
+#: kernels that only pick, join, reshape or fill elements (no arithmetic, no cast: no floating-point error to
 #: silence), run without ``np.errstate`` (a context manager costs about a microsecond; shape
 #: arithmetic evaluates these on every load)
 _NO_FLOAT_ERRORS = frozenset(
     {"Shape", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Concat", "Identity", "Transpose", "Expand"}
+    | {"ConstantOfShape"}
 )
 
 
