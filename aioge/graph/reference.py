@@ -563,7 +563,10 @@ def _shape(node: Node, xs: list[Any]) -> list[Arr]:
 def _cos(node: Node, xs: list[Any]) -> list[Arr]:
     v = get_attr(node, "value")
     v = np.zeros(1, np.float32) if v is None else np.asarray(v)
-    return [np.full(tuple(_ints(xs[0]) or []), v.reshape(-1)[0], dtype=v.dtype)]
+    shape, fill = tuple(_ints(xs[0]) or []), v.reshape(-1)[0]
+    out = np.empty(shape, v.dtype)
+    out.fill(fill)  # np.full's work, without its Python frame (this runs for every weight fill of a model)
+    return [out]
 
 
 @_kernel("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin")

@@ -443,7 +443,7 @@ def _cos(c: _Ctx) -> list[Shape]:
     if len(c.shape(0)) != 1:
         raise c.error(f"shape must be a 1-D tensor, got one of shape {c.shape(0)}")
     dims = c.ints(0, "shape")
-    if any(d < 0 for d in dims):
+    if dims and min(dims) < 0:
         raise c.error(f"negative dimension in {dims}")
     v = c.attr("value")
     if v is not None and np.asarray(v).size != 1:
