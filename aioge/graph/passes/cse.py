@@ -77,9 +77,14 @@ def common_subexpressions_pass(graph: Graph, *, tidy: bool = False) -> tuple[Gra
     # full comparison: hashing every weight in full (sha1) was most of this pass on CNNs
     seen: dict[Any, list[str]] = {}
     same: dict[str, str] = {}
+    # one array under several names (fold_constants shares a fill's) is keyed once: by id, the
+    # arrays staying alive in g.constants throughout
+    keys: dict[int, tuple[Any, ...]] = {}
     for name in sorted(g.constants):
         arr = g.constants[name]
-        key = _const_key(arr)
+        key = keys.get(id(arr))
+        if key is None:
+            key = keys[id(arr)] = _const_key(arr)
         cands = seen.setdefault(key, [])
         orig = next((c for c in cands if _equal(g.constants[c], arr)), None)
         if orig is None:

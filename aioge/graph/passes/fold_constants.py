@@ -16,6 +16,7 @@ inferred shapes; returns a new graph.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,7 @@ def fold_constants_pass(graph: Graph, *, max_elements: int = 1 << 20, tidy: bool
     folded = []
     uses: dict[str, list[tuple[str, int]]] = {}  # built when first needed (a big constant result)
     outputs = set(g.outputs)
+    fills: dict[tuple[Any, ...], np.ndarray] = {}  # see ConstantOfShape below
 
     def weights_only(n_outputs: list[str]) -> bool:
         if not uses:  # the loop below changes no node's inputs: built once, then valid
@@ -72,12 +74,26 @@ def fold_constants_pass(graph: Graph, *, max_elements: int = 1 << 20, tidy: bool
             in_elems = sum(g.constants[i].size for i in n.inputs if i)
             if out_elems > max_elements and out_elems > in_elems and not weights_only(n.outputs):
                 continue
-            if n.op_type == "ConstantOfShape" and out_elems > _FILL_VIEW_ELEMENTS:
-                # a fill folded (weights): a read-only broadcast of the scalar, so nothing is written
-                # (or copied, or compared element by element by CSE) until it is uploaded
+            if n.op_type == "ConstantOfShape":
+                # fills of one value and shape fold to one read-only array, shared: made (or taken from
+                # shape inference) once, and CSE then merges the copies by identity (the onnx light
+                # models' weights are hundreds of fills of a few shapes)
                 val = get_attr(n, "value")
                 fill = np.asarray(val if val is not None else np.zeros(1, np.float32))
-                outs = [np.broadcast_to(fill.reshape(-1)[:1].reshape(()), g.values[n.outputs[0]].shape or ())]
+                shape = g.values[n.outputs[0]].shape or ()
+                fkey = (fill.dtype.str, fill.reshape(-1)[:1].tobytes(), shape, g.values[n.outputs[0]].dtype)
+                made = fills.get(fkey)
+                if made is not None:
+                    g.set_constant(n.outputs[0], made)  # read-only: kept, not copied
+                    folded.append(n)
+                    continue
+                if out_elems > _FILL_VIEW_ELEMENTS:
+                    # a fill folded (weights): a read-only broadcast of the scalar, so nothing is written
+                    # (or copied, or compared element by element by CSE) until it is uploaded
+                    outs = [np.broadcast_to(fill.reshape(-1)[:1].reshape(()), shape)]
+                else:
+                    ins = [g.constants[i] if i else None for i in n.inputs]
+                    outs = inferred_outputs(graph, n, ins) or evaluate_node(n, ins)
             else:
                 ins = [g.constants[i] if i else None for i in n.inputs]
                 # shape inference evaluated it already (its compile-time values): the same result
@@ -90,6 +106,8 @@ def fold_constants_pass(graph: Graph, *, max_elements: int = 1 << 20, tidy: bool
                 if a.flags.writeable and a.base is None:  # fresh: no copy (set_constant copies writeable arrays)
                     a.setflags(write=False)
                 g.set_constant(name, a)
+                if n.op_type == "ConstantOfShape":
+                    fills[fkey] = g.constants[name]
         for name in n.outputs[len(outs) :]:
             if name:  # an output the evaluation did not give: no constant to keep it
                 raise KeyError(name)
