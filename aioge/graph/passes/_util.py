@@ -28,7 +28,12 @@ def node_order(graph: Graph, tidy: bool) -> tuple[list[Node], bool]:
 
 
 def require_shapes(graph: Graph, what: str) -> None:
-    """Raise unless every value has a shape and dtype (the pass needs them)."""
+    """Raise unless every value has a shape and dtype (the pass needs them).
+
+    ``optimize``'s working graph is not checked: it starts inferred, and each pass gives every value
+    it makes its shape and dtype."""
+    if graph._scratch:
+        return
     for v in graph.values.values():
         if v.shape is None or v.dtype is None:  # not v.known: a property call per value
             raise PlanError(f"{what} needs inferred shapes; value {v.name!r} has none (run infer_shapes)")

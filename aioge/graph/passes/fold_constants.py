@@ -59,55 +59,64 @@ def fold_constants_pass(graph: Graph, *, max_elements: int = 1 << 20, tidy: bool
         return all(o and o not in outputs and uses.get(o) and all(u in _WEIGHT_USES for u in uses[o])
                    for o in n_outputs)  # fmt: skip
 
+    consts, values = g.constants, g.values
     order, in_order = node_order(g, tidy)
     for n in order:
-        if n.op_type == "Shape":
+        op = n.op_type
+        if op == "Shape":
             end = get_attr(n, "end")
-            shape = g.values[n.inputs[0]].shape or ()
+            shape = values[n.inputs[0]].shape or ()
             outs = [
                 np.array(
                     shape_slice(shape, int(get_attr(n, "start")), None if end is None else int(end)), np.int64
                 )
             ]
-        elif n.inputs and all(i in g.constants for i in n.inputs if i):
-            out_elems = sum(math.prod(g.values[o].shape or ()) for o in n.outputs if o)
-            in_elems = sum(g.constants[i].size for i in n.inputs if i)
-            if out_elems > max_elements and out_elems > in_elems and not weights_only(n.outputs):
+        elif op == "ConstantOfShape" and n.inputs[0] in consts:
+            # fills of one value and shape fold to one read-only array, shared: made (or taken from
+            # shape inference) once, and CSE then merges the copies by identity (the onnx light
+            # models' weights are hundreds of fills of a few shapes)
+            o = n.outputs[0]
+            v = values[o]
+            shape = v.shape or ()
+            out_elems = math.prod(shape)
+            if out_elems > max_elements and out_elems > consts[n.inputs[0]].size and not weights_only(n.outputs):
                 continue
-            if n.op_type == "ConstantOfShape":
-                # fills of one value and shape fold to one read-only array, shared: made (or taken from
-                # shape inference) once, and CSE then merges the copies by identity (the onnx light
-                # models' weights are hundreds of fills of a few shapes)
-                val = get_attr(n, "value")
-                fill = np.asarray(val if val is not None else np.zeros(1, np.float32))
-                shape = g.values[n.outputs[0]].shape or ()
-                fkey = (fill.dtype.str, fill.reshape(-1)[:1].tobytes(), shape, g.values[n.outputs[0]].dtype)
-                made = fills.get(fkey)
-                if made is not None:
-                    g.set_constant(n.outputs[0], made)  # read-only: kept, not copied
-                    folded.append(n)
-                    continue
+            val = get_attr(n, "value")
+            fill = np.asarray(val if val is not None else np.zeros(1, np.float32))
+            first = fill.reshape(-1)[:1]  # ConstantOfShape's value: its first element
+            fkey = (fill.dtype.str, first.tobytes(), shape, v.dtype)
+            made = fills.get(fkey)
+            if made is None:
                 if out_elems > _FILL_VIEW_ELEMENTS:
                     # a fill folded (weights): a read-only broadcast of the scalar, so nothing is written
                     # (or copied, or compared element by element by CSE) until it is uploaded
-                    outs = [np.broadcast_to(fill.reshape(-1)[:1].reshape(()), shape)]
+                    a = np.asarray(np.broadcast_to(first.reshape(()), shape), dtype=v.dtype)
                 else:
-                    ins = [g.constants[i] if i else None for i in n.inputs]
-                    outs = inferred_outputs(graph, n, ins) or evaluate_node(n, ins)
+                    a = np.full(shape, first[0], dtype=fill.dtype)  # as the reference evaluates it
+                    a = np.asarray(a, dtype=v.dtype)
+                    a.setflags(write=False)  # fresh: set_constant keeps it without a copy
+                g.set_constant(o, a)
+                fills[fkey] = consts[o]
             else:
-                ins = [g.constants[i] if i else None for i in n.inputs]
-                # shape inference evaluated it already (its compile-time values): the same result
-                outs = inferred_outputs(graph, n, ins) or evaluate_node(n, ins)
+                consts[o] = made  # its Value has the fill's shape and dtype already (the key's)
+            folded.append(n)
+            continue
+        elif n.inputs and all(i in consts for i in n.inputs if i):
+            out_elems = sum(math.prod(values[o].shape or ()) for o in n.outputs if o)
+            in_elems = sum(consts[i].size for i in n.inputs if i)
+            if out_elems > max_elements and out_elems > in_elems and not weights_only(n.outputs):
+                continue
+            ins = [consts[i] if i else None for i in n.inputs]
+            # shape inference evaluated it already (its compile-time values): the same result
+            outs = inferred_outputs(graph, n, ins) or evaluate_node(n, ins)
         else:
             continue
         for name, arr in zip(n.outputs, outs, strict=False):
             if name:
-                a = np.asarray(arr, dtype=g.values[name].dtype)
+                a = np.asarray(arr, dtype=values[name].dtype)
                 if a.flags.writeable and a.base is None:  # fresh: no copy (set_constant copies writeable arrays)
                     a.setflags(write=False)
                 g.set_constant(name, a)
-                if n.op_type == "ConstantOfShape":
-                    fills[fkey] = g.constants[name]
         for name in n.outputs[len(outs) :]:
             if name:  # an output the evaluation did not give: no constant to keep it
                 raise KeyError(name)

@@ -307,6 +307,9 @@ def _fold_conv_batchnorm(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
         conv.outputs = [bn.outputs[0]]
         dead.append(bn)
         g.values.pop(old_out, None)
+        # it writes what the BatchNormalization wrote, of the shape and dtype the conv wrote before (a
+        # BatchNormalization keeps its input's), from weights of the same shape and dtype as before
+        carry_node(g, conv)
     if dead:
         _remove(g, dead)
     # the readers and order from before the folds still serve _fold_conv_affine: it asks for the readers
@@ -363,24 +366,31 @@ def _bn_folded(g: Graph, pairs: list[tuple[Node, Node]]) -> list[tuple[np.ndarra
     lo = 0
     for (conv, _), n in zip(pairs, counts, strict=True):
         w = c[conv.inputs[1]]
-        w_new = np.multiply(w, s32[lo : lo + n].reshape((-1, *([1] * (w.ndim - 1)))), dtype=np.float32)
-        w_new.setflags(write=False)  # fresh: set_constant keeps it without a copy
-        out.append((w_new, b_new[lo : lo + n]))
+        out.append((_scaled(w, s32[lo : lo + n]), b_new[lo : lo + n]))
         lo += n
     return out
 
 
 def _scaled(w: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``w`` with output channel ``i`` scaled by ``s[i]`` (float64 scale factors), in ``w``'s dtype.
+    """``w`` with output channel ``i`` scaled by ``s[i]`` (float64 scale factors, or float32 ones
+    for float32 weights), in ``w``'s dtype; read-only.
 
     The product is taken in ``w``'s dtype when that is float32 (as onnxruntime folds): the scale
-    is rounded once, the product once, and no float64 copy of the weights is made."""
+    is rounded once, the product once, and no float64 copy of the weights is made.  Weights that
+    are one value per output channel broadcast over the other axes (a folded fill: a broadcast
+    view) give a broadcast view of the scaled channel values: the same elements, none written
+    until the weights are uploaded."""
     shape = (-1, *([1] * (w.ndim - 1)))
+    whole = w.shape
+    if w.ndim > 1 and w.size and not any(w.strides[1:]):
+        w = w[(slice(None),) + (slice(0, 1),) * (w.ndim - 1)]  # one element per output channel
     out: np.ndarray
     if w.dtype == np.float32:
-        out = np.multiply(w, s.astype(np.float32).reshape(shape), dtype=np.float32)
+        out = np.multiply(w, s.astype(np.float32, copy=False).reshape(shape), dtype=np.float32)
     else:
         out = (w.astype(np.float64) * s.reshape(shape)).astype(w.dtype)
+    if out.shape != whole:
+        return np.broadcast_to(out, whole)  # read-only
     out.setflags(write=False)  # fresh: set_constant keeps it without a copy
     return out
 
@@ -474,7 +484,10 @@ def _fold_conv_affine(g: Graph, index: tuple[dict[str, list[Node]], list[Node]])
         old_out = conv.outputs[0]
         conv.inputs = [conv.inputs[0], w_name, b_name]
         conv.outputs = [out]
+        same = g.values[out].shape == g.values[old_out].shape and g.values[out].dtype == g.values[old_out].dtype
         g.values.pop(old_out, None)
+        if same:  # (a per-channel step keeps its input's shape and dtype: always so)
+            carry_node(g, conv)
         for a in absorbed[:-1]:
             g.values.pop(a.outputs[0], None)
         dead.extend(absorbed)
