@@ -822,8 +822,9 @@ class _Importer:
             self.unsupported.append((op, name, f"not defined in opset {self.opset}"))
             return
         proto_attrs = n.attribute[:]
-        if op == "Constant" and len(proto_attrs) == 1 and "value" in known:
-            # the usual Constant (one tensor attribute), read as _attr_values reads it when it passes
+        if (op == "Constant" or op == "ConstantOfShape") and len(proto_attrs) == 1 and "value" in known:
+            # the usual Constant or ConstantOfShape (one tensor attribute, "value"; the light models
+            # hold their weights as fills), read as _attr_values reads it when it passes
             a = proto_attrs[0]
             if a.type == 4 and a.name == "value" and not a.ref_attr_name:
                 attrs = {"value": self.tensor(a.t, f"attribute 'value' of node {name!r}")}

@@ -217,7 +217,7 @@ def _shape_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
 
 
 def _cos_rule(node: NodeLike, dts: list[DT]) -> list[DT]:
-    _check_in(node, 0, dts[0], frozenset({I64}))
+    _check_in(node, 0, dts[0], _I64)
     v = node.attrs.get("value")
     return [np.asarray(v).dtype if v is not None else _D("float32")]
 
