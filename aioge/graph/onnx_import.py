@@ -46,7 +46,6 @@ specialises it per concrete input shape on first use.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import sys
@@ -334,27 +333,6 @@ def load_onnx(
         UnsupportedOpsetError, DynamicShapeError (see the module docstring).
     """
     onnx = _import_onnx()
-    # The import allocates tens of thousands of small objects that all stay alive (the graph, its
-    # inference memo) or die by refcount: the cyclic collector's passes during it -- a dozen young
-    # ones and, every few loads, a full one over the whole heap -- would find nothing to free. It
-    # is paused for the load, as it was found (a caller that disabled it keeps it disabled).
-    collecting = gc.isenabled()
-    if collecting:
-        gc.disable()
-    try:
-        return _load_onnx(onnx, model, input_shapes, base_dir)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _load_onnx(
-    onnx: Any,
-    model: str | os.PathLike[str] | bytes | bytearray | memoryview | onnx.ModelProto,
-    input_shapes: Mapping[str, Sequence[int]] | None,
-    base_dir: str | os.PathLike[str] | None,
-) -> Graph:
-    """:func:`load_onnx`'s work."""
     proto, base, weights, whole = _read(onnx, model, base_dir)
     source_opset = _declared_opset(proto)
     if weights and source_opset < MIN_OPSET:  # the version converter reads the weights in the message
