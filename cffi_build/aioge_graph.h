@@ -70,6 +70,16 @@ aclError aiogeGraphDestroy(aiogeGraph *graph);
 aclError aiogeGraphPackWeights(aiogeGraph *graph, int32_t first, int32_t count, const void *const hostData[],
                                void *const devPtrs[], size_t *packedBytes, int32_t *packedNodes);
 
+/* Before aiogeGraphPackWeights: pack the nodes whose first packable weight (inputs [first, first +
+ * count)) is a fill -- fillValues[w] non-NULL: weight w is that one element (of its dtype) repeated
+ * -- and whose kernel packs such a weight from its value alone (the same packed copy as from its
+ * bytes); each runs from its pack as aiogeGraphPackWeights would have set it up (no device copy
+ * is compared with).  Sets needHost[w] = 1 for the fills the nodes left to aiogeGraphPackWeights
+ * read (pass their bytes there; a fill not needed there may be passed NULL), 0 for the others.
+ * Reports the packed bytes and nodes (either pointer may be NULL). */
+aclError aiogeGraphPackFillWeights(aiogeGraph *graph, int32_t first, int32_t count, const void *const fillValues[],
+                                   uint8_t needHost[], size_t *packedBytes, int32_t *packedNodes);
+
 /* After aiogeGraphPackWeights: which of the weights [first, first + count) the graph reads only
  * through packed copies -- some node reads it, and every node reading it packed it (or found its
  * shared packed copy) and runs from the pack alone -- sets packOnly[w] = 1 for those (0 for the

@@ -469,6 +469,20 @@ def graph_pack_weights(g: Handle, first: int, host: Sequence[Any], dev: Sequence
     return int(nbytes[0]), int(nodes[0])
 
 
+def graph_pack_fill_weights(g: Handle, first: int, values: Sequence[Any]) -> tuple[int, int, list[bool]] | None:
+    """Before :func:`graph_pack_weights`: pack the nodes whose first packable weight (inputs ``first``..)
+    is a fill -- ``values[w]``: a pointer to the one element weight ``w`` repeats, or None (not a fill)
+    -- from the value alone: ``(packed bytes, nodes packed, per weight whether graph_pack_weights
+    needs its bytes)``; None where the runtime has no such call (pack every weight from its bytes)."""
+    if not _has("aiogeGraphPackFillWeights"):
+        return None
+    count = len(values)
+    nbytes, nodes, need = ffi.new("size_t *"), ffi.new("int32_t *"), ffi.new("uint8_t[]", max(count, 1))
+    vp = ffi.new("void *[]", [NULL if v is None else v for v in values])
+    check(lib.aiogeGraphPackFillWeights(g, first, count, vp, need, nbytes, nodes), "aiogeGraphPackFillWeights")
+    return int(nbytes[0]), int(nodes[0]), [bool(x) for x in need[0:count]]
+
+
 def graph_pack_only_weights(g: Handle, first: int, count: int) -> list[bool]:
     """After :func:`graph_pack_weights`: per weight (inputs ``first``.. ``first + count``), whether the
     graph reads it only through packed copies; the graph forgets those (executions pass NULL for

@@ -508,6 +508,59 @@ out:
     return rc;
 }
 
+aclError aiogeGraphPackFillWeights(aiogeGraph *graph, int32_t first, int32_t count, const void *const fillValues[],
+                                   uint8_t needHost[], size_t *packedBytes, int32_t *packedNodes) {
+    aclError rc;
+    aiogeGraph *g = graph_get(graph, &rc);
+    if (!g) return rc;
+    if (first < 0 || count < 0 || first > g->nin || count > g->nin - first || (count && (!fillValues || !needHost))) {
+        rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "aiogeGraphPackFillWeights: bad weight range [%d, +%d) of %d inputs",
+                       (int)first, (int)count, g->nin);
+        goto out;
+    }
+    memset(needHost, 0, (size_t)count);
+    size_t total = 0;
+    int32_t nodes = 0;
+    for (int s = 0; s < g->nseg; s++)
+        for (int i = 0; i < g->seg[s].n; i++) {
+            gnode *nd = &g->seg[s].nodes[i];
+            if (nd->packed || !nd->k->pack) continue;
+            /* as aiogeGraphPackWeights would pack it (its first weight input the kernel packs): here
+             * when that is a fill this kernel packs as one; else left to aiogeGraphPackWeights, and
+             * every fill it reads needs its bytes there */
+            bool left = false;
+            for (int j = 0; j < nd->nin; j++) {
+                int64_t w = nd->at[j] - first;
+                if (nd->loc[j] != AIOGE_LOC_INPUT || w < 0 || w >= count) continue;
+                if (g->dropped && g->dropped[nd->at[j]]) continue;
+                size_t bytes = 0;
+                bool raw = true;
+                void *p = fillValues[w] ? hrt_pack_weight_fill(nd->k, j, fillValues[w], &bytes, &raw) : NULL;
+                if (!p) {
+                    left = true;
+                    break;
+                }
+                nd->packed = p;
+                nd->packed_src = NULL;
+                nd->packed_in = j;
+                nd->packed_raw = raw;
+                total += bytes;
+                nodes++;
+                break;
+            }
+            if (!left) continue;
+            for (int j = 0; j < nd->nin; j++) {
+                int64_t w = nd->at[j] - first;
+                if (nd->loc[j] == AIOGE_LOC_INPUT && w >= 0 && w < count && fillValues[w]) needHost[w] = 1;
+            }
+        }
+    if (packedBytes) *packedBytes = total;
+    if (packedNodes) *packedNodes = nodes;
+out:
+    graph_unref(g);
+    return rc;
+}
+
 /* Whether weight input `in` is read only through packed copies: some node reads it, and every
  * operand placed at it is a node's packed input whose packed runs read nothing else of it. */
 static bool pack_only(const aiogeGraph *g, int64_t in) {

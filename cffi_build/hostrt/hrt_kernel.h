@@ -126,6 +126,10 @@ struct hrt_kernel {
     /* optional: a constant input packed once (graph.c, aiogeGraphPackWeights) for run_packed;
      * pack returns NULL when the kernel has no use for it (then run is used) */
     void *(*pack)(const hrt_kernel *k, int input, const void *data, size_t *bytes);
+    /* optional: pack of a constant input every element of which is *value (one element of its
+     * dtype): the same packed copy as pack of that input materialised, without reading one
+     * (aiogeGraphPackFillWeights); NULL: such an input is packed from its materialised bytes */
+    void *(*pack_fill)(const hrt_kernel *k, int input, const void *value, size_t *bytes);
     void (*pack_free)(void *packed);
     aclError (*run_packed)(const hrt_kernel *k, void *const *in, void *const *out, const void *packed);
     int64_t iparam[8];          /* small per-op parameters */
@@ -194,11 +198,17 @@ size_t hrt_sgemm_pb_bytes(const hrt_sgemm_pb *pb);
  * (layout, address and values); hrt_sgemm_pb_release drops one plan's reference (pack_free) */
 hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float *b, int64_t ldb);
 void hrt_sgemm_pb_release(hrt_sgemm_pb *pb);
+/* packcache.c: hrt_sgemm_pack_b_shared of a B every element of which is the float *value (its
+ * panels packed from one row of it; shared as B's would be, keyed by value's address) */
+hrt_sgemm_pb *hrt_sgemm_pack_b_fill_shared(bool tb, int64_t n, int64_t k, const void *value);
 /* packcache.c: k->pack(k, input, data, bytes) of a graph's weight (nbytes at data, any address):
  * data not aligned to its element size is packed from an aligned copy.  *reads_raw: whether
  * run_packed with this pack may still read the weight as uploaded (a product's panels that
  * hrt_sgemm_packed hands to BLAS from the unpacked op(B) at some sizes); false: only the pack */
 void *hrt_pack_weight(const hrt_kernel *k, int input, const void *data, size_t nbytes, size_t *bytes, bool *reads_raw);
+/* packcache.c: k->pack_fill(k, input, value, bytes) of a graph's weight that is *value repeated
+ * (NULL where the kernel has no pack_fill or no use for it); *reads_raw as hrt_pack_weight's */
+void *hrt_pack_weight_fill(const hrt_kernel *k, int input, const void *value, size_t *bytes, bool *reads_raw);
 int64_t hrt_sgemm_pb_count(void); /* packings so far (process-wide) */
 int64_t hrt_sgemm_pb_n(const hrt_sgemm_pb *pb);
 int64_t hrt_sgemm_pb_k(const hrt_sgemm_pb *pb);

@@ -111,6 +111,26 @@ hrt_sgemm_pb *hrt_sgemm_pack_b_shared(bool tb, int64_t n, int64_t k, const float
     return pc_handed = pb;
 }
 
+hrt_sgemm_pb *hrt_sgemm_pack_b_fill_shared(bool tb, int64_t n, int64_t k, const void *value) {
+    if (n <= 0 || k <= 0 || !value) return NULL;
+    /* every row of B the same: one row of the value, read with ldb 0, packs the same panels as B */
+    const int64_t row = tb ? k : n;
+    float *b = malloc(sizeof(float) * (size_t)row);
+    if (!b) return NULL;
+    float v;
+    memcpy(&v, value, sizeof v);
+    for (int64_t i = 0; i < row; i++) b[i] = v;
+    /* keyed by the value's address (as a scratch copy is by its weight's): the nodes reading one
+     * weight find the panels the first packed */
+    pc_alias.copy = (const char *)b;
+    pc_alias.orig = value;
+    pc_alias.bytes = sizeof(float) * (size_t)row;
+    hrt_sgemm_pb *pb = hrt_sgemm_pack_b_shared(tb, n, k, b, 0);
+    pc_alias.copy = NULL;
+    free(b);
+    return pb;
+}
+
 /* Whether a product packed into pb may read its unpacked op(B) at run time: hrt_sgemm_packed hands
  * a product to BLAS from the unpacked op(B) where that measured faster (large M and panels; a
  * portable build's generic family: any size, and the family may change at run time) */
@@ -129,6 +149,16 @@ static bool pb_reads_raw(const hrt_sgemm_pb *pb) {
 static void *pack_hook(const hrt_kernel *k, int input, const void *data, size_t *bytes, bool *reads_raw) {
     pc_handed = NULL;
     void *p = k->pack(k, input, data, bytes);
+    *reads_raw = p && pc_handed && pb_reads_raw(pc_handed);
+    pc_handed = NULL;
+    return p;
+}
+
+void *hrt_pack_weight_fill(const hrt_kernel *k, int input, const void *value, size_t *bytes, bool *reads_raw) {
+    *reads_raw = false;
+    if (!k->pack_fill) return NULL;
+    pc_handed = NULL;
+    void *p = k->pack_fill(k, input, value, bytes);
     *reads_raw = p && pc_handed && pb_reads_raw(pc_handed);
     pc_handed = NULL;
     return p;

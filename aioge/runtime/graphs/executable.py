@@ -418,14 +418,18 @@ class CompiledGraph(Resource):
         dev.context.bind()
         b = self._build
         s0 = dev.default_stream
-        # each weight made contiguous once (a folded fill is a broadcast view: materialised here),
-        # packed from (_pack_weights) and uploaded from (one copy, at once: Stream._upload's now);
-        # an array already contiguous is not copied
-        host = [_native.contiguous(self.graph.constants[name]) for name in b.weights]
+        # each weight made contiguous once, packed from (_pack_weights) and uploaded from (one copy, at
+        # once: Stream._upload's now); an array already contiguous is not copied.  A folded fill (a
+        # broadcast scalar view) is materialised only where its bytes are read: a kernel may pack it
+        # from its value alone, and one read only through packed copies is never uploaded
+        consts = self.graph.constants
+        arrays = [np.asarray(consts[name]) for name in b.weights]
+        host: list[np.ndarray | None] = [a if a.flags.c_contiguous else None if _is_fill(a) else _native.contiguous(a)
+                                         for a in arrays]  # fmt: skip
         if self.mode == "per_op":
-            self._upload_weights(host, [False] * len(host))
+            self._upload_weights(arrays, host, [False] * len(host))
             return
-        in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [h.nbytes for h in host]
+        in_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.inputs.values()] + [a.nbytes for a in arrays]
         out_bytes = [math.prod(sh) * dt.itemsize for sh, dt in self.outputs.values()]
         self._handle = acl.graph_create(in_bytes, out_bytes, b.total_arena, max(len(b.segments), 1))
         cache = dev.context.cache
@@ -438,7 +442,7 @@ class CompiledGraph(Resource):
                 b.ops, NCHW_OPS, dtypes.ACL_CODE, dtypes.normalize, _FORMATS, _NODE_BATCH, _CONST_BATCH_BYTES):
             acl.graph_add_nodes_by_value(self._handle, segs, types, names, counts, operands, table,
                                          cache.attrs(attrs))  # fmt: skip
-        self._upload_weights(host, self._pack_weights(host))
+        self._upload_weights(arrays, host, self._pack_weights(arrays, host))
         if len(b.segments) == 1 and self.plan.num_streams <= 1:
             slots: list[int] = []
             end = aligned(b.total_arena)
@@ -452,34 +456,59 @@ class CompiledGraph(Resource):
                 with self._flight.lock:
                     self._flight.made += 1  # an arena of the model's too: the one its runs now use
 
-    def _pack_weights(self, host: list[np.ndarray]) -> list[bool]:
+    def _pack_weights(self, arrays: list[np.ndarray], host: list[np.ndarray | None]) -> list[bool]:
         """Pack the weights the kernels have a packed form of (a constant matrix-product operand, a
         convolution's filter), once, from ``host`` (their contiguous host arrays, in ``Layout.weights``
-        order); per weight, whether the graph reads it only through those packed copies."""
-        self.plan.weight_bytes = sum(h.nbytes for h in host)
+        order; None: a fill of ``arrays`` not materialised yet, packed from its value where the kernel
+        can, else materialised into ``host`` here); per weight, whether the graph reads it only
+        through those packed copies."""
+        self.plan.weight_bytes = sum(a.nbytes for a in arrays)
         if not _PACK_WEIGHTS:
             return [False] * len(host)
         first = len(self.inputs)
-        packed, _ = acl.graph_pack_weights(self._handle, first, [_native.host_ptr(h) for h in host], None)
+        packed = 0
+        fills = [i for i, h in enumerate(host) if h is None]
+        if fills:
+            values: list[Any] = [None] * len(host)
+            held = []  # each fill's one value, alive through the call
+            for i in fills:
+                a = arrays[i]
+                v = _native.contiguous(a[(0,) * a.ndim])
+                held.append(v)
+                values[i] = _native.host_ptr(v)
+            done = acl.graph_pack_fill_weights(self._handle, first, values)
+            if done is not None:
+                packed, _, need = done
+            for i in fills:
+                if done is None or need[i]:
+                    host[i] = _native.contiguous(arrays[i])
+        ptrs = [_NULL if h is None else _native.host_ptr(h) for h in host]
+        packed += acl.graph_pack_weights(self._handle, first, ptrs, None)[0]
         self.plan.packed_weight_bytes = packed
         return acl.graph_pack_only_weights(self._handle, first, len(host)) if packed else [False] * len(host)
 
-    def _upload_weights(self, host: list[np.ndarray], pack_only: list[bool]) -> None:
-        """Upload the weights but those the graph reads only through packed copies (``pack_only``)."""
+    def _upload_weights(self, arrays: list[np.ndarray], host: list[np.ndarray | None], pack_only: list[bool]) -> None:
+        """Upload the weights but those the graph reads only through packed copies (``pack_only``);
+        a fill not materialised yet (``host`` None) is materialised to be uploaded."""
         s0 = self.device.default_stream
         shared = self._shared
         consts = self.graph.constants
         at: list[Tensor | None] = []
         mine: list[int] = []  # where this plan's own copies go in ``at``
-        for name, h, skip in zip(self._build.weights, host, pack_only, strict=True):
+        up: list[np.ndarray] = []  # and their host arrays
+        for a, name, h, skip in zip(arrays, self._build.weights, host, pack_only, strict=True):
             w = None
-            if not skip and shared is not None:
-                w = shared.get(s0, consts[name], h)
-            if w is None and not skip:
-                mine.append(len(at))
+            if not skip:
+                if h is None:
+                    h = _native.contiguous(a)
+                if shared is not None:
+                    w = shared.get(s0, consts[name], h)
+                if w is None:
+                    mine.append(len(at))
+                    up.append(h)
             at.append(w)
         if mine:
-            for i, w in zip(mine, s0._upload_all([host[i] for i in mine]), strict=True):
+            for i, w in zip(mine, s0._upload_all(up), strict=True):
                 at[i] = _owned(w)
         self._weight_at = at
         self._weights = [w for w in at if w is not None]
@@ -918,6 +947,11 @@ class CompiledGraph(Resource):
 
 _execute_now = acl.graph_execute_host_now_rc
 _NULL = acl.NULL
+
+
+def _is_fill(a: np.ndarray) -> bool:
+    """Whether ``a`` (not C-contiguous) is one number repeated: a broadcast scalar, as a folded fill is."""
+    return a.dtype.kind in "biuf" and not any(a.strides)
 
 
 def _owned_memory(mem: DeviceMemory) -> DeviceMemory:

@@ -581,6 +581,16 @@ static void *fmm_pack(const hrt_kernel *k, int input, const void *data, size_t *
     return pb;
 }
 
+/* fmm_pack of a constant b that is one value repeated: op(B) read from one row of that value with
+ * ldb 0 (hrt_sgemm_pack_b_fill_shared): fmm_pack's panels without materialising b */
+static void *fmm_pack_fill(const hrt_kernel *k, int input, const void *value, size_t *bytes) {
+    const fmm_plan *p = k->plan;
+    if (input != 1 || p->dt != ACL_FLOAT || !fmm_tall(p) || k->in[1].numel != p->kk * p->n) return NULL;
+    hrt_sgemm_pb *pb = hrt_sgemm_pack_b_fill_shared(p->tb, p->n, p->kk, value);
+    *bytes = hrt_sgemm_pb_bytes(pb);
+    return pb;
+}
+
 static void fmm_pack_free(void *pb) { hrt_sgemm_pb_release(pb); }
 
 static aclError fmm_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
@@ -671,6 +681,7 @@ static aclError fmm_compile(hrt_kernel *k, const aclopAttr *attrs) {
     k->plan_free = free;
     k->run = fmm_run;
     k->pack = fmm_pack;
+    k->pack_fill = fmm_pack_fill;
     k->pack_free = fmm_pack_free;
     k->run_packed = fmm_run_packed;
     return ACL_SUCCESS;

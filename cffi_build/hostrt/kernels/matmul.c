@@ -119,6 +119,16 @@ static void *mm_pack(const hrt_kernel *k, int input, const void *data, size_t *b
     return pb;
 }
 
+/* mm_pack of a constant b that is one value repeated: op(B) read from one row of that value with
+ * ldb 0 (hrt_sgemm_pack_b_fill_shared): mm_pack's panels without materialising b */
+static void *mm_pack_fill(const hrt_kernel *k, int input, const void *value, size_t *bytes) {
+    const mm_plan *p = k->plan;
+    if (input != 1 || p->dt != ACL_FLOAT || (!p->fold && p->nbatch != 1) || k->in[1].numel != p->k * p->n) return NULL;
+    hrt_sgemm_pb *pb = hrt_sgemm_pack_b_fill_shared(p->tb, p->n, p->k, value);
+    *bytes = hrt_sgemm_pb_bytes(pb);
+    return pb;
+}
+
 static void mm_pack_free(void *pb) { hrt_sgemm_pb_release(pb); }
 
 static aclError mm_run_packed(const hrt_kernel *k, void *const *in, void *const *out, const void *packed) {
@@ -183,6 +193,7 @@ static aclError mm_finish(hrt_kernel *k, mm_plan *p, const int64_t *batch, int b
     k->plan_free = free;
     k->run = mm_run;
     k->pack = mm_pack;
+    k->pack_fill = mm_pack_fill;
     k->pack_free = mm_pack_free;
     k->run_packed = mm_run_packed;
     return ACL_SUCCESS;
