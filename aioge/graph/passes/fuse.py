@@ -377,21 +377,28 @@ def _scaled(w: np.ndarray, s: np.ndarray) -> np.ndarray:
 
     The product is taken in ``w``'s dtype when that is float32 (as onnxruntime folds): the scale
     is rounded once, the product once, and no float64 copy of the weights is made.  Weights that
-    are one value per output channel broadcast over the other axes (a folded fill: a broadcast
-    view) give a broadcast view of the scaled channel values: the same elements, none written
-    until the weights are uploaded."""
+    are one value broadcast (a folded fill) whose channels all scale to the same bits stay one
+    value broadcast: the same elements, none written here (the upload fills them)."""
     shape = (-1, *([1] * (w.ndim - 1)))
-    whole = w.shape
-    if w.ndim > 1 and w.size and not any(w.strides[1:]):
-        w = w[(slice(None),) + (slice(0, 1),) * (w.ndim - 1)]  # one element per output channel
+    if w.ndim > 1 and w.size and not any(w.strides):
+        one = _product(w[(slice(None),) + (slice(0, 1),) * (w.ndim - 1)], s, shape)  # per output channel
+        flat = one.tobytes()
+        if flat == flat[: one.itemsize] * one.size:  # every channel the same bits
+            view = np.ndarray(w.shape, one.dtype, one, 0, (0,) * w.ndim)
+            view.setflags(write=False)
+            return view
+    out = _product(w, s, shape)
+    out.setflags(write=False)  # fresh: set_constant keeps it without a copy
+    return out
+
+
+def _product(w: np.ndarray, s: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``w * s.reshape(shape)`` in ``w``'s dtype, as :func:`_scaled` takes it: a fresh array."""
     out: np.ndarray
     if w.dtype == np.float32:
         out = np.multiply(w, s.astype(np.float32, copy=False).reshape(shape), dtype=np.float32)
     else:
         out = (w.astype(np.float64) * s.reshape(shape)).astype(w.dtype)
-    if out.shape != whole:
-        return np.broadcast_to(out, whole)  # read-only
-    out.setflags(write=False)  # fresh: set_constant keeps it without a copy
     return out
 
 
