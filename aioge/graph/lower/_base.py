@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ("ConstInput", "InputRef", "LoweredOp", "LoweredNode", "Builder", "RULES", "Rule", "rule", "acl_dtype")
 
+@dict_init
 @dataclass(frozen=True, eq=False)
 class ConstInput:
     """A small host array passed as a const input."""

@@ -115,6 +115,8 @@ def _fused_ok(L: Builder, nd: int) -> bool:
         return False
     if op == "LSTM" and (int(L.attr("input_forget")) or L.node.input(7)):
         return False
+    if "activations" not in L.node.attrs:
+        return True  # the defaults, which take no alpha or beta: what rnn_activations would list
     acts = rnn_activations(L.node, nd)
     return all(a == (name, None, None) for a, name in zip(acts, DEFAULT_ACTIVATIONS[op] * nd, strict=True))
 

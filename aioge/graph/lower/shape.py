@@ -64,14 +64,10 @@ def _strided_slice(L: Builder, x: str, ranges: Sequence[tuple[int, int, int]], o
             end.append(0)
         else:
             end.append(e)
+    rows = np.array([begin, end, strides], np.int64)  # one array, three contiguous rows: one call, not three
     L.op(
         "StridedSlice",
-        [
-            x,
-            ConstInput(np.array(begin, np.int64)),
-            ConstInput(np.array(end, np.int64)),
-            ConstInput(np.array(strides, np.int64)),
-        ],
+        [x, ConstInput(rows[0]), ConstInput(rows[1]), ConstInput(rows[2])],
         [out],
         begin_mask=0,
         end_mask=end_mask,

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ir import Graph
+from ..ir import Graph, Value
 from ..reference import evaluate_node, shape_slice
 from ..schema import get_attr
 from ._util import node_order, require_shapes, working_copy
@@ -103,8 +103,8 @@ def fold_constants_pass(graph: Graph, *, max_elements: int = 1 << 20, tidy: bool
             continue
         elif n.inputs and all(i in consts for i in n.inputs if i):
             out_elems = sum(math.prod(values[o].shape or ()) for o in n.outputs if o)
-            in_elems = sum(consts[i].size for i in n.inputs if i)
-            if out_elems > max_elements and out_elems > in_elems and not weights_only(n.outputs):
+            if (out_elems > max_elements and out_elems > sum(consts[i].size for i in n.inputs if i)
+                    and not weights_only(n.outputs)):
                 continue
             ins = [consts[i] if i else None for i in n.inputs]
             # shape inference evaluated it already (its compile-time values): the same result
@@ -114,9 +114,12 @@ def fold_constants_pass(graph: Graph, *, max_elements: int = 1 << 20, tidy: bool
         for name, arr in zip(n.outputs, outs, strict=False):
             if name:
                 a = np.asarray(arr, dtype=values[name].dtype)
-                if a.flags.writeable and a.base is None:  # fresh: no copy (set_constant copies writeable arrays)
+                if a.flags.writeable:  # fresh: no copy; a view of a writeable array: a read-only copy
+                    if a.base is not None:
+                        a = a.copy()
                     a.setflags(write=False)
-                g.set_constant(name, a)
+                consts[name] = a  # set_constant's work, inline (a is read-only here)
+                values[name] = Value(name, a.shape, a.dtype)
         for name in n.outputs[len(outs) :]:
             if name:  # an output the evaluation did not give: no constant to keep it
                 raise KeyError(name)
