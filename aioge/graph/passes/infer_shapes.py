@@ -637,8 +637,11 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
                 in_dtypes.append(None)
                 in_shapes.append(None)
                 in_values.append(None)
+        # tuples from here on: the memo entry keeps them, and a tuple of untracked objects (names,
+        # shapes, dtypes, arrays, None) is one the cyclic collector stops visiting
+        key = (tuple(in_dtypes), tuple(in_shapes), tuple(in_values))
         hit = prior.get(node.name) if prior else None
-        if hit is not None and hit.applies(node, in_dtypes, in_shapes, in_values):
+        if hit is not None and hit.applies(node, *key):
             for o, s, dt in hit.outs:
                 v = values[o]
                 if v.shape is not None and v.shape != s and tuple(v.shape) != s:
@@ -695,8 +698,8 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
             else None  # an input without a compile-time value: _propagate_values computes nothing
         )
         memo[node.name] = _new_inferred(_Inferred, (  # (the NamedTuple's __new__ without its Python frame)
-            node.op_type, node.domain, tuple(outputs), tuple(node.attrs), list(node.attrs.values()),
-            in_dtypes, in_shapes, in_values, outs, out_values or {},
+            node.op_type, node.domain, tuple(outputs), tuple(node.attrs), tuple(node.attrs.values()),
+            *key, tuple(outs), out_values or _NO_VALUES,
         ))  # fmt: skip
     g.nodes = order
     for o in g.outputs:
@@ -731,20 +734,26 @@ class _Inferred(NamedTuple):
     and compile-time values (input names do not matter: their presence, dtypes, shapes and values
     do, and a node inferred without an error raises none again); what it gave: ``outs`` (name,
     shape, dtype of each output) and ``known`` (the outputs' compile-time values, ``_propagate``).
+
+    Tuples throughout (no lists): an entry lives as long as its graph, and tuples holding only
+    names, shapes, dtypes, arrays and None are ones the cyclic collector stops visiting after it
+    has seen them once, where each list would be visited by every collection.
     """
 
     op_type: str
     domain: str
     outputs: tuple[str, ...]
     attr_names: tuple[str, ...]
-    attr_values: list[Any]  # by identity (attr values are never edited in place)
-    in_dtypes: list[Any]
-    in_shapes: list[Any]
-    in_values: list[np.ndarray | None]  # big ones (weights) by identity, small ones by value
-    outs: list[tuple[str, Any, Any]]
-    known: dict[str, np.ndarray]
+    attr_values: tuple[Any, ...]  # by identity (attr values are never edited in place)
+    in_dtypes: tuple[Any, ...]
+    in_shapes: tuple[Any, ...]
+    in_values: tuple[np.ndarray | None, ...]  # big ones (weights) by identity, small ones by value
+    outs: tuple[tuple[str, Any, Any], ...]
+    known: Mapping[str, np.ndarray]
 
-    def applies(self, node: Node, in_dtypes: list[Any], in_shapes: list[Any], in_values: list[Any]) -> bool:
+    def applies(
+        self, node: Node, in_dtypes: tuple[Any, ...], in_shapes: tuple[Any, ...], in_values: tuple[Any, ...]
+    ) -> bool:
         """Whether ``node``, fed these, is what this was inferred from (so it infers the same)."""
         if (
             self.op_type != node.op_type
@@ -765,6 +774,8 @@ class _Inferred(NamedTuple):
 
 
 _new_inferred = tuple.__new__
+#: ``known`` of an entry whose node has no compile-time output value (never written to)
+_NO_VALUES: Mapping[str, np.ndarray] = {}
 
 
 def _same_value(a: np.ndarray | None, b: np.ndarray | None) -> bool:
@@ -797,9 +808,9 @@ def inferred_outputs(graph: Graph, node: Node, in_values: list[np.ndarray | None
         return None
     values = graph.values
     ins = [values[x] if x else None for x in node.inputs]
-    in_dtypes = [v.dtype if v else None for v in ins]
-    in_shapes = [v.shape if v else None for v in ins]
-    return outs if hit.applies(node, in_dtypes, in_shapes, in_values) else None
+    in_dtypes = tuple([v.dtype if v else None for v in ins])
+    in_shapes = tuple([v.shape if v else None for v in ins])
+    return outs if hit.applies(node, in_dtypes, in_shapes, tuple(in_values)) else None
 
 
 def carry_inference(src: Graph, dst: Graph) -> None:
@@ -852,8 +863,8 @@ def carry_node(g: Graph, node: Node) -> None:
                 return
             outs.append((o, v.shape, v.dtype))
     entry = _Inferred(
-        node.op_type, node.domain, tuple(node.outputs), tuple(node.attrs), list(node.attrs.values()),
-        in_dtypes, in_shapes, in_values, outs, {},
+        node.op_type, node.domain, tuple(node.outputs), tuple(node.attrs), tuple(node.attrs.values()),
+        tuple(in_dtypes), tuple(in_shapes), tuple(in_values), tuple(outs), _NO_VALUES,
     )  # fmt: skip
     carried = _CARRIED.get(g)
     if carried is None:
@@ -866,17 +877,20 @@ _INFERRED: weakref.WeakKeyDictionary[Graph, tuple[Any, ...]] = weakref.WeakKeyDi
 
 
 def _snapshot(g: Graph) -> tuple[Any, ...]:
-    """Everything shape inference reads or writes, by value (constants by identity: they are read-only)."""
+    """Everything shape inference reads or writes, by value (constants by identity: they are read-only).
+
+    Tuples throughout: it lives as long as the graph, and tuples holding only names, shapes,
+    dtypes and numbers are ones the cyclic collector stops visiting after it has seen them once
+    (lists and dicts it visits in every collection).  A node's attrs are ``(name, value, was a
+    list)`` in the dict's order, a list value as a tuple of its items (:func:`_same_as` compares
+    them as the dict of the attrs with a copy of each list would compare)."""
     nodes = []
     for n in g.nodes:
-        attrs = dict(n.attrs)
-        for k, v in attrs.items():
-            if isinstance(v, list):
-                attrs[k] = list(v)  # a value replaced, none added: the walk goes on
-        nodes.append((n.op_type, n.domain, n.name, list(n.inputs), list(n.outputs), attrs))
-    values = {k: (v.shape, v.dtype) for k, v in g.values.items()}
-    return (nodes, values, [id(a) for a in g.constants.values()], list(g.constants), list(g.inputs),
-            list(g.outputs), dict(g.symbolic))  # fmt: skip
+        attrs = tuple([(k, tuple(v), True) if isinstance(v, list) else (k, v, False) for k, v in n.attrs.items()])
+        nodes.append((n.op_type, n.domain, n.name, tuple(n.inputs), tuple(n.outputs), attrs))
+    values = tuple([(k, v.shape, v.dtype) for k, v in g.values.items()])
+    return (tuple(nodes), values, tuple([id(a) for a in g.constants.values()]), tuple(g.constants), tuple(g.inputs),
+            tuple(g.outputs), dict(g.symbolic))  # fmt: skip
 
 
 def is_inferred(graph: Graph) -> bool:
@@ -892,26 +906,40 @@ def is_inferred(graph: Graph) -> bool:
 
 
 def _same_as(snap: tuple[Any, ...], g: Graph) -> bool:
-    """``snap == _snapshot(g)``, compared as it walks ``g`` (no second snapshot built; the first
-    difference ends it)."""
+    """Whether ``g`` holds what ``snap`` (a :func:`_snapshot`) recorded, compared as it walks ``g``
+    (no second snapshot built; the first difference ends it).  A node's attrs compare as
+    ``dict(attrs) == n.attrs`` would for the attrs at snapshot time with each list copied: the same
+    names, each value the same object or equal, a list value equal to a list of its items."""
     nodes, values, const_ids, const_names, inputs, outputs, symbolic = snap
     if len(nodes) != len(g.nodes) or len(values) != len(g.values) or len(const_names) != len(g.constants):
         return False
     for (op_type, domain, name, ins, outs, attrs), n in zip(nodes, g.nodes, strict=True):
         if op_type != n.op_type or domain != n.domain or name != n.name:
             return False
-        ni, no = n.inputs, n.outputs
-        if ins != (ni if type(ni) is list else list(ni)) or outs != (no if type(no) is list else list(no)):
+        if ins != tuple(n.inputs) or outs != tuple(n.outputs):
             return False
-        if attrs != n.attrs:  # a list attr compares as the snapshot's copy of it; others: identity, else ==
+        now = n.attrs
+        if len(attrs) != len(now):
             return False
+        for k, v, was_list in attrs:
+            x = now.get(k, _ABSENT)
+            if x is _ABSENT:
+                return False
+            if was_list:
+                if not (len(v) == len(x) and v == tuple(x) if type(x) is list else list(v) == x):
+                    return False
+            elif not (v is x or v == x):
+                return False
     get = g.values.get
-    for k, (shape, dtype) in values.items():
+    for k, shape, dtype in values:
         v = get(k)
         if v is None or v.shape != shape or v.dtype != dtype:
             return False
-    same = list(g.constants) == const_names and [id(a) for a in g.constants.values()] == const_ids
-    return bool(same and inputs == list(g.inputs) and outputs == list(g.outputs) and symbolic == dict(g.symbolic))
+    same = tuple(g.constants) == const_names and tuple([id(a) for a in g.constants.values()]) == const_ids
+    return bool(same and inputs == tuple(g.inputs) and outputs == tuple(g.outputs) and symbolic == dict(g.symbolic))
+
+
+_ABSENT = object()
 
 
 register_shape_inference(infer_shapes)  # Graph.validate(shapes=True) runs it
