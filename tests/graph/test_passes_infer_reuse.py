@@ -57,11 +57,11 @@ def test_inference_fresh_reused_and_known_values_agree(name: str) -> None:
     known = IS.known_values(g)
     memo = IS._MEMO[g]
     for n in g.nodes:  # what inference kept of each node's outputs is known_values' computation
-        for o, arr in memo[n.name].known.items():
+        for o, arr in memo[n.name][IS._KNOWN]:
             assert o in known
             assert arr.dtype == known[o].dtype and np.array_equal(arr, known[o])
         computable = {o for o in n.outputs if o in known and o not in g.constants}
-        assert computable == set(memo[n.name].known)
+        assert computable == {o for o, _ in memo[n.name][IS._KNOWN]}
 
 
 def _broadcast_by_numpy(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:

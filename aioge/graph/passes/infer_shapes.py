@@ -19,7 +19,7 @@ import math
 import weakref
 from collections.abc import Mapping
 from operator import is_
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -641,16 +641,16 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
         # shapes, dtypes, arrays, None) is one the cyclic collector stops visiting
         key = (tuple(in_dtypes), tuple(in_shapes), tuple(in_values))
         hit = prior.get(node.name) if prior else None
-        if hit is not None and hit.applies(node, *key):
-            for o, s, dt in hit.outs:
+        if hit is not None and _applies(hit, node, *key):
+            for o, s, dt in hit[_OUTS]:
                 v = values[o]
                 if v.shape is not None and v.shape != s and tuple(v.shape) != s:
                     raise ShapeInferenceError(
                         f"output {o!r} was declared {v.shape}, inferred {s}", node=node.name, op_type=node.op_type
                     )
                 v.shape, v.dtype = s, dt
-            if hit.known:
-                known.update(hit.known)
+            if hit[_KNOWN]:
+                known.update(hit[_KNOWN])
             memo[node.name] = hit
             continue
         check_node_signature(node)
@@ -697,10 +697,10 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
             if all_known or node.op_type == "Shape"
             else None  # an input without a compile-time value: _propagate_values computes nothing
         )
-        memo[node.name] = _new_inferred(_Inferred, (  # (the NamedTuple's __new__ without its Python frame)
+        memo[node.name] = (
             node.op_type, node.domain, tuple(outputs), tuple(node.attrs), tuple(node.attrs.values()),
-            *key, tuple(outs), out_values or _NO_VALUES,
-        ))  # fmt: skip
+            *key, tuple(outs), tuple(out_values.items()) if out_values else (),
+        )  # fmt: skip
     g.nodes = order
     for o in g.outputs:
         if not g.values[o].known:
@@ -727,55 +727,46 @@ def _checked_outputs(node: Node, get: Any) -> list[Any] | None:
     return outs
 
 
-class _Inferred(NamedTuple):
-    """One node's inference, reused for a node of that name that it :meth:`applies` to.
+#: One node's inference, reused for a node of that name that it applies to (:func:`_applies`).
+#:
+#: What it was inferred from: op type, domain, output names, attr names, attr values (by identity:
+#: attr values are never edited in place), the inputs' dtypes, shapes and compile-time values (big
+#: ones, weights, by identity, small ones by value; input names do not matter: their presence,
+#: dtypes, shapes and values do, and a node inferred without an error raises none again); what it
+#: gave: ``[_OUTS]`` (name, shape, dtype of each output) and ``[_KNOWN]`` (the outputs' compile-time
+#: values, ``_propagate``: (name, array) pairs).
+#:
+#: A plain tuple of tuples (no list, dict or tuple subclass): an entry lives as long as its graph,
+#: and a plain tuple holding only names, shapes, dtypes, arrays and None is one the cyclic
+#: collector stops visiting once it has seen it (it visits each list, dict and instance of a tuple
+#: subclass in every collection of its generation, and a tuple holding one of those with it).
+_Inferred = tuple[Any, ...]
+_OUTS = 8
+_KNOWN = 9
 
-    What it was inferred from: op type, domain, output names, attrs, the inputs' dtypes, shapes
-    and compile-time values (input names do not matter: their presence, dtypes, shapes and values
-    do, and a node inferred without an error raises none again); what it gave: ``outs`` (name,
-    shape, dtype of each output) and ``known`` (the outputs' compile-time values, ``_propagate``).
 
-    Tuples throughout (no lists): an entry lives as long as its graph, and tuples holding only
-    names, shapes, dtypes, arrays and None are ones the cyclic collector stops visiting after it
-    has seen them once, where each list would be visited by every collection.
-    """
-
-    op_type: str
-    domain: str
-    outputs: tuple[str, ...]
-    attr_names: tuple[str, ...]
-    attr_values: tuple[Any, ...]  # by identity (attr values are never edited in place)
-    in_dtypes: tuple[Any, ...]
-    in_shapes: tuple[Any, ...]
-    in_values: tuple[np.ndarray | None, ...]  # big ones (weights) by identity, small ones by value
-    outs: tuple[tuple[str, Any, Any], ...]
-    known: Mapping[str, np.ndarray]
-
-    def applies(
-        self, node: Node, in_dtypes: tuple[Any, ...], in_shapes: tuple[Any, ...], in_values: tuple[Any, ...]
-    ) -> bool:
-        """Whether ``node``, fed these, is what this was inferred from (so it infers the same)."""
-        if (
-            self.op_type != node.op_type
-            or self.domain != node.domain
-            or self.outputs != tuple(node.outputs)
-            or self.attr_names != tuple(node.attrs)
-            or self.in_dtypes != in_dtypes
-            or self.in_shapes != in_shapes
-            or not all(map(is_, self.attr_values, node.attrs.values()))  # the same names: the same count
-        ):
-            return False
-        if all(map(is_, self.in_values, in_values)):  # the usual case: the same arrays (or None) throughout
-            return True
-        for x, y in zip(self.in_values, in_values, strict=True):
-            if x is not y and not _same_value(x, y):
-                return False
+def _applies(
+    e: _Inferred, node: Node, in_dtypes: tuple[Any, ...], in_shapes: tuple[Any, ...], in_values: tuple[Any, ...]
+) -> bool:
+    """Whether ``node``, fed these, is what memo entry ``e`` was inferred from (so it infers the same)."""
+    if (
+        e[0] != node.op_type
+        or e[1] != node.domain
+        or e[2] != tuple(node.outputs)
+        or e[3] != tuple(node.attrs)
+        or e[5] != in_dtypes
+        or e[6] != in_shapes
+        or not all(map(is_, e[4], node.attrs.values()))  # the same names: the same count
+    ):
+        return False
+    if all(map(is_, e[7], in_values)):  # the usual case: the same arrays (or None) throughout
         return True
+    for x, y in zip(e[7], in_values, strict=True):
+        if x is not y and not _same_value(x, y):
+            return False
+    return True
 
 
-_new_inferred = tuple.__new__
-#: ``known`` of an entry whose node has no compile-time output value (never written to)
-_NO_VALUES: Mapping[str, np.ndarray] = {}
 
 
 def _same_value(a: np.ndarray | None, b: np.ndarray | None) -> bool:
@@ -798,19 +789,20 @@ def inferred_outputs(graph: Graph, node: Node, in_values: list[np.ndarray | None
     """``node``'s output values as the shape inference of ``graph`` (or of the graph it was carried
     from, :func:`carry_inference`) computed them (``_propagate``'s ``evaluate_node``), when the node
     as it is now, fed ``in_values`` (each input's value, None for an absent one), is what they were
-    computed from (:meth:`_Inferred.applies`): the same evaluation, not run again.  Listed as
+    computed from (:func:`_applies`): the same evaluation, not run again.  Listed as
     ``node.outputs`` (None for an absent output); None when inference did not compute them all."""
     hit = _MEMO.get(graph, {}).get(node.name)
     if hit is None:
         return None
-    outs = [hit.known.get(o) if o else None for o in node.outputs]
+    get = dict(hit[_KNOWN]).get
+    outs = [get(o) if o else None for o in node.outputs]
     if any(o and a is None for o, a in zip(node.outputs, outs, strict=True)):
         return None
     values = graph.values
     ins = [values[x] if x else None for x in node.inputs]
     in_dtypes = tuple([v.dtype if v else None for v in ins])
     in_shapes = tuple([v.shape if v else None for v in ins])
-    return outs if hit.applies(node, in_dtypes, in_shapes, tuple(in_values)) else None
+    return outs if _applies(hit, node, in_dtypes, in_shapes, tuple(in_values)) else None
 
 
 def carry_inference(src: Graph, dst: Graph) -> None:
@@ -862,9 +854,9 @@ def carry_node(g: Graph, node: Node) -> None:
             if v.shape is None or v.dtype is None:
                 return
             outs.append((o, v.shape, v.dtype))
-    entry = _Inferred(
+    entry = (
         node.op_type, node.domain, tuple(node.outputs), tuple(node.attrs), tuple(node.attrs.values()),
-        tuple(in_dtypes), tuple(in_shapes), tuple(in_values), tuple(outs), _NO_VALUES,
+        tuple(in_dtypes), tuple(in_shapes), tuple(in_values), tuple(outs), (),
     )  # fmt: skip
     carried = _CARRIED.get(g)
     if carried is None:
