@@ -216,8 +216,13 @@ def const(L: Builder, i: int) -> np.ndarray | None:
     name = L.node.input(i)
     if not name:
         return None
-    c = L.g.constants.get(name)
-    return c if c is not None else _known(L.g).get(name)
+    g = L.g
+    c = g.constants.get(name)
+    if c is not None:
+        return c
+    if name in g.inputs:  # a graph input (never a constant or a node's output) has no compile-time value:
+        return None  # known_values would walk the whole graph to say so (a Gather of input ids)
+    return _known(g).get(name)
 
 
 _KNOWN: weakref.WeakKeyDictionary[Graph, tuple[tuple[int, int, int], dict[str, np.ndarray]]] = (
