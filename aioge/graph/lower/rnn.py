@@ -91,9 +91,10 @@ class _Seq:
                     shape=[self.t, self.b, hidden])  # fmt: skip
 
 
-def _gates(w: np.ndarray, h: int, order: list[int]) -> np.ndarray:
-    """Rows of a (G*H, ...) weight regrouped gate by gate in ``order``."""
-    return np.concatenate([w[g * h : (g + 1) * h] for g in order], axis=0)
+def _gate_rows(h: int, order: list[int]) -> np.ndarray:
+    """The row indices that regroup a (G*H, ...) weight gate by gate in ``order`` (``w[rows]``: one
+    gather for each weight, where a concatenation of the gates' slices made G slices and a copy)."""
+    return np.arange(len(order) * h).reshape(len(order), h)[order].reshape(-1)
 
 
 def _state(L: Builder, i: int, d: int, seq: _Seq, h: int) -> InputRef:
@@ -173,9 +174,9 @@ def _fused(L: Builder, d: int, x: str, seq: _Seq, h: int) -> tuple[str, str, str
     temps = [L.tmp(full, dt) for _ in range(8 if n.op_type == "LSTM" else 6)]
     y, out_h = temps[0], temps[1]
     if n.op_type == "LSTM":
-        order = [0, 3, 2, 1]  # ONNX i o f c -> CANN i j(=c) f o
-        wt = np.concatenate([_gates(w, h, order).T, _gates(r, h, order).T], axis=0).astype(dt, copy=False)
-        bb = _gates((bias[: 4 * h] + bias[4 * h :]).reshape(4 * h, 1), h, order)  # Wb + Rb, then regrouped
+        rows = _gate_rows(h, [0, 3, 2, 1])  # ONNX i o f c -> CANN i j(=c) f o
+        wt = np.concatenate([w[rows].T, r[rows].T], axis=0).astype(dt, copy=False)
+        bb = (bias[: 4 * h] + bias[4 * h :])[rows]  # Wb + Rb, then regrouped
         L.op("DynamicRNN",
              [x, ConstInput(wt), ConstInput(bb.reshape(-1).astype(dt, copy=False)), mask, _state(L, 5, d, seq, h),
               _state(L, 6, d, seq, h), None, None, None, None],
