@@ -168,6 +168,9 @@ static aclError check_loc(const aiogeGraph *g, const char *node, const char *wha
     return hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': %s %d has unknown placement %d", node, what, idx, loc);
 }
 
+/* aiogeGraphAddNode keeps the views of a node of at most this many operands on the stack */
+#define GRAPH_SMALL_NODE 16
+
 aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opType, const char *nodeName,
                            int32_t numInputs, const aclTensorDesc *const inputDesc[], const int32_t inputLoc[],
                            const int64_t inputAt[], int32_t numOutputs, const aclTensorDesc *const outputDesc[],
@@ -176,8 +179,8 @@ aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opTyp
     aiogeGraph *g = graph_get(graph, &rc);
     if (!g) return rc;
     const char *name = nodeName ? nodeName : "?";
-    hrt_tensor *views = NULL;
-    const void **values = NULL;
+    hrt_tensor views_small[GRAPH_SMALL_NODE], *views = NULL;
+    const void *values_small[GRAPH_SMALL_NODE], **values = NULL;
     hrt_kernel *k = NULL;
     if (!opType) {
         rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s': opType is NULL", name);
@@ -189,8 +192,15 @@ aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opTyp
         goto out;
     }
     int n = numInputs + numOutputs;
-    views = calloc((size_t)n, sizeof *views);
-    values = calloc((size_t)(numInputs ? numInputs : 1), sizeof *values);
+    if (n <= GRAPH_SMALL_NODE) { /* the common node: its views on the stack, no allocation */
+        memset(views_small, 0, sizeof *views * (size_t)n);
+        memset(values_small, 0, sizeof values_small);
+        views = views_small;
+        values = values_small;
+    } else {
+        views = calloc((size_t)n, sizeof *views);
+        values = calloc((size_t)(numInputs ? numInputs : 1), sizeof *values);
+    }
     if (!views || !values) {
         rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
         goto out;
@@ -251,13 +261,15 @@ aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opTyp
     k = NULL;
     nd->nin = numInputs;
     nd->nout = numOutputs;
-    snprintf(nd->name, sizeof nd->name, "%s", name);
+    size_t name_len = strnlen(name, sizeof nd->name - 1); /* as snprintf "%s" would: cut to fit */
+    memcpy(nd->name, name, name_len);
+    nd->name[name_len] = '\0';
     if (n > sg->max_operands) sg->max_operands = n;
     sg->n++;
 out:
     if (k) hrt_kernel_unref(k);
-    free(views);
-    free((void *)values);
+    if (views != views_small) free(views);
+    if (values != values_small) free((void *)values);
     graph_unref(g);
     return rc;
 }
