@@ -446,10 +446,17 @@ def compile_and_execute(op: bytes, n_in: int, din: Any, bin_: Any, n_out: int, d
 
 # ---- compiled graphs (the aiogeGraph API) ----------------------------------------------
 def graph_create(in_bytes: Sequence[int], out_bytes: Sequence[int], arena: int, segments: int) -> Handle:
+    """A new graph (``in_bytes``/``out_bytes``: lists or tuples, which cffi passes as temporary C arrays)."""
     p = ffi.new("aiogeGraph **")
-    check(lib.aiogeGraphCreate(p, len(in_bytes), ffi.new("size_t[]", list(in_bytes)), len(out_bytes),
-                               ffi.new("size_t[]", list(out_bytes)), arena, segments), "aiogeGraphCreate")  # fmt: skip
+    check(lib.aiogeGraphCreate(p, len(in_bytes), _c_array(in_bytes), len(out_bytes), _c_array(out_bytes), arena,
+                               segments), "aiogeGraphCreate")  # fmt: skip
     return p[0]
+
+
+def _c_array(xs: Sequence[int]) -> Any:
+    """``xs`` as cffi takes an array argument: a list or tuple as it is (cffi copies it into a temporary
+    C array for the call), anything else as a list."""
+    return xs if type(xs) is list or type(xs) is tuple else list(xs)
 
 
 def graph_destroy(g: Handle) -> None:

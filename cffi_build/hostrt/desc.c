@@ -117,30 +117,44 @@ size_t aclGetDataBufferSizeV2(const aclDataBuffer *b) {
 }
 
 /* ------------------------------------------------------- tensor descs */
-aclTensorDesc *aclCreateTensorDesc(aclDataType dataType, int numDims, const int64_t *dims, aclFormat format) {
+bool hrt_desc_args_ok(aclDataType dataType, int numDims, const int64_t *dims, aclFormat format) {
     const char *api = "aclCreateTensorDesc";
     if (numDims < 0 || numDims > ACL_MAX_DIM_CNT) {
         hrt_error(ACL_ERROR_INVALID_PARAM, api, "numDims %d is not in [0, %d]", numDims, ACL_MAX_DIM_CNT);
-        return NULL;
+        return false;
     }
     if (numDims > 0 && !dims) {
         hrt_error(ACL_ERROR_INVALID_PARAM, api, "dims is NULL with numDims %d", numDims);
-        return NULL;
+        return false;
     }
     if (!dtype_known(dataType)) {
         hrt_error(ACL_ERROR_INVALID_PARAM, api, "unknown data type %d", (int)dataType);
-        return NULL;
+        return false;
     }
     if (!format_known(format)) {
         hrt_error(ACL_ERROR_INVALID_PARAM, api, "unknown format %d", (int)format);
-        return NULL;
+        return false;
     }
     for (int i = 0; i < numDims; i++) {
         if (dims[i] < -2) {
             hrt_error(ACL_ERROR_INVALID_PARAM, api, "dims[%d] = %lld is invalid", i, (long long)dims[i]);
-            return NULL;
+            return false;
         }
     }
+    return true;
+}
+
+aclError hrt_desc_const_ok(const void *dataBuffer, size_t length) {
+    const char *api = "aclSetTensorConst";
+    if (!dataBuffer) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "desc or dataBuffer is NULL");
+    if (length == 0) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "length must be > 0");
+    if (hrt_is_device_ptr(dataBuffer))
+        return hrt_error(ACL_ERROR_INVALID_PARAM, api, "const data must be host memory, %p is device memory", dataBuffer);
+    return ACL_SUCCESS;
+}
+
+aclTensorDesc *aclCreateTensorDesc(aclDataType dataType, int numDims, const int64_t *dims, aclFormat format) {
+    if (!hrt_desc_args_ok(dataType, numDims, dims, format)) return NULL;
     aclTensorDesc *d = calloc(1, sizeof *d);
     if (!d) return NULL;
     if (numDims) {
@@ -237,9 +251,8 @@ aclError aclSetTensorConst(aclTensorDesc *desc, void *dataBuffer, size_t length)
     const char *api = "aclSetTensorConst";
     if (!desc || !dataBuffer) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "desc or dataBuffer is NULL");
     if (!live_desc(desc)) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "desc is not live");
-    if (length == 0) return hrt_error(ACL_ERROR_INVALID_PARAM, api, "length must be > 0");
-    if (hrt_is_device_ptr(dataBuffer))
-        return hrt_error(ACL_ERROR_INVALID_PARAM, api, "const data must be host memory, %p is device memory", dataBuffer);
+    aclError rc = hrt_desc_const_ok(dataBuffer, length);
+    if (rc) return rc;
     void *copy = malloc(length);
     if (!copy) return hrt_error(ACL_ERROR_BAD_ALLOC, api, "out of host memory");
     memcpy(copy, dataBuffer, length);

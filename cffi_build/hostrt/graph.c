@@ -171,10 +171,12 @@ static aclError check_loc(const aiogeGraph *g, const char *node, const char *wha
 /* aiogeGraphAddNode keeps the views of a node of at most this many operands on the stack */
 #define GRAPH_SMALL_NODE 16
 
-aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opType, const char *nodeName,
-                           int32_t numInputs, const aclTensorDesc *const inputDesc[], const int32_t inputLoc[],
-                           const int64_t inputAt[], int32_t numOutputs, const aclTensorDesc *const outputDesc[],
-                           const int32_t outputLoc[], const int64_t outputAt[], const aclopAttr *attr) {
+/* aiogeGraphAddNode; descsLive: the descs are the caller's own, known live (aiogeGraphAddNodesByValue
+ * makes them for the call, outside the handle registry), so only the attr is looked up */
+static aclError add_node(aiogeGraph *graph, int32_t segment, const char *opType, const char *nodeName,
+                         int32_t numInputs, const aclTensorDesc *const inputDesc[], const int32_t inputLoc[],
+                         const int64_t inputAt[], int32_t numOutputs, const aclTensorDesc *const outputDesc[],
+                         const int32_t outputLoc[], const int64_t outputAt[], const aclopAttr *attr, bool descsLive) {
     aclError rc;
     aiogeGraph *g = graph_get(graph, &rc);
     if (!g) return rc;
@@ -205,11 +207,16 @@ aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opTyp
         rc = hrt_error(ACL_ERROR_BAD_ALLOC, API, "out of host memory");
         goto out;
     }
-    hrt_handles_lock();
-    bool live = !attr || hrt_handle_valid_locked(attr, HRT_H_ATTR);
-    for (int i = 0; i < numInputs && live; i++) live = inputDesc[i] && hrt_handle_valid_locked(inputDesc[i], HRT_H_DESC);
-    for (int j = 0; j < numOutputs && live; j++) live = outputDesc[j] && hrt_handle_valid_locked(outputDesc[j], HRT_H_DESC);
-    hrt_handles_unlock();
+    bool live = true;
+    if (attr || !descsLive) {
+        hrt_handles_lock();
+        live = !attr || hrt_handle_valid_locked(attr, HRT_H_ATTR);
+        for (int i = 0; i < numInputs && live; i++)
+            live = inputDesc[i] && (descsLive || hrt_handle_valid_locked(inputDesc[i], HRT_H_DESC));
+        for (int j = 0; j < numOutputs && live; j++)
+            live = outputDesc[j] && (descsLive || hrt_handle_valid_locked(outputDesc[j], HRT_H_DESC));
+        hrt_handles_unlock();
+    }
     if (!live) {
         rc = hrt_error(ACL_ERROR_INVALID_PARAM, API, "node '%s' (%s): a desc or the attr is NULL or not live", name, opType);
         goto out;
@@ -274,6 +281,14 @@ out:
     return rc;
 }
 
+aclError aiogeGraphAddNode(aiogeGraph *graph, int32_t segment, const char *opType, const char *nodeName,
+                           int32_t numInputs, const aclTensorDesc *const inputDesc[], const int32_t inputLoc[],
+                           const int64_t inputAt[], int32_t numOutputs, const aclTensorDesc *const outputDesc[],
+                           const int32_t outputLoc[], const int64_t outputAt[], const aclopAttr *attr) {
+    return add_node(graph, segment, opType, nodeName, numInputs, inputDesc, inputLoc, inputAt, numOutputs, outputDesc,
+                    outputLoc, outputAt, attr, false);
+}
+
 /* The next NUL-terminated string of a NUL-separated list [*p, end); NULL past its end. */
 static const char *next_string(const char **p, const char *end) {
     const char *s = *p;
@@ -284,11 +299,12 @@ static const char *next_string(const char **p, const char *end) {
     return s;
 }
 
-aclError aiogeGraphAddNodes(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
-                            size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes,
-                            const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,
-                            const aclTensorDesc *const desc[], const int32_t loc[], const int64_t at[],
-                            const aclopAttr *const attr[], int32_t *numAdded) {
+/* aiogeGraphAddNodes; descsLive as add_node's */
+static aclError add_nodes(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
+                          size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes, const int32_t numInputs[],
+                          const int32_t numOutputs[], int64_t numOperands, const aclTensorDesc *const desc[],
+                          const int32_t loc[], const int64_t at[], const aclopAttr *const attr[], int32_t *numAdded,
+                          bool descsLive) {
     if (!numAdded) return hrt_error(ACL_ERROR_INVALID_PARAM, API, "aiogeGraphAddNodes: numAdded is NULL");
     *numAdded = 0;
     if (numNodes == 0) return ACL_SUCCESS;
@@ -304,13 +320,22 @@ aclError aiogeGraphAddNodes(aiogeGraph *graph, int32_t numNodes, const int32_t s
         if (!type || !name || ni < 0 || no < 0 || (int64_t)ni + no > numOperands - k)
             return hrt_error(ACL_ERROR_INVALID_PARAM, API,
                              "aiogeGraphAddNodes: node %d: its op type, name or operands lie past the arrays", (int)i);
-        aclError rc = aiogeGraphAddNode(graph, segment[i], type, name, ni, desc + k, loc + k, at + k, no, desc + k + ni,
-                                        loc + k + ni, at + k + ni, attr[i]);
+        aclError rc = add_node(graph, segment[i], type, name, ni, desc + k, loc + k, at + k, no, desc + k + ni,
+                               loc + k + ni, at + k + ni, attr[i], descsLive);
         if (rc) return rc; /* its error names the node */
         k += (int64_t)ni + no;
         *numAdded = i + 1;
     }
     return ACL_SUCCESS;
+}
+
+aclError aiogeGraphAddNodes(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
+                            size_t opTypesBytes, const char *nodeNames, size_t nodeNamesBytes,
+                            const int32_t numInputs[], const int32_t numOutputs[], int64_t numOperands,
+                            const aclTensorDesc *const desc[], const int32_t loc[], const int64_t at[],
+                            const aclopAttr *const attr[], int32_t *numAdded) {
+    return add_nodes(graph, numNodes, segment, opTypes, opTypesBytes, nodeNames, nodeNamesBytes, numInputs, numOutputs,
+                     numOperands, desc, loc, at, attr, numAdded, false);
 }
 
 aclError aiogeGraphAddNodesByValue(aiogeGraph *graph, int32_t numNodes, const int32_t segment[], const char *opTypes,
@@ -327,7 +352,10 @@ aclError aiogeGraphAddNodesByValue(aiogeGraph *graph, int32_t numNodes, const in
     if (numDescs < 1 || numOperands < 1 || numDims < 0 || !descIndex || !dtype || !format || !ndim ||
         (numDims && !dims) || !constData || !constBytes)
         return hrt_error(ACL_ERROR_INVALID_PARAM, API, "%s: bad counts or NULL arrays", api);
-    aclTensorDesc **table = calloc((size_t)numDescs, sizeof *table);
+    /* the descs, made once per table entry as aclCreateTensorDesc + aclSetTensorConst would make them (the
+     * same checks and errors) but in one block, outside the handle registry, viewing the caller's dims and
+     * const values (alive through the call; a kernel copies the const values it keeps) */
+    aclTensorDesc *table = calloc((size_t)numDescs, sizeof *table);
     const aclTensorDesc **desc = malloc(sizeof *desc * (size_t)numOperands);
     aclError rc = ACL_SUCCESS;
     if (!table || !desc) {
@@ -341,20 +369,28 @@ aclError aiogeGraphAddNodesByValue(aiogeGraph *graph, int32_t numNodes, const in
             *numAdded = -1;
             goto out;
         }
-        table[d] = aclCreateTensorDesc((aclDataType)dtype[d], ndim[d], ndim[d] ? dims + k : NULL, (aclFormat)format[d]);
-        if (!table[d]) {
-            rc = ACL_ERROR_INVALID_PARAM; /* aclCreateTensorDesc said why */
+        const int64_t *dd = ndim[d] ? dims + k : NULL;
+        if (!hrt_desc_args_ok((aclDataType)dtype[d], ndim[d], dd, (aclFormat)format[d])) {
+            rc = ACL_ERROR_INVALID_PARAM; /* hrt_desc_args_ok said why */
             hrt_error_push(rc, API, api);
             *numAdded = -1;
             goto out;
         }
+        aclTensorDesc *t = &table[d];
+        t->dtype = (aclDataType)dtype[d];
+        t->format = (aclFormat)format[d];
+        t->ndims = ndim[d];
+        t->dims = (int64_t *)dd; /* read only */
+        t->memtype = ACL_MEMTYPE_DEVICE;
         k += ndim[d];
         if (constData[d]) {
-            rc = aclSetTensorConst(table[d], (void *)constData[d], constBytes[d]);
+            rc = hrt_desc_const_ok(constData[d], constBytes[d]);
             if (rc) {
                 *numAdded = -1;
                 goto out;
             }
+            t->const_data = (void *)constData[d]; /* read only */
+            t->const_len = constBytes[d];
         }
     }
     for (int64_t j = 0; j < numOperands; j++) {
@@ -364,13 +400,11 @@ aclError aiogeGraphAddNodesByValue(aiogeGraph *graph, int32_t numNodes, const in
             *numAdded = -1;
             goto out;
         }
-        desc[j] = table[descIndex[j]];
+        desc[j] = &table[descIndex[j]];
     }
-    rc = aiogeGraphAddNodes(graph, numNodes, segment, opTypes, opTypesBytes, nodeNames, nodeNamesBytes, numInputs,
-                            numOutputs, numOperands, desc, loc, at, attr, numAdded);
+    rc = add_nodes(graph, numNodes, segment, opTypes, opTypesBytes, nodeNames, nodeNamesBytes, numInputs, numOutputs,
+                   numOperands, desc, loc, at, attr, numAdded, true);
 out:
-    if (table)
-        for (int32_t d = 0; d < numDescs; d++) aclDestroyTensorDesc(table[d]);
     free(table);
     free((void *)desc);
     return rc;

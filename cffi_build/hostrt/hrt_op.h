@@ -26,6 +26,11 @@ struct aclTensorDesc {
     size_t const_len;
 };
 
+/* aclCreateTensorDesc's checks of its arguments (false: the error is recorded, as that call records it) */
+bool hrt_desc_args_ok(aclDataType dataType, int numDims, const int64_t *dims, aclFormat format);
+/* aclSetTensorConst's checks of a const value (of a desc known live) */
+aclError hrt_desc_const_ok(const void *dataBuffer, size_t length);
+
 /* Append a canonical byte encoding of the attrs to a key buffer. */
 void hrt_attr_encode(const aclopAttr *a, hrt_buf *b);
 void hrt_attr_free(aclopAttr *a);
