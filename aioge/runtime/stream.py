@@ -779,7 +779,7 @@ class Stream(Resource):
         with self._enqueue as tx:
             mem = DeviceMemory(self.device, arr.nbytes, self)
             t = Tensor(mem, arr.shape, dt)
-            if now and tx.capture is None and not self.timing and _trace.hub is None:
+            if now and self._copies_now(tx):
                 if arr.nbytes:
                     acl.memcpy(mem.ptr, _native.host_ptr(arr), arr.nbytes, acl.MemcpyKind.HOST_TO_DEVICE)
                 return t
@@ -789,13 +789,18 @@ class Stream(Resource):
             tx.commit((mem, arr), "upload", writes=(mem,), name=name)
         return t
 
+    def _copies_now(self, tx: Enqueue) -> bool:
+        """Whether an upload into a new block may copy at once, outside the stream's order (``_upload``'s
+        ``now``, ``_upload_all``): not while capturing, timing or tracing, where the copy is a launch."""
+        return tx.capture is None and not self.timing and _trace.hub is None
+
     def _upload_all(self, arrays: Sequence[np.ndarray]) -> list[Tensor]:
         """``_upload(a, None, None, now=True)`` of each of ``arrays`` (C-contiguous numpy arrays), as
         one step: the stream's lock held once, the blocks taken from the pool together, each array
         copied at once into its own block (a compiled model's weights)."""
         dts = [dtypes.normalize(a.dtype) for a in arrays]  # TypeError as _upload's
         with self._enqueue as tx:
-            if tx.capture is None and not self.timing and _trace.hub is None:
+            if self._copies_now(tx):
                 mems = DeviceMemory._many(self.device, [a.nbytes for a in arrays], self)
                 copy, host_ptr, h2d = acl.memcpy, _native.host_ptr, acl.MemcpyKind.HOST_TO_DEVICE
                 out = []

@@ -115,6 +115,15 @@ def fuse(
     return g
 
 
+def _pruned(result: tuple[Graph, bool], tidy: bool) -> Graph:
+    """A fusion's graph (its ``(graph, changed)``), its unreferenced values pruned unless the
+    input was ``tidy`` and the fusion changed nothing (the public fusions' last step)."""
+    g, changed = result
+    if changed or not tidy:
+        g.prune_values()
+    return g
+
+
 # ---------------------------------------------------------------------- Gelu
 def _other(n: Node, v: str) -> str:
     """The input of binary ``n`` that is not ``v`` (``v`` if both are)."""
@@ -270,10 +279,7 @@ def fuse_gelu(graph: Graph) -> Graph:
 def fold_conv_batchnorm(graph: Graph, *, tidy: bool = False) -> Graph:
     """Fold inference BatchNormalization into the preceding Conv's weights and bias (``tidy``: see
     :func:`fuse`)."""
-    g, changed = _fold_conv_batchnorm(graph, tidy)
-    if changed or not tidy:
-        g.prune_values()
-    return g
+    return _pruned(_fold_conv_batchnorm(graph, tidy), tidy)
 
 
 def _fold_conv_batchnorm(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
@@ -617,10 +623,7 @@ def fuse_bias_activation(graph: Graph, *, tidy: bool = False) -> Graph:
     """Conv/MatMul/Gemm [+ constant bias Add] [+ activation] -> _FusedConv/_FusedMatMul (an
     activation after a Reshape of a product first moved before it: _activation_before_reshape).
     ``tidy``: see :func:`fuse`."""
-    g, changed = _fuse_bias_activation(graph, tidy)
-    if changed or not tidy:
-        g.prune_values()
-    return g
+    return _pruned(_fuse_bias_activation(graph, tidy), tidy)
 
 
 def _fuse_bias_activation(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
@@ -862,10 +865,7 @@ class _EwTree:
 def fuse_elementwise(graph: Graph, *, tidy: bool = False) -> Graph:
     """Fuse trees of single-consumer elementwise ops into _FusedElementwise nodes (``tidy``: see
     :func:`fuse`)."""
-    g, changed = _fuse_elementwise(graph, tidy)
-    if changed or not tidy:
-        g.prune_values()
-    return g
+    return _pruned(_fuse_elementwise(graph, tidy), tidy)
 
 
 def _fuse_elementwise(graph: Graph, tidy: bool) -> tuple[Graph, bool]:
