@@ -916,13 +916,23 @@ class ThreadJob(Generic[_T]):
     machine, its first scheduling; concurrent jobs still run in parallel, up to
     the workers' limit.
 
+    ``inline=True``: the call runs on the thread of the first :meth:`wait`
+    (or :meth:`result`), before that await first suspends, instead of on a
+    worker: no hand-off to a worker and back, for a call too short to be worth
+    them (the caller decides; ``Device.compile`` says when).  It blocks that
+    thread, an event loop included, while it runs; the job is otherwise the
+    same (shared by its awaiters, ``done`` once the call ended, ``discard``).
+
     Cancellation: cancelling an await returns control at once; the call goes
     on, and its result still reaches the other awaiters.  A result that no
     awaiter is left to take is passed to ``discard`` (on the thread that
-    notices last) so nothing it holds leaks.
+    notices last) so nothing it holds leaks.  An inline call cannot be
+    cancelled: it has ended before its await can be.
     """
 
-    def __init__(self, fn: Callable[[], _T], name: str, discard: Callable[[_T], None]) -> None:
+    def __init__(
+        self, fn: Callable[[], _T], name: str, discard: Callable[[_T], None], *, inline: bool = False
+    ) -> None:
         self._fn = fn
         self.name = name
         self._discard = discard
@@ -935,7 +945,9 @@ class ThreadJob(Generic[_T]):
         self._wanted = 1  # the creator's result() to come
         self._taken = False
         self._dropped = False
-        _workers.submit(self)
+        self._inline = inline  # the call waits for the first wait() to make it on its thread
+        if not inline:
+            _workers.submit(self)
 
     @property
     def done(self) -> bool:
@@ -958,6 +970,14 @@ class ThreadJob(Generic[_T]):
             self._error = e
         self._fn = _ran  # what the call held goes now, not when the job goes
 
+    def _run_inline(self) -> None:
+        """Make an inline job's call here and now (once, whoever asks first)."""
+        with self._lock:
+            mine, self._inline = self._inline, False
+        if mine:
+            self._call()
+            self._publish()
+
     def _publish(self) -> None:
         with self._lock:
             try:
@@ -976,10 +996,14 @@ class ThreadJob(Generic[_T]):
     def wait_sync(self, timeout: float | None) -> bool:
         """Block the calling thread until the call has finished, at most ``timeout`` s
         (interpreter exit: no loop is left to await on); True if it has."""
+        if self._inline:
+            self._run_inline()
         return self._finished.wait(timeout)
 
     async def wait(self) -> None:
         """Wait until the call has finished (taking nothing)."""
+        if self._inline:
+            self._run_inline()
         poster, waiter = _loop_waiter()
         with self._lock:
             parked = not self._done

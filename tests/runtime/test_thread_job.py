@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import aioge
+import aioge.runtime.device
 from aioge.graph import run_reference
 from aioge.runtime import scheduler
 from aioge.runtime.scheduler import ThreadJob
@@ -200,7 +201,8 @@ def test_a_pool_needs_a_thread():
         scheduler._Workers(limit=0, keep=1.0, idle_name="aioge-idle")
 
 
-async def test_compiles_on_a_worker_that_had_a_closed_device_bound():
+async def test_compiles_on_a_worker_that_had_a_closed_device_bound(monkeypatch):
+    monkeypatch.setattr(aioge.runtime.device, "INLINE_NODES", -1)  # every compile on a worker
     g = mlp()
     x = np.ones((4, 8), np.float32)
     (ref,) = run_reference(g, {"x": x}).values()

@@ -2,7 +2,8 @@
 
 Optimises (the target's passes), plans, lowers for the target, lays the result
 out (:mod:`aioge.graph.executable`) and loads it (:mod:`aioge.runtime.graphs.executable`).
-``Device.compile`` runs it off the event loop.
+``Device.compile`` runs it on a worker thread, or a small graph's on the
+calling thread (:func:`aioge.runtime.device.compiles_inline`).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def compile_graph(
     max_inflight: int = MAX_INFLIGHT,
     target: Target | str | None = None,
 ) -> CompiledGraph:
-    """Synchronous compile + load (``Device.compile`` runs it off the event loop).
+    """Synchronous compile + load (``Device.compile`` runs it, a large graph's off the event loop).
 
     ``target``: what the compile may emit (default: the backend's, see :mod:`aioge.graph.target`).
     """
