@@ -15,6 +15,7 @@ import pytest
 import aioge
 import aioge.runtime.device
 import aioge.runtime.graphs.compile
+import aioge.runtime.graphs.dynamic
 from aioge.graph import Graph, GraphError, run_reference
 from aioge.runtime.device import INLINE_ELEMENTS, INLINE_NODES, compiles_inline
 from tests.runtime.test_executable import mlp
@@ -160,10 +161,18 @@ async def test_a_compile_error_is_raised_as_it_was_on_either_path(dev, compiles,
     assert raised[:2] == raised[2:]
 
 
-async def test_dynamic_shapes_compile_their_plans_through_the_same_decision(dev, compiles, monkeypatch):
+async def test_dynamic_shapes_probe_and_compile_their_plans_through_the_same_decision(dev, compiles, monkeypatch):
+    real_probe = aioge.runtime.graphs.dynamic._probe_outputs
+    probes: list[tuple[int, str]] = []
+
+    def probe(graph):
+        probes.append((threading.get_ident(), threading.current_thread().name))
+        return real_probe(graph)
+
+    monkeypatch.setattr(aioge.runtime.graphs.dynamic, "_probe_outputs", probe)
     g = dynamic_one_input()
     model = await dev.compile(g)
-    assert isinstance(model, aioge.DynamicCompiledGraph)
+    assert isinstance(model, aioge.DynamicCompiledGraph) and where(probes) == ["here"]
     for n in (1, 3):
         x = np.linspace(-1, 1, n * 8, dtype=np.float32).reshape(n, 8)
         (out,), (ref,) = (await model.execute({"x": x})).values(), run_reference(g, {"x": x}).values()
@@ -179,3 +188,6 @@ async def test_dynamic_shapes_compile_their_plans_through_the_same_decision(dev,
     await model.execute({"x": np.ones((2, 8), np.float32)})
     assert where(compiles)[3:] == ["aioge-compile"] and model.stats["compiles"] == 4
     await model.aclose()
+    other = await dev.compile(dynamic_one_input())
+    assert where(probes) == ["here", "aioge-compile"] and other.outputs == model.outputs
+    await other.aclose()

@@ -37,6 +37,7 @@ from ...errors import BusyResourceError
 from ...graph import GraphError
 from ...graph.ir import Dim
 from .._resources import Resource
+from ..device import compiles_inline
 from ..memory import trim_host_heap
 from ..scheduler import Completion, ThreadJob
 from ..stream import Tensor
@@ -97,9 +98,16 @@ class DynamicCompiledGraph(Resource):
 
     @classmethod
     async def create(cls, device: Device, graph: Graph, options: Mapping[str, Any]) -> DynamicCompiledGraph:
-        """Validate the graph and infer what it can of the outputs (on a thread), then wrap it."""
+        """Validate the graph and infer what it can of the outputs, then wrap it.
+
+        The inference (shape inference of two specialisations, no weights
+        touched: 0.5-1.9 ms for gru to shufflenet_v2 made dynamic) runs on a
+        worker, or on the calling thread for a graph within the bounds of
+        :func:`~aioge.runtime.device.compiles_inline` (on every backend: it is
+        Python alone)."""
         graph.validate(shapes=False)
-        job: ThreadJob[dict[str, Any]] = ThreadJob(lambda: _probe_outputs(graph), "aioge-compile", _ignore)
+        job: ThreadJob[dict[str, Any]] = ThreadJob(lambda: _probe_outputs(graph), "aioge-compile", _ignore,
+                                                   inline=compiles_inline(graph))  # fmt: skip
         outputs = await job.result()
         return cls(device, graph, options, outputs)
 
