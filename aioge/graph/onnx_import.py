@@ -348,9 +348,10 @@ def load_onnx(
         if g.is_dynamic:  # inferred per concrete shape (Graph.specialize)
             g.validate(shapes=False)
         else:  # validate(shapes=False)'s node checks are infer_shapes' own: not run twice
-            g._validate_structure(signatures=False)
+            if not im.ordered:  # (an ordered import passes the structure check: see _Importer.ordered)
+                g._validate_structure(signatures=False)
             # the graph is ours alone: inferred in place, each node's dtypes checked once (emit did)
-            g = infer_in_place(g, declared_dtypes=True, checked=im.dtypes)
+            g = infer_in_place(g, declared_dtypes=True, checked=im.dtypes, ordered=im.ordered)
     except (DynamicShapeError, OnnxImportError):
         raise
     except GraphError as e:
@@ -566,6 +567,10 @@ class _Importer:
         self.node_names: set[str] = set()
         self.emitted: set[str] = set()
         self._n = 0
+        #: every node emitted so far reads only values defined before it (graph inputs, constants,
+        #: earlier nodes' outputs) and defines each of its outputs once: the graph is in topological
+        #: order and passes ``Graph._validate_structure`` (its values are defined once by construction)
+        self.ordered = True
 
     # --------------------------------------------------------------- basics
     def _opset(self, declared: int | None) -> int:
@@ -925,14 +930,19 @@ class _Importer:
         for o in outputs:
             if o and o in values:
                 raise DuplicateValueError(f"value {o!r} is already defined", node=name)
+        dtypes = self.dtypes
+        # read before the outputs are defined: a value without a dtype yet may be one defined later
+        # (or by this node), which the structure check and the topological sort then look at
+        in_dtypes = [dtypes.get(i) if i else None for i in inputs]
+        if self.ordered and (None in in_dtypes or (len(outputs) > 1 and len(set(outputs)) != len(outputs))):
+            self.ordered = all(not i or i in values for i in inputs) and len(set(outputs)) == len(outputs)
         node = Node(op, list(inputs), list(outputs), attrs, name)
         for o in outputs:
             if o:
                 values[o] = Value(o)
         g.nodes.append(node)
-        dtypes = self.dtypes
         try:
-            dts = check_node_dtypes(node, [dtypes.get(i) if i else None for i in node.inputs])
+            dts = check_node_dtypes(node, in_dtypes)
         except GraphError as e:
             raise MalformedModelError(str(e)) from e
         for o, dt in zip(node.outputs, dts, strict=False):

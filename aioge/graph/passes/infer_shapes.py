@@ -577,17 +577,28 @@ def infer_shapes(graph: Graph, *, declared_dtypes: bool = False) -> Graph:
     return _infer(working_copy(graph), declared_dtypes, None, _MEMO.get(graph, {}))
 
 
-def infer_in_place(g: Graph, *, declared_dtypes: bool = False, checked: Mapping[str, Any] | None = None) -> Graph:
+def infer_in_place(
+    g: Graph, *, declared_dtypes: bool = False, checked: Mapping[str, Any] | None = None, ordered: bool = False
+) -> Graph:
     """:func:`infer_shapes` of a graph nobody else holds yet (the importer's): in place, no copy.
 
     ``checked``: value name -> the dtype its producer's dtype check gave (the importer checks each
     node's dtypes as it emits it, see ``check_node_dtypes``); a node whose input dtypes are the ones
     it was checked with is not checked again -- the check gives the same dtypes (or raised then).
+    ``ordered``: the caller built ``g.nodes`` so that each node reads only values defined before it
+    (the importer saw each input defined as it emitted the node): the list is its topological order
+    as it is (``Graph.topological_order`` would return it unchanged), not looked at again.
     """
-    return _infer(g, declared_dtypes, checked, _MEMO.get(g, {}))
+    return _infer(g, declared_dtypes, checked, _MEMO.get(g, {}), ordered)
 
 
-def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, prior: Mapping[str, _Inferred]) -> Graph:
+def _infer(
+    g: Graph,
+    declared_dtypes: bool,
+    checked: Mapping[str, Any] | None,
+    prior: Mapping[str, _Inferred],
+    ordered: bool = False,
+) -> Graph:
     for name in g.inputs:
         v = g.values[name]
         if name in g.symbolic:
@@ -604,7 +615,7 @@ def _infer(g: Graph, declared_dtypes: bool, checked: Mapping[str, Any] | None, p
     carried = _CARRIED.pop(g, None)
     if carried:
         prior = {**prior, **carried}
-    order = g.topological_order()
+    order = list(g.nodes) if ordered else g.topological_order()
     known: dict[str, np.ndarray] = dict(g.constants)
     memo: dict[str, _Inferred] = {}
     values, known_get = g.values, known.get
