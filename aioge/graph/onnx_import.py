@@ -491,9 +491,15 @@ def _shapeless_io(gp: Any) -> list[Any]:
 
 
 def _run_checker(onnx: Any, model: Any) -> None:
+    """``onnx.checker.check_model(model)``; serialized bytes go to its C++ checker as that function
+    hands them over (the same call and arguments, without its type dispatch)."""
+    checker = onnx.checker
     try:
-        onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as e:
+        if type(model) is bytes and len(model) <= checker.MAXIMUM_PROTOBUF:
+            checker.C.check_model(model, False, False, False)
+        else:
+            checker.check_model(model)
+    except checker.ValidationError as e:
         msg = " ".join(str(e).split())
         raise MalformedModelError(f"onnx.checker: {msg}") from None
 

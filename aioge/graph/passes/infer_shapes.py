@@ -310,10 +310,11 @@ def _reshape(c: _Ctx) -> list[Shape]:
 def _transpose(c: _Ctx) -> list[Shape]:
     x = c.shape(0)
     perm = _ints_attr(c.attr("perm"))
-    perm = list(range(len(x)))[::-1] if perm is None else perm
+    if perm is None:  # the default: the axes reversed
+        return [tuple(x[::-1])]
     if sorted(perm) != list(range(len(x))):
         raise c.error(f"perm {perm} is not a permutation of {len(x)} axes")
-    return [tuple(x[p] for p in perm)]
+    return [tuple([x[p] for p in perm])]
 
 
 @_shape_fn("Squeeze")
@@ -889,7 +890,10 @@ def _snapshot(g: Graph) -> tuple[Any, ...]:
     them as the dict of the attrs with a copy of each list would compare)."""
     nodes = []
     for n in g.nodes:
-        attrs = tuple([(k, tuple(v), True) if isinstance(v, list) else (k, v, False) for k, v in n.attrs.items()])
+        a = n.attrs
+        attrs = (
+            tuple([(k, tuple(v), True) if isinstance(v, list) else (k, v, False) for k, v in a.items()]) if a else ()
+        )  # (a node without attrs, the usual one: no comprehension)
         nodes.append((n.op_type, n.domain, n.name, tuple(n.inputs), tuple(n.outputs), attrs))
     values = tuple([(k, v.shape, v.dtype) for k, v in g.values.items()])
     return (tuple(nodes), values, tuple([id(a) for a in g.constants.values()]), tuple(g.constants), tuple(g.inputs),
