@@ -496,9 +496,10 @@ def _gather(node: Node, xs: list[Any]) -> list[Arr]:
             raise ValueError(f"Gather index out of range [-{dim}, {dim})")
         return [x[k] if x.ndim == 1 else np.take(x, k + dim if k < 0 else k, axis=axis)]
     idx = np.asarray(idx).astype(np.int64)
-    if idx.size and (idx.min() < -dim or idx.max() >= dim):
+    lo = idx.min() if idx.size else 0
+    if idx.size and (lo < -dim or idx.max() >= dim):
         raise ValueError(f"Gather index out of range [-{dim}, {dim})")
-    return [np.take(x, np.where(idx < 0, idx + dim, idx), axis=axis)]
+    return [np.take(x, np.where(idx < 0, idx + dim, idx) if lo < 0 else idx, axis=axis)]
 
 
 @_kernel("Expand")
@@ -698,12 +699,12 @@ def _fused_ew(node: Node, xs: list[Any]) -> list[Arr]:
 
 
 # ------------------------------------------------------------------ driver
-#: kernels that only pick, join, reshape or fill elements (no arithmetic, no cast: no floating-point error to
-#: silence), run without ``np.errstate`` (a context manager costs about a microsecond; shape
-#: arithmetic evaluates these on every load)
+#: kernels that only pick, join, reshape or fill elements (no arithmetic but integer index arithmetic,
+#: no cast: no floating-point error to silence), run without ``np.errstate`` (a context manager costs
+#: about a microsecond; shape arithmetic evaluates these on every load)
 _NO_FLOAT_ERRORS = frozenset(
     {"Shape", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Concat", "Identity", "Transpose", "Expand"}
-    | {"ConstantOfShape"}
+    | {"ConstantOfShape", "Gather", "Slice", "Split", "Tile"}
 )
 
 
