@@ -393,19 +393,20 @@ def plan(
 
     outputs = set(g.outputs)
     buffers: dict[str, Buffer] = {}
+    get_offset, read_last = offsets.get, last_reader.get
     for name, k in kind.items():
-        r = root[name]
+        if k == "arena":  # its own root, made by its producer
+            buffers[name] = Buffer(name, k, nbytes[name], size.get(name, 0), get_offset(name, 0), name,
+                                   producer[name], last_use[name])  # fmt: skip
+            continue
         first = producer.get(name, -1)
-        if k == "arena":
-            buffers[name] = Buffer(
-                name, k, nbytes[name], size.get(name, 0), offsets.get(name, 0), name, first, last_use[name]
-            )
-        else:
-            last = n_steps if name in outputs else last_reader.get(name, first)
-            off = offsets.get(r) if kind.get(r) == "arena" else None
-            if k == "alias" and kind.get(r) == "arena" and nbytes[r] == 0:
-                off = 0
-            buffers[name] = Buffer(name, k, nbytes[name], 0, off, r, first, last)
+        last = n_steps if name in outputs else read_last(name, first)
+        if k == "alias":
+            r = root[name]
+            off = (0 if nbytes[r] == 0 else get_offset(r)) if kind.get(r) == "arena" else None
+        else:  # an input or a constant: its own root, in no arena
+            r, off = name, None
+        buffers[name] = Buffer(name, k, nbytes[name], 0, off, r, first, last)
     return Plan(
         g,
         steps,

@@ -66,6 +66,8 @@ class Target:
 
     def allows(self, op_type: str) -> bool:
         """Whether the backend runs ``op_type``."""
+        if self.host_ops and self.op_types is None:
+            return True  # every op type, host-only ones too (the host target): nothing to look up
         if is_host_only(op_type):
             return self.host_ops
         return self.op_types is None or op_type in self.op_types

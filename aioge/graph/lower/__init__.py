@@ -184,27 +184,31 @@ def _forward_copies(L: Builder) -> None:
     ops: list[LoweredOp | None] = list(L.ops)
     # one sweep counts, for every copy, the ops that write its temporary, read it and write its value.
     # A forward never changes another copy's counts: both would read one temporary (then it has two
-    # readers) or write one value (two writers), and a temporary is never a copy's value
-    srcs = {ops[k].inputs[0] for k in copies}  # type: ignore[union-attr]
-    dsts = {ops[k].outputs[0] for k in copies}  # type: ignore[union-attr]
-    producers: dict[str, list[int]] = {}
-    readers: dict[str, int] = {}
-    writers: dict[str, int] = {}
+    # readers) or write one value (two writers), and a temporary is never a copy's value.  The sweep
+    # asks each op about the copies' few names (a membership test of its outputs and inputs; a str is
+    # never equal to a ConstInput or None) instead of building sets of every op's names
+    srcs = list(dict.fromkeys(t for k in copies if isinstance(t := L.ops[k].inputs[0], str)))  # (each one is)
+    dsts = list(dict.fromkeys(L.ops[k].outputs[0] for k in copies))
+    producers: dict[str, list[int]] = {t: [] for t in srcs}
+    readers = dict.fromkeys(srcs, 0)
+    writers = dict.fromkeys(dsts, 0)
     for i, op in enumerate(L.ops):
-        for o in set(op.outputs):
-            if o in srcs:
-                producers.setdefault(o, []).append(i)
-            if o in dsts:
-                writers[o] = writers.get(o, 0) + 1
-        for x in {x for x in op.inputs if isinstance(x, str) and x in srcs}:
-            readers[x] = readers.get(x, 0) + 1
+        outs, ins = op.outputs, op.inputs
+        for t in srcs:
+            if t in outs:
+                producers[t].append(i)
+            if t in ins:
+                readers[t] += 1
+        for o in dsts:
+            if o in outs:
+                writers[o] += 1
     changed = False
     for k in copies:
         cp = ops[k]
         assert cp is not None
         t, out = cp.inputs[0], cp.outputs[0]
         assert isinstance(t, str)
-        made = producers.get(t, [])
+        made = producers[t]
         if len(made) != 1 or readers.get(t) != 1 or writers.get(out) != 1 or made[0] > k:
             continue
         prod = ops[made[0]]

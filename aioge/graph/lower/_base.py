@@ -136,6 +136,16 @@ class Builder:
         self.temps[name] = (tuple(map(int, shape)), dtype if isinstance(dtype, np.dtype) else normalize_dtype(dtype))
         return name
 
+    def tmps(self, n: int, shape: Sequence[int], dtype: Any) -> list[str]:
+        """``n`` fresh temporaries of one shape and dtype: ``tmp``'s names, its kind made once."""
+        kind = (tuple(map(int, shape)), dtype if isinstance(dtype, np.dtype) else normalize_dtype(dtype))
+        temps = self.temps
+        k = len(temps)
+        names = [f"{self.node.name}/t{i}" for i in range(k, k + n)]
+        for name in names:
+            temps[name] = kind
+        return names
+
     def op(
         self,
         op_type: str,

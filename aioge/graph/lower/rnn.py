@@ -171,7 +171,7 @@ def _fused(L: Builder, d: int, x: str, seq: _Seq, h: int) -> tuple[str, str, str
     t, b = seq.t, seq.b
     mask = seq.step_mask(h, dt)
     full = (t, b, h)
-    temps = [L.tmp(full, dt) for _ in range(8 if n.op_type == "LSTM" else 6)]
+    temps = L.tmps(8 if n.op_type == "LSTM" else 6, full, dt)
     y, out_h = temps[0], temps[1]
     if n.op_type == "LSTM":
         rows = _gate_rows(h, [0, 3, 2, 1])  # ONNX i o f c -> CANN i j(=c) f o

@@ -54,16 +54,13 @@ def _split(L: Builder) -> None:
 
 
 def _strided_slice(L: Builder, x: str, ranges: Sequence[tuple[int, int, int]], out: str) -> None:
-    begin, end, strides = [], [], []
+    # the rows begin, end, strides: the ranges transposed (one zip), then the ends that step back through
+    # index 0 ("to the end" in that direction, negative) become end_mask bits with an end of 0
+    begin, end, strides = zip(*ranges) if ranges else ((), (), ())
     end_mask = 0
-    for i, (b, e, st) in enumerate(ranges):
-        begin.append(b)
-        strides.append(st)
-        if e < 0:  # negative step through index 0: "to the end" in that direction
-            end_mask |= 1 << i
-            end.append(0)
-        else:
-            end.append(e)
+    if min(end, default=0) < 0:
+        end = tuple(0 if e < 0 else e for e in end)
+        end_mask = sum(1 << i for i, (_, e, _) in enumerate(ranges) if e < 0)
     rows = np.array([begin, end, strides], np.int64)  # one array, three contiguous rows: one call, not three
     L.op(
         "StridedSlice",
