@@ -65,7 +65,9 @@ Three rewrites, applied in this order by :func:`fuse`:
      none for the rest; ``Gelu`` is the erf form, ``GeluTanh`` the tanh form;
      ``PRelu`` srcs are ``(x, slope)``;
    * step ``i`` writes register ``k + i``; the result is the last register;
-   * all registers have the output dtype; compute in that dtype.
+   * all registers have the output dtype; compute in that dtype;
+   * inputs + steps <= :data:`EW_MAX_REGISTERS` (the kernel's register file): a
+     longer tree is cut into several nodes, each within it.
 
    ``ewprogram.encode_program`` packs it as ``int32[n, 4]`` rows
    ``(opcode id, src0, src1 or -1, n_params)`` and ``float64[n, 2]`` params.
@@ -804,8 +806,16 @@ def _ew_step(g: Graph, n: Node) -> tuple[str, list[str], tuple[float, ...]] | No
     return op, [n.inputs[0]], params
 
 
+#: registers of a ``_FusedElementwise`` program (its inputs + its steps): the host kernel's register file
+EW_MAX_REGISTERS = 64
+
+
 class _EwTree:
-    """One fusable tree: its member nodes, external inputs and register program."""
+    """One fusable tree: its member nodes, external inputs and register program.
+
+    Grown from the root towards the operands, depth first, while its inputs and steps fit in
+    :data:`EW_MAX_REGISTERS`; a producer left out roots a tree of its own.
+    """
 
     def __init__(
         self,
@@ -821,6 +831,7 @@ class _EwTree:
         self.members: set[int] = set()
         self.inputs: list[str] = []
         self.program: list[Step] = []
+        self._leaves = set(self.steps[id(root)][1])  # the tree's external inputs so far
         self._absorb(root, taken)
 
     def _absorb(self, n: Node, taken: set[int]) -> None:
@@ -835,6 +846,10 @@ class _EwTree:
                 and self.g.values[name].dtype == self.dtype
                 and single_consumer(self.g, self.consumers, name) is n
             ):
+                leaves = (self._leaves - {name}).union(self.steps[id(p)][1])
+                if len(self.members) + 1 + len(leaves) > EW_MAX_REGISTERS:
+                    continue  # p would not fit: it roots a tree of its own
+                self._leaves = leaves
                 self._absorb(p, taken)
 
     def _emit(self, n: Node) -> int:
