@@ -816,7 +816,15 @@ class _Importer:
             # hold their weights as fills), read as _attr_values reads it when it passes
             a = proto_attrs[0]
             if a.type == 4 and a.name == "value" and not a.ref_attr_name:
-                attrs = {"value": self.tensor(a.t, f"attribute 'value' of node {name!r}")}
+                value = self.tensor(a.t, f"attribute 'value' of node {name!r}")
+                if op == "Constant":  # its one value: defined here as _constant does (no converter dispatch)
+                    while outputs and not outputs[-1]:
+                        outputs.pop()
+                    if not outputs:
+                        raise MalformedModelError("has no outputs", node=name, op_type=op)
+                    _define_constant(self, op, outputs, value, name)
+                    return
+                attrs = {"value": value}
             else:
                 attrs = self._attrs(n, name, proto_attrs, known)
         else:
@@ -980,6 +988,11 @@ def _constant(im: _Importer, op: str, ins: list[str], outs: list[str], attrs: di
         arr = np.array(v, np.int64)
     else:
         arr = np.asarray(v)
+    _define_constant(im, op, outs, arr, name)
+
+
+def _define_constant(im: _Importer, op: str, outs: list[str], arr: np.ndarray, name: str) -> None:
+    """Constant node ``name``'s one output as the graph constant ``arr``."""
     if len(outs) != 1:
         raise MalformedModelError("Constant has one output", node=name, op_type=op)
     if outs[0] in im.g.values:

@@ -539,8 +539,12 @@ def check_node_dtypes(node: NodeLike, in_dtypes: list[DT]) -> list[DT]:
     """
     s = SCHEMAS.get(node.op_type) or get_schema(node.op_type, node)  # (get_schema raises for an unknown op)
     assert s.rule is not None
-    outs = s.rule(node, list(in_dtypes))
+    # a rule reads its list and returns a new one: a list is handed over as it is, and a result of
+    # the node's output count returned as it is (the usual case)
+    outs = s.rule(node, in_dtypes if type(in_dtypes) is list else list(in_dtypes))
     n = len(node.outputs)
+    if len(outs) == n:
+        return outs
     if len(outs) < n:
         outs = outs + [outs[0]] * (n - len(outs))
     return outs[:n]
