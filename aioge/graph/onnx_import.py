@@ -357,7 +357,7 @@ def load_onnx(
     except GraphError as e:
         raise MalformedModelError(str(e), node=None) from e
     if not upgraded:  # our checks name the node, so they go first; an upgraded model was checked before
-        _check(onnx, proto, whole)
+        _check(onnx, proto, whole, (im.external, im.shapeless))
     return g
 
 
@@ -431,7 +431,7 @@ def _declared_opset(proto: Any) -> int:
 CHECK_AS_IS_BYTES = 1 << 20
 
 
-def _check(onnx: Any, proto: Any, whole: bytes | None = None) -> None:
+def _check(onnx: Any, proto: Any, whole: bytes | None = None, read: tuple[bool, list[Any]] | None = None) -> None:
     """``onnx.checker`` on the model (its structural and schema rules), as a MalformedModelError.
 
     The checker sees the model's structure with every initializer stubbed to a
@@ -448,13 +448,19 @@ def _check(onnx: Any, proto: Any, whole: bytes | None = None) -> None:
     decoded, and the relaxed rule is applied to ``proto`` in place (an empty shape for each graph
     input/output tensor without one, then serialized again) or, when no such tensor exists, the
     checker reads ``whole`` itself.
+
+    ``read``: what the importer saw of ``proto`` as it read it (:attr:`_Importer.external`,
+    :attr:`_Importer.shapeless`), instead of walking the graph's initializers, inputs and outputs again.
     """
-    if whole is not None and len(whole) <= CHECK_AS_IS_BYTES and not _external_initializers(proto.graph):
-        shapeless = _shapeless_io(proto.graph)
-        for vi in shapeless:
-            vi.type.tensor_type.shape.SetInParent()
-        _run_checker(onnx, proto.SerializeToString() if shapeless else whole)
-        return
+    if whole is not None and len(whole) <= CHECK_AS_IS_BYTES:
+        external, shapeless = read if read is not None else (_external_initializers(proto.graph), None)
+        if not external:
+            if shapeless is None:
+                shapeless = _shapeless_io(proto.graph)
+            for vi in shapeless:
+                vi.type.tensor_type.shape.SetInParent()
+            _run_checker(onnx, proto.SerializeToString() if shapeless else whole)
+            return
     stub = onnx.ModelProto()
     for fd, v in proto.ListFields():
         if fd.name != "graph":
@@ -480,10 +486,11 @@ def _external_initializers(gp: Any) -> bool:
     return False
 
 
-def _shapeless_io(gp: Any) -> list[Any]:
-    """The graph inputs and outputs typed as a tensor without a ``shape`` (the rule the checker relaxes)."""
+def _shapeless_io(gp: Any, outputs: bool = True) -> list[Any]:
+    """The graph inputs and outputs (``outputs``: those too) typed as a tensor without a ``shape``
+    (the rule the checker relaxes)."""
     out = []
-    for vi in (*gp.input, *gp.output):
+    for vi in (*gp.input, *gp.output) if outputs else gp.input:
         t = vi.type
         if t.HasField("tensor_type") and not t.tensor_type.HasField("shape"):
             out.append(vi)
@@ -573,6 +580,10 @@ class _Importer:
         self.node_names: set[str] = set()
         self.emitted: set[str] = set()
         self._n = 0
+        #: what :func:`_check` asks of the model, seen as run reads it: whether an initializer is (or
+        #: claims to be) external, and the graph inputs and outputs typed as a tensor without a shape
+        self.external = False
+        self.shapeless: list[Any] = []
         #: every node emitted so far reads only values defined before it (graph inputs, constants,
         #: earlier nodes' outputs) and defines each of its outputs once: the graph is in topological
         #: order and passes ``Graph._validate_structure`` (its values are defined once by construction)
@@ -725,6 +736,7 @@ class _Importer:
         if len(gp.sparse_initializer):
             raise MalformedModelError("sparse initializers are not supported")
         self._init_names = init_names = set()
+        unsplit = not self.weights  # (weights cut out of the model: _check stubs the initializers anyway)
         for t in gp.initializer:
             tname = t.name
             if not tname:
@@ -732,11 +744,15 @@ class _Importer:
             if tname in init_names:
                 raise MalformedModelError(f"initializer {tname!r} is defined twice")
             init_names.add(tname)
+            if unsplit and (t.data_location == _EXTERNAL or len(t.external_data)):
+                self.external = True
             arr = self.tensor(t, f"initializer {tname!r}", self.weights.get(tname))
             g.set_constant(tname, arr)
             self.dtypes[tname] = arr.dtype
         # an input with a default (initializer) is a constant here
         real_inputs = [vi for vi in gp.input if vi.name not in init_names]
+        if len(real_inputs) != len(gp.input):  # (_add_input sees the others)
+            self.shapeless += [vi for vi in _shapeless_io(gp, outputs=False) if vi.name in init_names]
         if self.input_shapes:
             real = [vi.name for vi in real_inputs]
             unknown = [k for k in self.input_shapes if k not in real]
@@ -768,6 +784,9 @@ class _Importer:
             if o.name not in g.values:
                 raise MalformedModelError(f"graph output {o.name!r} is not produced by any node")
             g.outputs.append(o.name)
+            t = o.type
+            if t.HasField("tensor_type") and not t.tensor_type.HasField("shape"):
+                self.shapeless.append(o)
         return g
 
     def _add_input(self, vi: Any) -> None:
@@ -781,6 +800,8 @@ class _Importer:
                 dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
         elif vi.name not in self.input_shapes:
             raise DynamicShapeError(f"graph input {vi.name!r} has no shape; pass input_shapes={{{vi.name!r}: ...}}")
+        else:
+            self.shapeless.append(vi)
         if vi.name in self.input_shapes:
             want = tuple(int(x) for x in self.input_shapes[vi.name])
             if tt.HasField("shape"):
