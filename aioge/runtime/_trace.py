@@ -49,6 +49,7 @@ __all__ = (
     "Observer",
     "attach",
     "compile_progress",
+    "compile_steps",
     "detach",
     "hub",
     "kind_of",
@@ -231,6 +232,15 @@ def moved_bytes(what: str, keep: Any) -> int:
 compile_progress: Callable[[str, int, int], None] | None = None
 
 
+def compile_steps(name: str, optimize_level: int) -> CompileSteps:
+    """The :class:`CompileSteps` of a compile of graph ``name``: one that times each step while
+    the ``aioge`` logger logs DEBUG lines or :data:`compile_progress` is set, else one that
+    takes nothing down (no clock read per step, no record; its ``on_pass`` is None)."""
+    if compile_progress is not None or log.isEnabledFor(logging.DEBUG):
+        return CompileSteps(name, optimize_level)
+    return _UNOBSERVED
+
+
 class CompileSteps:
     """Times the steps of one compile: a DEBUG line for each (passes included), one summary."""
 
@@ -240,6 +250,11 @@ class CompileSteps:
         self.steps: list[tuple[str, float]] = []
         # infer_shapes twice, 4 passes x ~2 rounds at level 1+, fuse + dce at 2; plan, lower, load
         self.total = 2 + (8 if optimize_level >= 1 else 0) + (2 if optimize_level >= 2 else 0) + 3
+
+    @property
+    def on_pass(self) -> Callable[[str, float], None] | None:
+        """``optimize``'s ``on_pass`` callback: :meth:`note`."""
+        return self.note
 
     def note(self, what: str, seconds: float) -> None:
         """Record a finished step (``optimize``'s ``on_pass`` callback)."""
@@ -268,3 +283,27 @@ class CompileSteps:
         progress = compile_progress
         if progress is not None:
             progress("done", self.total, self.total)
+
+
+class _Unobserved(CompileSteps):
+    """The steps of a compile nobody observes (:func:`compile_steps`): nothing timed or recorded."""
+
+    def __init__(self) -> None:
+        super().__init__("", 0)
+
+    @property
+    def on_pass(self) -> None:
+        return None
+
+    def note(self, what: str, seconds: float) -> None:
+        pass
+
+    def step(self, what: str) -> contextlib.nullcontext[None]:  # type: ignore[override]
+        return _NO_STEP
+
+    def finish(self, summary: Callable[[], str]) -> None:
+        pass
+
+
+_NO_STEP = contextlib.nullcontext()
+_UNOBSERVED = _Unobserved()

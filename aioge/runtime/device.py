@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Any
 from .. import _native
 from .._native import acl
 from ..errors import BusyResourceError
+from ..graph import Graph, load_onnx
 from ._resources import Resource, close_at_exit
 from .context import DeviceContext
+from .graphs import compile as compile_module
+from .graphs.executable import MAX_INFLIGHT
 from .scheduler import ThreadJob, deadline
 from .stream import Stream
 
 if TYPE_CHECKING:
-    from ..graph import Graph
     from .graphs.dynamic import DynamicCompiledGraph
     from .graphs.executable import CompiledGraph
 
@@ -151,10 +153,6 @@ class Device(Resource):
         closed when the compile ends.  ``aclose()`` of the device waits for
         compiles in flight (``close()`` refuses while there are any).
         """
-        from ..graph import Graph, load_onnx
-        from .graphs.compile import compile_graph
-        from .graphs.executable import MAX_INFLIGHT
-
         self._check_open()
         if not isinstance(graph, Graph):
             if isinstance(graph, (str, os.PathLike, bytes, bytearray)) or type(graph).__name__ == "ModelProto":
@@ -174,7 +172,7 @@ class Device(Resource):
         if job is None or not job.join():
 
             def work() -> CompiledGraph:
-                return compile_graph(
+                return compile_module.compile_graph(  # looked up per call: the module's may be replaced
                     self, graph, optimize=optimize, max_streams=max_streams, mode=mode, max_inflight=limit
                 )
 
@@ -295,8 +293,7 @@ def compiles_inline(graph: Graph) -> bool:
     if len(graph.nodes) > INLINE_NODES:
         return False
     prod = math.prod
-    shapes = [v.shape for v in graph.values.values()]
-    return sum([prod(s) for s in shapes if s]) <= INLINE_ELEMENTS
+    return sum([prod(s) for v in graph.values.values() if (s := v.shape)]) <= INLINE_ELEMENTS
 
 
 def _discard_model(model: CompiledGraph) -> None:

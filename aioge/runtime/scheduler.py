@@ -937,7 +937,7 @@ class ThreadJob(Generic[_T]):
         self.name = name
         self._discard = discard
         self._lock = threading.Lock()
-        self._finished = threading.Event()
+        self._finished: threading.Event | None = None  # made by the first wait_sync() before the end
         self._waiters: list[tuple[_Poster, Any]] = []
         self._done = False
         self._result: _T | None = None
@@ -985,7 +985,8 @@ class ThreadJob(Generic[_T]):
                     self._drop()  # before done shows: whoever sees it done sees it discarded
             finally:
                 self._done = True
-                self._finished.set()
+                if self._finished is not None:
+                    self._finished.set()
                 for poster, w in self._waiters:
                     try:
                         poster(_wake, [w])
@@ -998,21 +999,29 @@ class ThreadJob(Generic[_T]):
         (interpreter exit: no loop is left to await on); True if it has."""
         if self._inline:
             self._run_inline()
-        return self._finished.wait(timeout)
+        with self._lock:  # done is set, and the event looked up, under it: no wake-up is missed
+            if self._done:
+                return True
+            if self._finished is None:
+                self._finished = threading.Event()
+            finished = self._finished
+        return finished.wait(timeout)
 
     async def wait(self) -> None:
         """Wait until the call has finished (taking nothing)."""
         if self._inline:
             self._run_inline()
-        poster, waiter = _loop_waiter()
-        with self._lock:
-            parked = not self._done
+        if not self._done:  # (an inline job is done by now, but for one another thread is making)
+            poster, waiter = _loop_waiter()
+            with self._lock:
+                parked = not self._done
+                if parked:
+                    self._waiters.append((poster, waiter))
             if parked:
-                self._waiters.append((poster, waiter))
-        if parked:
-            await _park(waiter)
-        else:  # still a checkpoint: tasks started together share the job even if it was quick
-            await anyio.lowlevel.checkpoint()
+                await _park(waiter)
+                return
+        # still a checkpoint: tasks started together share the job even if it was quick
+        await anyio.lowlevel.checkpoint()
 
     async def result(self) -> _T:
         """The call's result (or its exception); one per creation or successful ``join()``."""

@@ -65,8 +65,8 @@ def compile_graph(
     if mode == "sunk" and not _native.has_graph_api:
         raise ValueError("sunk execution needs the aiogeGraph API (the host runtime, or a GE shim implementing it)")
     tgt = target_for(target if target is not None else _native.backend)
-    steps = _trace.CompileSteps(graph.name, optimize)
-    g = run_passes(graph, level=optimize, target=tgt, on_pass=steps.note)
+    steps = _trace.compile_steps(graph.name, optimize)  # times nothing unless logged or shown
+    g = run_passes(graph, level=optimize, target=tgt, on_pass=steps.on_pass)
     if max_streams is None:
         max_streams = default_max_streams()
     with steps.step("plan"):
