@@ -320,14 +320,24 @@ def _malloc_trim() -> Any:
     return fn
 
 
-def trim_host_heap() -> bool:
+#: the bytes a caller must have freed for :func:`trim_host_heap` to trim: below them, the pages given
+#: back are few, and the next allocations fault them back in (zeroed by the kernel) -- a small model
+#: closed and loaded again paid more for those faults at its load than its close gave back
+TRIM_MIN_BYTES = 1 << 20
+
+
+def trim_host_heap(freed: int | None = None) -> bool:
     """Give the C heap's free pages back to the system (glibc's ``malloc_trim``).
 
     Freed memory otherwise stays in the process (the allocator keeps it for later mallocs),
     which on the host runtime, where device memory is host memory, keeps a closed model's
     megabytes counted in its RSS.  Closing a model (or evicting a plan) calls it: ~1 ms with
-    a 300 MB heap.  False where the C library has no ``malloc_trim``.
+    a 300 MB heap.  ``freed``: the bytes the caller just freed (a model's arenas, weights and
+    packed copies), under :data:`TRIM_MIN_BYTES` nothing is trimmed; None: trim regardless.
+    False where nothing was trimmed or the C library has no ``malloc_trim``.
     """
+    if freed is not None and freed < TRIM_MIN_BYTES:
+        return False
     fn = _malloc_trim()
     if fn is None:
         return False

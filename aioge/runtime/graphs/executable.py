@@ -908,11 +908,14 @@ class CompiledGraph(Resource):
             raise BusyResourceError(f"{self._describe()} has executions in flight: use `await model.aclose()`")
         for s in self._aux_streams():
             s.close()
+        # what it holds of the heap: its arenas, weights and packed copies (before _release drops them)
+        held = self._arena_bytes * self._flight.made + self.weight_device_bytes + self.plan.packed_weight_bytes
         self._release()
         self.device.context.models.discard(self)
         # what it freed, back to the system: a dynamic model's plans come and go with shapes, and the
-        # C heap otherwise keeps the peak of their arenas and packed weights (~1 ms, at an eviction)
-        trim_host_heap()
+        # C heap otherwise keeps the peak of their arenas and packed weights (~1 ms, at an eviction);
+        # not after a small model's close (see TRIM_MIN_BYTES)
+        trim_host_heap(held)
 
     def _release(self) -> None:
         """Drop the graph, weights and idle arenas; running executions hold what they use."""
