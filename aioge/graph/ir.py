@@ -65,7 +65,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -99,10 +99,15 @@ def register_shape_inference(fn: Callable[[Graph], object]) -> None:
 def normalize_dtype(dtype: Any) -> np.dtype:
     """numpy dtype of a dtype-like (``"float32"``, ``np.float32``, ``"bfloat16"`` ...):
     :func:`aioge.dtypes.as_numpy`, raising :class:`GraphError`."""
+    if isinstance(dtype, np.dtype):  # its own normal form (np.dtype(dtype) is dtype)
+        return dtype
     try:
         return _dtypes.as_numpy(dtype)
     except TypeError as e:
         raise GraphError(str(e)) from e
+
+
+_INT = {int}
 
 
 def normalize_shape(shape: Iterable[Any], *, what: str = "value") -> tuple[int, ...]:
@@ -258,7 +263,10 @@ class Graph:
         """Declare a graph input; a str (a dim name) or None in ``shape`` makes a dim symbolic."""
         self._check_new_value(name)
         dims = tuple(shape)
-        if any(d is None or isinstance(d, str) for d in dims):
+        if not (set(map(type, dims)) - _INT) and (not dims or min(cast("tuple[int, ...]", dims)) >= 0):
+            # the usual input: static dims as Python ints, which normalize_shape would return as they are
+            v = Value(name, cast("tuple[int, ...]", dims), normalize_dtype(dtype))
+        elif any(d is None or isinstance(d, str) for d in dims):
             bad = [d for d in dims if isinstance(d, str) and not d]
             static = [d for d in dims if d is not None and not isinstance(d, str)]
             if bad:

@@ -761,15 +761,19 @@ def _applies(
     e: _Inferred, node: Node, in_dtypes: tuple[Any, ...], in_shapes: tuple[Any, ...], in_values: tuple[Any, ...]
 ) -> bool:
     """Whether ``node``, fed these, is what memo entry ``e`` was inferred from (so it infers the same)."""
-    if (
-        e[0] != node.op_type
-        or e[1] != node.domain
-        or e[2] != tuple(node.outputs)
-        or e[3] != tuple(node.attrs)
-        or e[5] != in_dtypes
-        or e[6] != in_shapes
-        or not all(map(is_, e[4], node.attrs.values()))  # the same names: the same count
-    ):
+    if e[0] != node.op_type or e[1] != node.domain or e[5] != in_dtypes or e[6] != in_shapes:
+        return False
+    attrs = node.attrs
+    if attrs:
+        if e[3] != tuple(attrs) or not all(map(is_, e[4], attrs.values())):  # the same names: the same count
+            return False
+    elif e[3]:  # (a node without attrs, the usual one: no tuples of them made)
+        return False
+    outs = node.outputs
+    if len(outs) == 1:
+        if len(e[2]) != 1 or e[2][0] != outs[0]:
+            return False
+    elif e[2] != tuple(outs):
         return False
     if all(map(is_, e[7], in_values)):  # the usual case: the same arrays (or None) throughout
         return True
@@ -803,18 +807,31 @@ def inferred_outputs(graph: Graph, node: Node, in_values: list[np.ndarray | None
     as it is now, fed ``in_values`` (each input's value, None for an absent one), is what they were
     computed from (:func:`_applies`): the same evaluation, not run again.  Listed as
     ``node.outputs`` (None for an absent output); None when inference did not compute them all."""
-    hit = _MEMO.get(graph, {}).get(node.name)
+    memo = _MEMO.get(graph)
+    hit = memo.get(node.name) if memo is not None else None
     if hit is None:
         return None
-    get = dict(hit[_KNOWN]).get
-    outs = [get(o) if o else None for o in node.outputs]
-    if any(o and a is None for o, a in zip(node.outputs, outs, strict=True)):
-        return None
+    known, outputs = hit[_KNOWN], node.outputs
+    if len(known) == 1 and len(outputs) == 1 and known[0][0] == outputs[0]:  # the usual case: one output
+        outs = [known[0][1]]
+    else:
+        get = dict(known).get
+        outs = [get(o) if o else None for o in outputs]
+        for o, a in zip(outputs, outs, strict=True):
+            if o and a is None:
+                return None
     values = graph.values
-    ins = [values[x] if x else None for x in node.inputs]
-    in_dtypes = tuple([v.dtype if v else None for v in ins])
-    in_shapes = tuple([v.shape if v else None for v in ins])
-    return outs if _applies(hit, node, in_dtypes, in_shapes, tuple(in_values)) else None
+    in_dtypes: list[Any] = []
+    in_shapes: list[Any] = []
+    for x in node.inputs:
+        if x:
+            v = values[x]
+            in_dtypes.append(v.dtype)
+            in_shapes.append(v.shape)
+        else:
+            in_dtypes.append(None)
+            in_shapes.append(None)
+    return outs if _applies(hit, node, tuple(in_dtypes), tuple(in_shapes), tuple(in_values)) else None
 
 
 def carry_inference(src: Graph, dst: Graph) -> None:
@@ -885,18 +902,20 @@ def _snapshot(g: Graph) -> tuple[Any, ...]:
 
     Tuples throughout: it lives as long as the graph, and tuples holding only names, shapes,
     dtypes and numbers are ones the cyclic collector stops visiting after it has seen them once
-    (lists and dicts it visits in every collection).  A node's attrs are ``(name, value, was a
-    list)`` in the dict's order, a list value as a tuple of its items (:func:`_same_as` compares
-    them as the dict of the attrs with a copy of each list would compare)."""
-    nodes = []
-    for n in g.nodes:
-        a = n.attrs
-        attrs = (
-            tuple([(k, tuple(v), True) if isinstance(v, list) else (k, v, False) for k, v in a.items()]) if a else ()
-        )  # (a node without attrs, the usual one: no comprehension)
-        nodes.append((n.op_type, n.domain, n.name, tuple(n.inputs), tuple(n.outputs), attrs))
-    values = tuple([(k, v.shape, v.dtype) for k, v in g.values.items()])
-    return (tuple(nodes), values, tuple([id(a) for a in g.constants.values()]), tuple(g.constants), tuple(g.inputs),
+    (lists and dicts it visits in every collection).  Each node's fields as ``(op_type, domain,
+    name, inputs, outputs, attr count)``; the attrs of the nodes that have any apart, as ``(index,
+    attrs)``, ``attrs`` being ``(name, value, was a list)`` in the dict's order, a list value as a
+    tuple of its items (:func:`_same_as` compares them as the dict of the attrs with a copy of each
+    list would compare); the values as their names and their ``(shape, dtype)`` pairs, in the
+    dict's order (one comparison each, :func:`_same_as`)."""
+    nodes = tuple([(n.op_type, n.domain, n.name, tuple(n.inputs), tuple(n.outputs), len(n.attrs)) for n in g.nodes])
+    attrs = tuple([
+        (i, tuple([(k, tuple(v), True) if isinstance(v, list) else (k, v, False) for k, v in n.attrs.items()]))
+        for i, n in enumerate(g.nodes) if n.attrs
+    ])  # fmt: skip
+    vals = g.values.values()
+    values = (tuple(g.values), tuple([(v.shape, v.dtype) for v in vals]))
+    return (nodes, attrs, values, tuple([id(a) for a in g.constants.values()]), tuple(g.constants), tuple(g.inputs),
             tuple(g.outputs), dict(g.symbolic))  # fmt: skip
 
 
@@ -913,22 +932,22 @@ def is_inferred(graph: Graph) -> bool:
 
 
 def _same_as(snap: tuple[Any, ...], g: Graph) -> bool:
-    """Whether ``g`` holds what ``snap`` (a :func:`_snapshot`) recorded, compared as it walks ``g``
-    (no second snapshot built; the first difference ends it).  A node's attrs compare as
+    """Whether ``g`` holds what ``snap`` (a :func:`_snapshot`) recorded.  The nodes' fields and the
+    values' records compare as one tuple each (built in one comprehension, compared in C; the first
+    difference ends it); attrs only for the nodes that have any.  A node's attrs compare as
     ``dict(attrs) == n.attrs`` would for the attrs at snapshot time with each list copied: the same
-    names, each value the same object or equal, a list value equal to a list of its items."""
-    nodes, values, const_ids, const_names, inputs, outputs, symbolic = snap
-    if len(nodes) != len(g.nodes) or len(values) != len(g.values) or len(const_names) != len(g.constants):
+    names, each value the same object or equal, a list value equal to a list of its items.  The
+    values compare as the dicts would: in another order, name by name."""
+    nodes, attrs, (vnames, vrecs), const_ids, const_names, inputs, outputs, symbolic = snap
+    gnodes, gvalues = g.nodes, g.values
+    if len(nodes) != len(gnodes) or len(vnames) != len(gvalues) or len(const_names) != len(g.constants):
         return False
-    for (op_type, domain, name, ins, outs, attrs), n in zip(nodes, g.nodes, strict=True):
-        if op_type != n.op_type or domain != n.domain or name != n.name:
-            return False
-        if ins != tuple(n.inputs) or outs != tuple(n.outputs):
-            return False
-        now = n.attrs
-        if len(attrs) != len(now):
-            return False
-        for k, v, was_list in attrs:
+    heads = [(n.op_type, n.domain, n.name, tuple(n.inputs), tuple(n.outputs), len(n.attrs)) for n in gnodes]
+    if tuple(heads) != nodes:
+        return False
+    for i, was in attrs:
+        now = gnodes[i].attrs
+        for k, v, was_list in was:  # (the counts are equal: compared with the nodes' fields)
             x = now.get(k, _ABSENT)
             if x is _ABSENT:
                 return False
@@ -937,11 +956,15 @@ def _same_as(snap: tuple[Any, ...], g: Graph) -> bool:
                     return False
             elif not (v is x or v == x):
                 return False
-    get = g.values.get
-    for k, shape, dtype in values:
-        v = get(k)
-        if v is None or v.shape != shape or v.dtype != dtype:
+    if tuple(gvalues) == vnames:
+        if tuple([(v.shape, v.dtype) for v in gvalues.values()]) != vrecs:
             return False
+    else:  # the same count in another order (or other names): name by name
+        get = gvalues.get
+        for k, (shape, dtype) in zip(vnames, vrecs, strict=True):
+            v = get(k)
+            if v is None or v.shape != shape or v.dtype != dtype:
+                return False
     same = tuple(g.constants) == const_names and tuple([id(a) for a in g.constants.values()]) == const_ids
     return bool(same and inputs == tuple(g.inputs) and outputs == tuple(g.outputs) and symbolic == dict(g.symbolic))
 
