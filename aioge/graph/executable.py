@@ -196,7 +196,8 @@ class Layout:
     def _lower_all(self, lowered: Mapping[str, LoweredNode]) -> None:
         # temporaries live in a per-stream scratch region after the arena
         scratch_need = 0
-        node_temps: dict[int, dict[str, int]] = {}  # steps with temporaries only
+        # steps with temporaries only: each temporary's kind, and the placed ones' offsets in the scratch
+        node_temps: dict[int, tuple[dict[str, tuple[np.dtype, tuple[int, ...]]], dict[str, int]]] = {}
         for st in self.p.steps:
             if st.alias:
                 continue
@@ -204,10 +205,12 @@ class Layout:
             if not ln.temps:
                 continue
             places: dict[str, int] = {}
-            node_temps[st.index] = places
+            kinds: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+            node_temps[st.index] = (kinds, places)
             off = 0
             alias_temps = {op.outputs[0] for op in ln.ops if op.alias}
             for t, (shape, dt) in ln.temps.items():
+                kinds[t] = (dt if isinstance(dt, np.dtype) else np.dtype(dt), tuple(shape))
                 if t in alias_temps:
                     continue
                 places[t] = off
@@ -231,15 +234,14 @@ class Layout:
                 self.ops.append(PlacedOp(op.op_type, st.node.name, seg, placed_in, placed_out, attrs))
                 continue
             base = self.arena_bytes + st.stream * self.scratch
-            places = node_temps.get(st.index, {})
-            temp_place = {t: (ARENA, base + o) for t, o in places.items()}
-            temp_kind = {t: (dt if isinstance(dt, np.dtype) else np.dtype(dt), tuple(shape))
-                         for t, (shape, dt) in ln.temps.items()}  # fmt: skip
-            # a placed temporary as an operand, made once per step (each is written and read by several ops)
+            temp_kind, places = node_temps.get(st.index) or ({}, {})
+            # a placed temporary as an operand, made once per step (each is written and read by several ops);
+            # a view's is added at the alias op that makes it.  Its (loc, at) is where the temporary lives
             temp_ops = {t: (temp_kind[t], ARENA, base + o) for t, o in places.items()}
 
-            def loc(name: str, temp_place: dict[str, tuple[int, int]] = temp_place) -> tuple[int, int]:
-                return temp_place[name] if name in temp_place else self.where(name)
+            def loc(name: str, temp_ops: dict[str, tuple[Any, int, int]] = temp_ops) -> tuple[int, int]:
+                r = temp_ops.get(name)
+                return (r[1], r[2]) if r is not None else self.where(name)
 
             def kind(name: str, temp_kind: dict[str, Any] = temp_kind) -> tuple[np.dtype, tuple[int, ...]]:
                 return temp_kind[name] if name in temp_kind else self.value_kind(name)
@@ -250,9 +252,8 @@ class Layout:
                 if op.alias:
                     src, dst = op.inputs[0], op.outputs[0]
                     assert isinstance(src, str), "an alias views a value"
-                    if dst in temp_kind and dst not in temp_place:
-                        temp_place[dst] = loc(src)  # a view: same bytes
-                        temp_ops[dst] = (temp_kind[dst], *temp_place[dst])
+                    if dst in temp_kind and dst not in temp_ops:
+                        temp_ops[dst] = (temp_kind[dst], *loc(src))  # a view: same bytes
                         continue
                     if loc(src) == loc(dst):
                         continue
@@ -271,10 +272,13 @@ class Layout:
                     elif isinstance(x, str):
                         if as_kind and x in as_kind:  # described anew
                             r_ins.append((as_kind[x], *loc(x)))
-                        elif x in temp_kind:  # a temporary (placed per step)
-                            r_ins.append(temp_ops[x] if x in temp_ops else (kind(x), *loc(x)))
-                        else:
-                            r_ins.append(known(x) or operand(x))
+                            continue
+                        # a placed temporary (one look-up: most operands are), else a temporary placed
+                        # late, else a graph value
+                        r = temp_ops.get(x)
+                        if r is None:
+                            r = (kind(x), *loc(x)) if x in temp_kind else known(x) or operand(x)
+                        r_ins.append(r)
                     else:  # ConstInput
                         r_ins.append((_contiguous(x.value), CONST, 0))
                 r_outs = [temp_ops[o] if o in temp_ops else (kind(o), *loc(o)) if o in temp_kind

@@ -192,8 +192,13 @@ def _forward_copies(L: Builder) -> None:
     producers: dict[str, list[int]] = {t: [] for t in srcs}
     readers = dict.fromkeys(srcs, 0)
     writers = dict.fromkeys(dsts, 0)
+    # most ops touch none of those names: two set probes (C loops over the op's names, hashed) pass them by
+    names = {*srcs, *dsts}
+    src_names = set(srcs)
     for i, op in enumerate(L.ops):
         outs, ins = op.outputs, op.inputs
+        if names.isdisjoint(outs) and src_names.isdisjoint(ins):
+            continue
         for t in srcs:
             if t in outs:
                 producers[t].append(i)

@@ -141,17 +141,34 @@ def _recurrent(L: Builder) -> None:
         hs.append(yh)
         cs.append(yc)
     outs = list(n.outputs) + [""] * (3 - len(n.outputs))
-    y_all = ys[0] if nd == 1 else L.to("ConcatD", ys, (seq.t, nd, seq.b, h), dt, concat_dim=1, N=nd)
+    # both directions, time-major: each concatenation writes its output itself when the output has its
+    # shape and dtype (what a copy of a temporary would forward to; all of them or none, so the node's
+    # other temporaries keep their names)
+    shapes = ((seq.t, nd, seq.b, h), (nd, seq.b, h), (nd, seq.b, h))
+    present = [(o, s) for o, s in zip(outs, shapes, strict=True) if o]
+    direct = nd > 1 and not seq.layout and all(
+        outs.count(o) == 1 and (L.g.values[o].shape, L.g.values[o].dtype) == (s, dt) for o, s in present
+    )
+    if nd == 1:
+        y_all = ys[0]
+    elif direct and outs[0]:
+        y_all = outs[0]
+        L.op("ConcatD", ys, [y_all], concat_dim=1, N=nd)
+    else:
+        y_all = L.to("ConcatD", ys, shapes[0], dt, concat_dim=1, N=nd)
     for j, (parts, out) in enumerate(((None, outs[0]), (hs, outs[1]), (cs, outs[2]))):
         if not out:
             continue
         if j == 0:
             if seq.layout:
                 L.op("TransposeD", [y_all], [out], perm=[2, 0, 1, 3])
-            else:
+            elif not direct:
                 L.op("Identity", [y_all], [out])
             continue
         assert parts is not None
+        if direct:
+            L.op("ConcatD", parts, [out], concat_dim=0, N=nd)
+            continue
         v = parts[0] if nd == 1 else L.to("ConcatD", parts, (nd, seq.b, h), dt, concat_dim=0, N=nd)
         if seq.layout:
             L.op("TransposeD", [v], [out], perm=[1, 0, 2])
