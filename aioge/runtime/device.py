@@ -4,7 +4,6 @@ explicit context per :class:`Device`."""
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import threading
 import time
@@ -137,8 +136,9 @@ class Device(Resource):
                 ``execute()`` waits for room (default ``aioge.runtime.graphs.executable.MAX_INFLIGHT``).
 
         Concurrent calls with the same graph and options share one compile.
-        A small graph on the host backend (at most :data:`INLINE_NODES` nodes
-        and :data:`INLINE_ELEMENTS` elements in its values, see :func:`compiles_inline`)
+        A small graph on the host backend (at most ``INLINE_NODES`` nodes
+        and ``INLINE_ELEMENTS`` elements in its values, see
+        :func:`~aioge.runtime.graphs.compile.compiles_inline`)
         compiles on the calling thread, the event loop's, with no hand-off to a
         thread and back; the compile has no await point, so nothing else runs
         on the loop meanwhile and callers that come while its caller takes its
@@ -176,7 +176,7 @@ class Device(Resource):
                     self, graph, optimize=optimize, max_streams=max_streams, mode=mode, max_inflight=limit
                 )
 
-            inline = self.backend == "host" and compiles_inline(graph)
+            inline = self.backend == "host" and compile_module.compiles_inline(graph)
             job = compiles[key] = ThreadJob(work, "aioge-compile", _discard_model, inline=inline)
         try:
             return await job.result()
@@ -260,40 +260,6 @@ class Device(Resource):
         # streams with pending work drain on their own threads; the context
         # stays until interpreter exit rather than freeing memory in use
         pass
-
-
-#: graphs of at most this many nodes (and :data:`INLINE_ELEMENTS`) compile on the calling thread
-INLINE_NODES = 128
-#: ... and at most this many elements summed over their values (constants, fills and
-#: activations alike): 4 MiB of float32
-INLINE_ELEMENTS = 1 << 20
-
-
-def compiles_inline(graph: Graph) -> bool:
-    """Whether a host-backend compile of ``graph`` runs on the calling thread:
-    at most :data:`INLINE_NODES` nodes and :data:`INLINE_ELEMENTS` elements
-    summed over its values of known shape (a node count, then one pass over
-    the values: ~3 us for gru, ~16 us for t5_encoder's 167).
-
-    The bounds keep such a compile within the interpreter's 5 ms switch
-    interval, below the loop stall a compile on a worker causes: the worker
-    holds the GIL through the Python of the compile, so the loop runs only
-    when the worker lets go of it, and on a busy machine waits beyond that for
-    a core.  Measured on 2 cores (load 2): a compile takes ~0.04-0.08 ms per
-    node (more for large convolutions) and ~0.5-0.8 ms per MB of values
-    (weights packed and uploaded, fills made, the arena); within the bounds
-    gru (10 nodes) 0.85 ms, lstm 1.4, unet 1.5, gpt2 3.6, t5_encoder (108
-    nodes) 3.7, inception (53 nodes, 3.5 MB) 3.9, bert 4.0, vit_hf 4.3;
-    beyond them attention (10.8 MB) 4.1, mlp (9 MB) 6.9, squeezenet1_1 8.3,
-    shufflenet_v2 18, alexnet (39 nodes, 252 MB of fills) 115.  The longest
-    loop gaps during compiles on a worker were 1.0 ms (gru), 3.7 (lstm), 6.5
-    (t5_encoder), 16 (inception), 26 (attention), 32 (shufflenet); and the
-    hop to the worker and back costs ~0.2 ms per compile, a quarter of gru's.
-    """
-    if len(graph.nodes) > INLINE_NODES:
-        return False
-    prod = math.prod
-    return sum([prod(s) for v in graph.values.values() if (s := v.shape)]) <= INLINE_ELEMENTS
 
 
 def _discard_model(model: CompiledGraph) -> None:

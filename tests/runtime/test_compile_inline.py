@@ -17,7 +17,7 @@ import aioge.runtime.device
 import aioge.runtime.graphs.compile
 import aioge.runtime.graphs.dynamic
 from aioge.graph import Graph, GraphError, run_reference
-from aioge.runtime.device import INLINE_ELEMENTS, INLINE_NODES, compiles_inline
+from aioge.runtime.graphs.compile import INLINE_ELEMENTS, INLINE_NODES, compiles_inline
 from tests.runtime.test_executable import mlp
 from tests.runtime.test_execute_feeds import dynamic_one_input
 
@@ -150,7 +150,7 @@ def mismatched() -> Graph:
 async def test_a_compile_error_is_raised_as_it_was_on_either_path(dev, compiles, monkeypatch):
     raised: list[type[BaseException]] = []
     for nodes in (INLINE_NODES, -1):  # inline, then on a worker
-        monkeypatch.setattr(aioge.runtime.device, "INLINE_NODES", nodes)
+        monkeypatch.setattr(aioge.runtime.graphs.compile, "INLINE_NODES", nodes)
         with pytest.raises(ValueError, match="mode must be") as e1:
             await dev.compile(mlp(), mode="bogus")
         with pytest.raises(GraphError) as e2:
@@ -184,7 +184,7 @@ async def test_dynamic_shapes_probe_and_compile_their_plans_through_the_same_dec
         for _ in range(3):
             tg.start_soon(model.execute, {"x": x5})
     assert where(compiles) == ["here"] * 3 and model.stats["compiles"] == 3
-    monkeypatch.setattr(aioge.runtime.device, "INLINE_NODES", -1)
+    monkeypatch.setattr(aioge.runtime.graphs.compile, "INLINE_NODES", -1)
     await model.execute({"x": np.ones((2, 8), np.float32)})
     assert where(compiles)[3:] == ["aioge-compile"] and model.stats["compiles"] == 4
     await model.aclose()

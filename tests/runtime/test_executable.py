@@ -503,7 +503,7 @@ async def test_cancelled_compile_returns_at_once_and_its_model_is_not_lost(dev, 
         return real(*args, **kwargs)
 
     monkeypatch.setattr(aioge.runtime.graphs.compile, "compile_graph", held)
-    monkeypatch.setattr(aioge.runtime.device, "INLINE_NODES", -1)  # on a worker: the loop goes on meanwhile
+    monkeypatch.setattr(aioge.runtime.graphs.compile, "INLINE_NODES", -1)  # on a worker: the loop goes on meanwhile
     g = mlp()
     with anyio.move_on_after(0.05):
         await dev.compile(g)

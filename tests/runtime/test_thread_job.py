@@ -15,6 +15,7 @@ import pytest
 
 import aioge
 import aioge.runtime.device
+import aioge.runtime.graphs.compile
 from aioge.graph import run_reference
 from aioge.runtime import scheduler
 from aioge.runtime.scheduler import ThreadJob
@@ -202,7 +203,7 @@ def test_a_pool_needs_a_thread():
 
 
 async def test_compiles_on_a_worker_that_had_a_closed_device_bound(monkeypatch):
-    monkeypatch.setattr(aioge.runtime.device, "INLINE_NODES", -1)  # every compile on a worker
+    monkeypatch.setattr(aioge.runtime.graphs.compile, "INLINE_NODES", -1)  # every compile on a worker
     g = mlp()
     x = np.ones((4, 8), np.float32)
     (ref,) = run_reference(g, {"x": x}).values()

@@ -3,11 +3,12 @@
 Optimises (the target's passes), plans, lowers for the target, lays the result
 out (:mod:`aioge.graph.executable`) and loads it (:mod:`aioge.runtime.graphs.executable`).
 ``Device.compile`` runs it on a worker thread, or a small graph's on the
-calling thread (:func:`aioge.runtime.device.compiles_inline`).
+calling thread (:func:`compiles_inline`).
 """
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import TYPE_CHECKING
 
@@ -91,3 +92,37 @@ def compile_graph(
                          f"{p.num_streams} streams, arena {build.total_arena} B (max live "
                          f"{p.max_live_bytes} B), {len(weights)} weights")  # fmt: skip
     return model
+
+
+#: graphs of at most this many nodes (and :data:`INLINE_ELEMENTS`) compile on the calling thread
+INLINE_NODES = 128
+#: ... and at most this many elements summed over their values (constants, fills and
+#: activations alike): 4 MiB of float32
+INLINE_ELEMENTS = 1 << 20
+
+
+def compiles_inline(graph: Graph) -> bool:
+    """Whether a host-backend compile of ``graph`` runs on the calling thread:
+    at most :data:`INLINE_NODES` nodes and :data:`INLINE_ELEMENTS` elements
+    summed over its values of known shape (a node count, then one pass over
+    the values: ~3 us for gru, ~16 us for t5_encoder's 167).
+
+    The bounds keep such a compile within the interpreter's 5 ms switch
+    interval, below the loop stall a compile on a worker causes: the worker
+    holds the GIL through the Python of the compile, so the loop runs only
+    when the worker lets go of it, and on a busy machine waits beyond that for
+    a core.  Measured on 2 cores (load 2): a compile takes ~0.04-0.08 ms per
+    node (more for large convolutions) and ~0.5-0.8 ms per MB of values
+    (weights packed and uploaded, fills made, the arena); within the bounds
+    gru (10 nodes) 0.85 ms, lstm 1.4, unet 1.5, gpt2 3.6, t5_encoder (108
+    nodes) 3.7, inception (53 nodes, 3.5 MB) 3.9, bert 4.0, vit_hf 4.3;
+    beyond them attention (10.8 MB) 4.1, mlp (9 MB) 6.9, squeezenet1_1 8.3,
+    shufflenet_v2 18, alexnet (39 nodes, 252 MB of fills) 115.  The longest
+    loop gaps during compiles on a worker were 1.0 ms (gru), 3.7 (lstm), 6.5
+    (t5_encoder), 16 (inception), 26 (attention), 32 (shufflenet); and the
+    hop to the worker and back costs ~0.2 ms per compile, a quarter of gru's.
+    """
+    if len(graph.nodes) > INLINE_NODES:
+        return False
+    prod = math.prod
+    return sum([prod(s) for v in graph.values.values() if (s := v.shape)]) <= INLINE_ELEMENTS

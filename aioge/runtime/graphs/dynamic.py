@@ -37,11 +37,10 @@ from ...errors import BusyResourceError
 from ...graph import GraphError
 from ...graph.ir import Dim
 from .._resources import Resource
-from ..device import compiles_inline
 from ..memory import trim_host_heap
 from ..scheduler import Completion, ThreadJob
 from ..stream import Tensor
-from .compile import SHARED_WEIGHTS
+from .compile import SHARED_WEIGHTS, compiles_inline
 from .executable import CompiledGraph, SharedWeights, check_feed_names, feeds_dict
 
 if TYPE_CHECKING:
@@ -103,7 +102,7 @@ class DynamicCompiledGraph(Resource):
         The inference (shape inference of two specialisations, no weights
         touched: 0.5-1.9 ms for gru to shufflenet_v2 made dynamic) runs on a
         worker, or on the calling thread for a graph within the bounds of
-        :func:`~aioge.runtime.device.compiles_inline` (on every backend: it is
+        :func:`~aioge.runtime.graphs.compile.compiles_inline` (on every backend: it is
         Python alone)."""
         graph.validate(shapes=False)
         job: ThreadJob[dict[str, Any]] = ThreadJob(lambda: _probe_outputs(graph), "aioge-compile", _ignore,
