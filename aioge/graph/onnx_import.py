@@ -498,14 +498,11 @@ def _shapeless_io(gp: Any, outputs: bool = True) -> list[Any]:
 
 
 def _run_checker(onnx: Any, model: Any) -> None:
-    """``onnx.checker.check_model(model)``; serialized bytes go to its C++ checker as that function
-    hands them over (the same call and arguments, without its type dispatch)."""
+    """``onnx.checker.check_model(model)`` (its public call: the C++ function behind it takes other
+    arguments in other onnx releases), a failure as a MalformedModelError."""
     checker = onnx.checker
     try:
-        if type(model) is bytes and len(model) <= checker.MAXIMUM_PROTOBUF:
-            checker.C.check_model(model, False, False, False)
-        else:
-            checker.check_model(model)
+        checker.check_model(model)
     except checker.ValidationError as e:
         msg = " ".join(str(e).split())
         raise MalformedModelError(f"onnx.checker: {msg}") from None
