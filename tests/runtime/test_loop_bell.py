@@ -33,9 +33,13 @@ def test_ring_adds_one_and_reports_a_bad_fd() -> None:
 
 
 def test_a_thread_job_wakes_its_loop_through_the_bell() -> None:
+    release = threading.Event()
+
     async def main() -> tuple[int, object]:
         loop = asyncio.get_running_loop()
-        job = ThreadJob(lambda: threading.get_ident(), "aioge-test", lambda r: None)
+        # the call ends only once the caller is parked on it (a call done before its await makes no waiter)
+        job = ThreadJob(lambda: release.wait(30) and threading.get_ident(), "aioge-test", lambda r: None)
+        loop.call_soon(release.set)
         ran_on = await job.result()
         return ran_on, scheduler._bells.get(loop)
 
@@ -158,8 +162,13 @@ def test_a_loop_without_add_reader_is_woken_by_call_soon_threadsafe() -> None:
     loop = _NoReaders()
     try:
 
+        release = threading.Event()
+
         async def main() -> str:
-            job = ThreadJob(lambda: "done", "aioge-test", lambda r: None)
+            # the call ends only once the caller is parked on it: it is woken through the loop, whose
+            # bell is looked up then (a call done before its await makes no waiter)
+            job = ThreadJob(lambda: release.wait(30) and "done", "aioge-test", lambda r: None)
+            asyncio.get_running_loop().call_soon(release.set)
             return await job.result()
 
         assert loop.run_until_complete(main()) == "done"
